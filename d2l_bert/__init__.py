@@ -1,0 +1,14 @@
+"""d2l_bert: the BERT chapter of *Dive into Deep Learning* in MXNet/Gluon.
+
+The public names are the book's.  Each object says in its docstring which
+section of the book defines it.
+"""
+from mxnet import npx as _npx
+
+# The book runs every cell under NumPy semantics (`npx.set_np()`); our
+# blocks are written for it, so importing the package turns it on
+_npx.set_np()
+
+__version__ = '0.1.0'
+
+from .bert import get_tokens_and_segments  # noqa: E402,F401
