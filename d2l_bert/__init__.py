@@ -12,3 +12,9 @@ _npx.set_np()
 __version__ = '0.1.0'
 
 from .bert import get_tokens_and_segments  # noqa: E402,F401
+from .attention import (  # noqa: E402,F401
+    masked_softmax, DotProductAttention, MultiHeadAttention)
+from .transformer import (  # noqa: E402,F401
+    PositionWiseFFN, AddNorm, TransformerEncoderBlock, EncoderBlock)
+from .bert import (  # noqa: E402,F401
+    BERTEncoder, MaskLM, NextSentencePred, BERTModel, ORIGINAL_BERT)

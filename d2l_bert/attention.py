@@ -1,0 +1,211 @@
+"""Attention, as the book builds it before the transformer.
+
+sec_attention-scoring-functions gives `masked_softmax` and
+`DotProductAttention`; sec_multihead-attention gives `MultiHeadAttention`.
+The blocks are Gluon `HybridBlock`s: used as they are they run imperatively,
+exactly like the book's `nn.Block`s; after `hybridize()` the same code builds
+one symbolic graph.  In `hybrid_forward`, `F` is `mxnet.ndarray` or
+`mxnet.symbol`, and `F.np` / `F.npx` are the NumPy-style operators.
+
+Dimension key used in the shape comments:
+
+B: batch size, Q: number of queries, K: number of key-value pairs,
+D: query/key size, Dv: value size, H: num_hiddens, h: num_heads,
+d: H / h, the size of one head
+"""
+import mxnet as mx
+from mxnet.gluon import nn
+
+
+def _is_symbol(X):
+    """Return whether `X` is a symbol (the block is building its graph)."""
+    return isinstance(X, mx.sym.Symbol)
+
+
+def _F(X):
+    """Return the operator namespace for `X`: `mxnet.symbol` or `ndarray`."""
+    return mx.sym if _is_symbol(X) else mx.nd
+
+
+def _valid_lens_for_scores(F, X, valid_lens):
+    """Broadcast `valid_lens` against scores `X` of shape (B, Q, K).
+
+    A 1-D `valid_lens` (B,) holds one length per example; a 2-D one (B, Q)
+    one length per query.  A symbol has no known rank, so in a graph the
+    1-D form (the one BERT uses) is taken.
+    """
+    if not _is_symbol(valid_lens) and valid_lens.ndim == 2:
+        return F.np.expand_dims(valid_lens, -1)          # (B, Q, 1)
+    return F.npx.reshape(valid_lens, (-1, 1, 1))         # (B, 1, 1)
+
+
+def masked_softmax(X, valid_lens):
+    """Softmax over the last axis, ignoring the positions past `valid_lens`.
+
+    Defined in :numref:`sec_attention-scoring-functions`.
+
+    Masked scores are replaced by -1e6 before the softmax, as in the book,
+    so their weights are 0 (and a row with length 0 gets uniform weights).
+
+    Parameters
+    ----------
+    X : mxnet.np.ndarray or Symbol, shape (B, Q, K)
+        Attention scores.
+    valid_lens : mxnet.np.ndarray or Symbol or None, shape (B,) or (B, Q)
+        Number of valid key positions, per example or per query.  None
+        means every position is valid.
+
+    Returns
+    -------
+    mxnet.np.ndarray or Symbol, shape (B, Q, K)
+        Attention weights: each row sums to 1 over its valid positions.
+    """
+    F = _F(X)
+    if valid_lens is None:
+        return F.npx.softmax(X)                              # (B, Q, K)
+    positions = F.npx.arange_like(X, axis=-1)                # (K,)
+    lens = _valid_lens_for_scores(F, X, valid_lens)          # (B, ., 1)
+    # Keep a score where its position is below the valid length
+    X = F.np.where(positions < lens, X, -1e6)                # (B, Q, K)
+    return F.npx.softmax(X)                                  # (B, Q, K)
+
+
+class DotProductAttention(nn.HybridBlock):
+    """Scaled dot-product attention.
+
+    Defined in :numref:`subsec_batch_dot`.
+
+    Parameters
+    ----------
+    dropout : float
+        Dropout rate applied to the attention weights in training.
+
+    Notes
+    -----
+    ``attention_weights`` holds the weights of the last imperative call,
+    shape (B, Q, K), as in the book.
+    """
+
+    def __init__(self, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.dropout = nn.Dropout(dropout)
+
+    def hybrid_forward(self, F, queries, keys, values, valid_lens=None):
+        """Attend from `queries` to `keys`, averaging `values`.
+
+        Parameters
+        ----------
+        queries : shape (B, Q, D)
+        keys : shape (B, K, D)
+        values : shape (B, K, Dv)
+        valid_lens : shape (B,) or (B, Q), optional
+
+        Returns
+        -------
+        shape (B, Q, Dv)
+        """
+        # Divide by sqrt(D), D read from the queries' last axis
+        d = F.npx.shape_array(queries)[2:].astype('float32')     # (1,)
+        scores = F.npx.batch_dot(queries, keys,
+                                 transpose_b=True) / F.np.sqrt(d)  # (B, Q, K)
+        attention_weights = masked_softmax(scores, valid_lens)     # (B, Q, K)
+        if not _is_symbol(attention_weights):
+            self.attention_weights = attention_weights
+        return F.npx.batch_dot(self.dropout(attention_weights),
+                               values)                             # (B, Q, Dv)
+
+
+class MultiHeadAttention(nn.HybridBlock):
+    """Multi-head attention: `num_heads` dot-product attentions in parallel.
+
+    Defined in :numref:`sec_multihead-attention`.
+
+    Parameters
+    ----------
+    num_hiddens : int
+        H, the size of the queries, keys and values after projection and
+        of the output; must be divisible by `num_heads`.
+    num_heads : int
+        h, the number of heads; each attends in d = H / h dimensions.
+    dropout : float
+        Dropout rate on the attention weights.
+    use_bias : bool, default False
+        Whether the projections `W_q`, `W_k`, `W_v`, `W_o` have biases.
+    """
+
+    def __init__(self, num_hiddens, num_heads, dropout, use_bias=False,
+                 **kwargs):
+        super().__init__(**kwargs)
+        if num_hiddens % num_heads:
+            raise ValueError(
+                f'num_hiddens must be divisible by num_heads, got '
+                f'num_hiddens={num_hiddens} and num_heads={num_heads}')
+        self.num_heads = num_heads
+        self.attention = DotProductAttention(dropout)
+        self.W_q = nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+        self.W_k = nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+        self.W_v = nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+        self.W_o = nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
+
+    def hybrid_forward(self, F, queries, keys, values, valid_lens=None):
+        """Project, attend in each head, concatenate the heads, project.
+
+        Parameters
+        ----------
+        queries : shape (B, Q, Dq)
+        keys : shape (B, K, Dk)
+        values : shape (B, K, Dv)
+        valid_lens : shape (B,) or (B, Q), optional
+
+        Returns
+        -------
+        shape (B, Q, H)
+        """
+        queries = self.transpose_qkv(self.W_q(queries))     # (B*h, Q, d)
+        keys = self.transpose_qkv(self.W_k(keys))           # (B*h, K, d)
+        values = self.transpose_qkv(self.W_v(values))       # (B*h, K, d)
+        if valid_lens is not None:
+            # Each example's length serves all of its h heads
+            valid_lens = F.np.repeat(valid_lens, self.num_heads,
+                                     axis=0)                   # (B*h, .)
+        output = self.attention(queries, keys, values,
+                                valid_lens)                    # (B*h, Q, d)
+        output_concat = self.transpose_output(output)       # (B, Q, H)
+        return self.W_o(output_concat)                         # (B, Q, H)
+
+    def transpose_qkv(self, X):
+        """Split the last axis into heads and fold the heads into the batch.
+
+        Defined in :numref:`sec_multihead-attention`.
+
+        Parameters
+        ----------
+        X : shape (B, T, H)
+
+        Returns
+        -------
+        shape (B*h, T, d)
+        """
+        F = _F(X)
+        X = F.npx.reshape(X, (-2, -2, self.num_heads, -1))     # (B, T, h, d)
+        X = F.np.transpose(X, (0, 2, 1, 3))                    # (B, h, T, d)
+        return F.npx.reshape(X, (-5, -2, -2))                  # (B*h, T, d)
+
+    def transpose_output(self, X):
+        """Undo `transpose_qkv`: unfold the heads and concatenate them.
+
+        Defined in :numref:`sec_multihead-attention`.
+
+        Parameters
+        ----------
+        X : shape (B*h, T, d)
+
+        Returns
+        -------
+        shape (B, T, H)
+        """
+        F = _F(X)
+        X = F.npx.reshape(X, (-6, -1, self.num_heads,
+                              -2, -2))                         # (B, h, T, d)
+        X = F.np.transpose(X, (0, 2, 1, 3))                    # (B, T, h, d)
+        return F.npx.reshape(X, (-2, -2, -5))                  # (B, T, H)

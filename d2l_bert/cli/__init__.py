@@ -1,0 +1,43 @@
+"""The `d2l-bert` command: parses arguments and calls the sections.
+
+Each subcommand lives in its own module of this package and provides
+``add_arguments(parser)`` and ``main(args) -> int``.  The modules are
+imported only when their command runs, so `d2l-bert --help` stays fast.
+"""
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+COMMANDS = {
+    'chapter': ('d2l_bert.cli.chapter',
+                "run the chapter's cells and compare with the book"),
+}
+
+
+def build_parser():
+    """Return the top-level argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog='d2l-bert',
+        description="The BERT chapter of Dive into Deep Learning, runnable.")
+    sub = parser.add_subparsers(dest='command', metavar='COMMAND')
+    for name, (module_name, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module_name)
+        importlib.import_module(module_name).add_arguments(p)
+    return parser
+
+
+def main(argv=None):
+    """Entry point of the `d2l-bert` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    module = importlib.import_module(args._module)
+    try:
+        return module.main(args)
+    except KeyboardInterrupt:
+        print('interrupted', file=sys.stderr)
+        return 130
