@@ -1,0 +1,262 @@
+"""Downloads from the d2l data hub, checked and never half-written.
+
+The book fetches its pretrained models and SNLI with `d2l.download_extract`:
+a name is looked up in `DATA_HUB`, the archive is downloaded, checked
+against its SHA-1 and unpacked next to it.  This module keeps those names
+and that behaviour, and adds what a classroom needs:
+
+- a progress bar;
+- the archive is written to a temporary file in the cache directory and
+  renamed into place only once its length and SHA-1 are right, so an
+  interrupted, truncated or corrupt download leaves nothing behind;
+- the archive is unpacked into a temporary directory that is renamed into
+  place, so a half-unpacked folder is never mistaken for a complete one;
+- without a network the error says what to do instead (a local directory,
+  `d2l-bert pretrain --out DIR`, the synthetic data, or copying the archive
+  into the cache by hand).
+
+The cache is ``$D2L_BERT_DATA`` if set, else ``~/.cache/d2l_bert``.
+"""
+import hashlib
+import http.client
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+
+DATA_URL = 'http://d2l-data.s3-accelerate.amazonaws.com/'
+
+# name -> (url, SHA-1 of the file), as `d2l.DATA_HUB`
+DATA_HUB = {
+    'bert.base': (DATA_URL + 'bert.base.zip',
+                  '7b3820b35da691042e5d34c0971ac3edbd80d3f4'),
+    'bert.small': (DATA_URL + 'bert.small.zip',
+                   'a4e718a47137ccd1809c9107ab4f5edd317bae2c'),
+    'SNLI': ('https://nlp.stanford.edu/projects/snli/snli_1.0.zip',
+             '9fcde07509c7e87ec61c640c1b2753d9041758e4'),
+}
+
+# what to do instead when a hub file cannot be downloaded
+OFFLINE_HINTS = {
+    'bert.base': (
+        'load a pretrained model from a local directory holding '
+        '`pretrained.params` and `vocab.json` (`--model DIR`); '
+        '`d2l-bert pretrain --out DIR` writes one'),
+    'SNLI': (
+        'use the synthetic SNLI data that needs no network '
+        '(`--data synthetic`), or a directory holding '
+        '`snli_1.0_train.txt` and `snli_1.0_test.txt` (`--data DIR`)'),
+}
+OFFLINE_HINTS['bert.small'] = OFFLINE_HINTS['bert.base']
+
+TIMEOUT = 30  # seconds without a byte before a download gives up
+CHUNK = 1 << 20
+
+
+class DownloadError(OSError):
+    """A download failed: no network, truncated, or a checksum mismatch."""
+
+
+def data_home():
+    """Return the cache directory: ``$D2L_BERT_DATA`` or
+    ``~/.cache/d2l_bert``."""
+    return os.environ.get('D2L_BERT_DATA') or os.path.join(
+        os.path.expanduser('~'), '.cache', 'd2l_bert')
+
+
+def sha1_of(file_name):
+    """Return the hexadecimal SHA-1 of a file, read in chunks."""
+    sha1 = hashlib.sha1()
+    with open(file_name, 'rb') as f:
+        for data in iter(lambda: f.read(CHUNK), b''):
+            sha1.update(data)
+    return sha1.hexdigest()
+
+
+def _lookup(name):
+    """Return ``(url, sha1_hash, name)`` for a `DATA_HUB` name or a URL."""
+    if name in DATA_HUB:
+        url, sha1_hash = DATA_HUB[name]
+        return url, sha1_hash, name
+    if isinstance(name, str) and name.startswith(('http://', 'https://')):
+        return name, None, name
+    raise ValueError(
+        f'name must be one of DATA_HUB {sorted(DATA_HUB)} or a URL, '
+        f'got {name!r}')
+
+
+def _fetch(url, file_name, desc):
+    """Stream `url` into `file_name` with a progress bar.
+
+    Returns the number of bytes written; raises `DownloadError` when the
+    server sends fewer bytes than it announced.
+    """
+    from tqdm import tqdm
+    with urllib.request.urlopen(url, timeout=TIMEOUT) as r:
+        length = r.headers.get('Content-Length')
+        total = int(length) if length and length.isdigit() else None
+        received = 0
+        with open(file_name, 'wb') as f, tqdm(
+                total=total, unit='B', unit_scale=True, desc=desc,
+                file=sys.stderr, leave=False) as bar:
+            while True:
+                try:
+                    data = r.read(CHUNK)
+                except http.client.IncompleteRead as e:
+                    f.write(e.partial)
+                    received += len(e.partial)
+                    break
+                if not data:
+                    break
+                f.write(data)
+                received += len(data)
+                bar.update(len(data))
+    if total is not None and received != total:
+        raise DownloadError(
+            f'download of {url} was truncated: received {received} of '
+            f'{total} bytes; nothing was saved, run the same command '
+            'again')
+    return received
+
+
+def download(name, folder=None, sha1_hash=None):
+    """Download a `DATA_HUB` file (or a URL) into `folder`; return its path.
+
+    Defined in :numref:`sec_utils` (as `d2l.download`).
+
+    A file already in `folder` whose SHA-1 matches is used as is, so an
+    archive copied there by hand works without a network.
+
+    Parameters
+    ----------
+    name : str
+        A key of `DATA_HUB` (``'bert.small'``, ``'bert.base'``,
+        ``'SNLI'``) or a URL.
+    folder : str, optional
+        Cache directory; `data_home()` by default.
+    sha1_hash : str, optional
+        Expected SHA-1 (taken from `DATA_HUB` for a name).
+
+    Returns
+    -------
+    str
+        Path of the checked file.
+
+    Raises
+    ------
+    DownloadError
+        No network, a truncated download, or a SHA-1 mismatch.  The
+        partial file is deleted in each case.
+    """
+    return _download(name, folder, sha1_hash)[0]
+
+
+def _download(name, folder=None, sha1_hash=None):
+    """`download`, also telling whether the file was fetched just now."""
+    url, hub_sha1, name = _lookup(name)
+    sha1_hash = sha1_hash or hub_sha1
+    folder = folder or data_home()
+    os.makedirs(folder, exist_ok=True)
+    fname = os.path.join(folder, url.split('/')[-1])
+    if os.path.exists(fname):
+        if sha1_hash is None or sha1_of(fname) == sha1_hash:
+            return fname, False
+        print(f'{fname} does not match its SHA-1; downloading it again',
+              file=sys.stderr)
+    print(f'Downloading {fname} from {url}...', file=sys.stderr)
+    fd, tmp = tempfile.mkstemp(
+        dir=folder, prefix=f'.{os.path.basename(fname)}.', suffix='.part')
+    os.close(fd)
+    try:
+        try:
+            _fetch(url, tmp, os.path.basename(fname))
+        except (urllib.error.URLError, socket.timeout, ConnectionError,
+                http.client.HTTPException) as e:
+            hint = OFFLINE_HINTS.get(name)
+            raise DownloadError(
+                f'could not download {name!r} from {url} ({e}). Without a '
+                'network: ' + (f'{hint}; or ' if hint else '') +
+                f'copy {os.path.basename(fname)} into {folder} by hand '
+                '(it is checked against its SHA-1)') from e
+        if sha1_hash is not None:
+            got = sha1_of(tmp)
+            if got != sha1_hash:
+                raise DownloadError(
+                    f'SHA-1 mismatch for {url}: expected {sha1_hash}, got '
+                    f'{got}; the download is corrupt or the file on the '
+                    'server changed. Nothing was saved; run the same '
+                    'command again')
+        os.replace(tmp, fname)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return fname, True
+
+
+def extract(file_name, folder=None):
+    """Unpack a zip archive into `folder` (its own directory by default).
+
+    Defined in :numref:`sec_utils` (as `d2l.extract`).
+
+    Each top-level entry of the archive is unpacked into a temporary
+    directory first and then renamed into place, replacing any older
+    copy, so an interrupted extraction leaves no partial folder.
+    """
+    folder = folder or os.path.dirname(file_name)
+    if not file_name.endswith('.zip'):
+        raise ValueError(
+            f'only zip archives can be extracted, got {file_name!r}')
+    tmp = tempfile.mkdtemp(dir=folder, prefix='.extract-')
+    try:
+        try:
+            with zipfile.ZipFile(file_name) as fp:
+                fp.extractall(tmp)
+        except (zipfile.BadZipFile, EOFError) as e:
+            raise ValueError(
+                f'{file_name} is not a valid zip archive ({e}); delete it '
+                'and download it again') from e
+        for entry in sorted(os.listdir(tmp)):
+            dest = os.path.join(folder, entry)
+            if os.path.isdir(dest) and not os.path.islink(dest):
+                shutil.rmtree(dest)
+            elif os.path.lexists(dest):
+                os.remove(dest)
+            os.replace(os.path.join(tmp, entry), dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def download_extract(name, folder=None):
+    """Download a zip archive, unpack it and return the data directory.
+
+    Defined in :numref:`sec_utils` (as `d2l.download_extract`).
+
+    Parameters
+    ----------
+    name : str
+        A key of `DATA_HUB` or a URL of a zip file.
+    folder : str, optional
+        Name of the directory inside the archive to return; by default the
+        archive's name without ``.zip`` (``bert.small.zip`` holds
+        ``bert.small/``).
+
+    Returns
+    -------
+    str
+        Path of the unpacked directory in the cache.
+    """
+    fname, fresh = _download(name)
+    base_dir = os.path.dirname(fname)
+    data_dir = (os.path.join(base_dir, folder) if folder
+                else os.path.splitext(fname)[0])
+    if fresh or not os.path.isdir(data_dir):
+        extract(fname, base_dir)
+    if not os.path.isdir(data_dir):
+        raise ValueError(
+            f'{fname} does not contain the directory '
+            f'{os.path.basename(data_dir)!r}')
+    return data_dir

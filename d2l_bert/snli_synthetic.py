@@ -1,0 +1,198 @@
+"""A small synthetic natural language inference corpus in SNLI's format.
+
+The real SNLI corpus (550k pairs) has to be downloaded; this module writes
+a stand-in that needs no network, so that the fine-tuning section runs
+end to end offline, in class and in the tests.  The files have SNLI's
+layout (a header line, then tab-separated rows whose first three columns
+are the gold label and the binary parses of premise and hypothesis), so
+`read_snli` reads them exactly as it reads the real ones.
+
+Every premise describes one scene: who (`man`, `girl`, `dog`, ...), doing
+what (`playing a guitar`, `sleeping`, ...), and where (`in the park`,
+`in a kitchen`, ...).  Hypotheses are built so that the label follows
+from comparing the pair, not from the hypothesis alone:
+
+- entailment: a more general subject (`a person is sleeping`), a more
+  general activity (`a man is playing music`), or the right setting
+  (`a man is outdoors` after `in the park`);
+- contradiction: a different activity (`a man is sleeping` after
+  `... is running ...`), the wrong setting, or `nobody is ...`;
+- neutral: extra facts the premise does not mention (`... with friends`,
+  `the man is famous`).
+
+The same hypothesis (`a person is sleeping`) is entailment after one
+premise and contradiction after another, so a model has to read both.
+The data are a deterministic function of the seed and the sizes.
+"""
+import os
+import random
+import tempfile
+
+SNLI_HEADER = ('gold_label', 'sentence1_binary_parse',
+               'sentence2_binary_parse', 'sentence1_parse',
+               'sentence2_parse', 'sentence1', 'sentence2', 'captionID',
+               'pairID', 'label1', 'label2', 'label3', 'label4', 'label5')
+
+# subject -> its more general word
+SUBJECTS = {
+    'man': 'person', 'woman': 'person', 'boy': 'child', 'girl': 'child',
+    'dog': 'animal', 'cat': 'animal', 'horse': 'animal',
+}
+ADJECTIVES = ('young', 'old', 'little', 'tall')
+# activity -> a more general phrase it entails
+ACTIVITIES = {
+    'playing a guitar': 'playing music',
+    'playing a piano': 'playing music',
+    'eating an apple': 'eating food',
+    'eating bread': 'eating food',
+    'running': 'moving',
+    'jumping': 'moving',
+    'sleeping': 'resting',
+    'sitting on a chair': 'resting',
+}
+# place -> where it is
+PLACES = {
+    'in the park': 'outdoors', 'on the beach': 'outdoors',
+    'in the street': 'outdoors', 'in a kitchen': 'indoors',
+    'in a restaurant': 'indoors', 'at home': 'indoors',
+}
+OPPOSITE_SETTING = {'outdoors': 'indoors', 'indoors': 'outdoors'}
+EXTRAS = ('with friends', 'for money', 'after work', 'to win a prize',
+          'for the first time')
+STATES = ('happy', 'famous', 'tired', 'rich', 'sad')
+
+LABELS = ('entailment', 'contradiction', 'neutral')
+SPLITS = {'train': 'snli_1.0_train.txt', 'dev': 'snli_1.0_dev.txt',
+          'test': 'snli_1.0_test.txt'}
+# the sizes the command line and the notebook use unless told otherwise
+NUM_TRAIN, NUM_DEV, NUM_TEST = 5000, 500, 1000
+
+
+def _a(words):
+    """Put the indefinite article `a` or `an` before `words`."""
+    return f"{'an' if words[0] in 'aeiou' else 'a'} {words}"
+
+
+def _hypothesis(rng, label, subj, act, place):
+    """Return the hypothesis for a premise and a label."""
+    setting = PLACES[place]
+    if label == 'entailment':
+        kind = rng.randrange(3)
+        if kind == 0:
+            return f'{_a(SUBJECTS[subj])} is {act}'
+        if kind == 1:
+            return f'{_a(subj)} is {ACTIVITIES[act]}'
+        return f'{_a(subj)} is {setting}'
+    if label == 'contradiction':
+        kind = rng.randrange(4)
+        if kind in (0, 1):
+            # an activity that cannot happen at the same time
+            others = [a for a in sorted(ACTIVITIES)
+                      if ACTIVITIES[a] != ACTIVITIES[act]]
+            who = subj if kind == 0 else SUBJECTS[subj]
+            return f'{_a(who)} is {rng.choice(others)}'
+        if kind == 2:
+            return f'{_a(subj)} is {OPPOSITE_SETTING[setting]}'
+        return f'nobody is {act}'
+    kind = rng.randrange(2)
+    if kind == 0:
+        return f'{_a(subj)} is {act} {place} {rng.choice(EXTRAS)}'
+    return f'the {subj} is {rng.choice(STATES)}'
+
+
+def _binary_parse(words):
+    """Return a right-branching binary parse like SNLI's columns 2 and 3."""
+    if len(words) == 1:
+        return words[0]
+    return f'( {words[0]} {_binary_parse(words[1:])} )'
+
+
+def generate_snli_rows(num_examples, seed=0):
+    """Generate synthetic SNLI rows.
+
+    Parameters
+    ----------
+    num_examples : int
+        Number of rows with a gold label; about one row in a hundred more
+        has the gold label ``-`` (annotators disagreed), as in SNLI, and is
+        skipped by `read_snli`.
+    seed : int
+        Seed of the private random generator; the rows depend on nothing
+        else.
+
+    Returns
+    -------
+    list of tuple of str
+        One tuple of 14 columns per row, in the order of `SNLI_HEADER`.
+    """
+    if not isinstance(num_examples, int) or num_examples < 1:
+        raise ValueError(
+            f'num_examples must be a positive int, got {num_examples!r}')
+    rng = random.Random(seed)
+    rows, labelled = [], 0
+    while labelled < num_examples:
+        subj = rng.choice(sorted(SUBJECTS))
+        act = rng.choice(sorted(ACTIVITIES))
+        place = rng.choice(sorted(PLACES))
+        adj = rng.choice(ADJECTIVES + ('',) * 4)
+        who = _a(f'{adj} {subj}' if adj else subj)
+        premise = f'{who} is {act} {place} .'
+        label = rng.choice(LABELS)
+        hypothesis = _hypothesis(rng, label, subj, act, place) + ' .'
+        gold = '-' if rng.random() < 0.01 else label
+        labelled += gold != '-'
+        p_words, h_words = premise.split(), hypothesis.split()
+        n = len(rows)
+        rows.append((
+            gold, _binary_parse(p_words), _binary_parse(h_words),
+            f'(ROOT (S {premise}))', f'(ROOT (S {hypothesis}))',
+            premise.capitalize(), hypothesis.capitalize(),
+            f'{n}.jpg#0', f'{n}.jpg#0r1{label[0]}', label, label,
+            label, label, label if gold != '-' else 'neutral'))
+    return rows
+
+
+def _write_rows(file_name, rows):
+    """Write rows to `file_name` through a temporary file and a rename."""
+    folder = os.path.dirname(file_name)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-')
+    try:
+        with os.fdopen(fd, 'w', encoding='utf-8', newline='\n') as f:
+            f.write('\t'.join(SNLI_HEADER) + '\n')
+            for row in rows:
+                f.write('\t'.join(row) + '\n')
+        os.replace(tmp, file_name)
+    except BaseException:
+        os.remove(tmp)
+        raise
+
+
+def make_snli_synthetic(folder, num_train=NUM_TRAIN, num_dev=NUM_DEV,
+                        num_test=NUM_TEST, seed=0):
+    """Write a synthetic corpus in SNLI's layout and return its directory.
+
+    Parameters
+    ----------
+    folder : str
+        Where to write; the files go to ``folder/snli_1.0/`` as in the
+        real archive.  Existing files are replaced whole (each one is
+        written to a temporary file first), never left half-written.
+    num_train, num_dev, num_test : int
+        Labelled rows in ``snli_1.0_train.txt``, ``snli_1.0_dev.txt`` and
+        ``snli_1.0_test.txt``.
+    seed : int
+        Seed; each split draws from its own generator seeded from it, so a
+        split does not change when another one's size does.
+
+    Returns
+    -------
+    str
+        The data directory, to pass to `read_snli`.
+    """
+    data_dir = os.path.join(folder, 'snli_1.0')
+    os.makedirs(data_dir, exist_ok=True)
+    sizes = {'train': num_train, 'dev': num_dev, 'test': num_test}
+    for offset, (split, file_name) in enumerate(SPLITS.items()):
+        rows = generate_snli_rows(sizes[split], seed=seed * 3 + offset)
+        _write_rows(os.path.join(data_dir, file_name), rows)
+    return data_dir
