@@ -1,0 +1,910 @@
+"""sec_bert-pretraining: pretrain BERT, measure it, save it, encode text.
+
+The section in the book's order:
+
+1. `_get_batch_loss_bert`: the masked language modeling (MLM) loss plus
+   the next sentence prediction (NSP) loss of one batch split into shards,
+   one shard per device;
+2. `train_bert`: Adam for `num_steps` steps, printing the two lines the
+   book prints and plotting the loss curves;
+3. `get_bert_encoding`: the representation of one text or a text pair.
+
+Around them, what a student needs to keep a trained model:
+`evaluate_bert` (masked-token and next-sentence accuracy on held-out
+pairs), `save_pretrained` / `load_pretrained` (the layout of d2l's
+``bert.small``: ``pretrained.params`` and ``vocab.json``, plus our
+``config.json``), checkpoints that resume exactly (`save_checkpoint`,
+`load_checkpoint`) and `D2LTextEncoder`, which the ``d2l-bert encode``
+command uses.
+
+Dimension key used in the shape comments:
+
+B: batch size, T: sequence length, H: num_hiddens, V: vocab_size,
+P: predicted positions per sequence (``round(0.15 * max_len)``)
+"""
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+import zipfile
+from collections import namedtuple
+
+import mxnet as mx
+import numpy as onp
+from mxnet import autograd, gluon, np
+
+from .bert import BERTModel, get_tokens_and_segments
+
+# The small BERT the section pretrains, and its training settings
+BOOK_BERT_CONFIG = dict(num_hiddens=128, ffn_num_hiddens=256, num_heads=2,
+                        num_blks=2, dropout=0.2)
+BOOK_BATCH_SIZE, BOOK_MAX_LEN, BOOK_NUM_STEPS = 512, 64, 50
+# Adam's learning rate in d2l 1.0.3 (0.17.0 used 1e-3)
+BOOK_LEARNING_RATE = 0.01
+
+CHECKPOINT_VERSION = 1
+
+
+# ---------------------------------------------------------------------------
+# The loss of one batch
+# ---------------------------------------------------------------------------
+
+def _get_batch_loss_bert(net, loss, vocab_size, tokens_X_shards,
+                         segments_X_shards, valid_lens_x_shards,
+                         pred_positions_X_shards, mlm_weights_X_shards,
+                         mlm_Y_shards, nsp_y_shards):
+    """Compute the MLM loss and the NSP loss of each shard of a batch.
+
+    Defined in :numref:`sec_bert-pretraining`.
+
+    Each argument ending in ``_shards`` is a list with one array per
+    device (what `gluon.utils.split_and_load` returns); ``B`` below is
+    the size of one shard.
+
+    Parameters
+    ----------
+    net : BERTModel
+    loss : gluon.loss.SoftmaxCELoss
+    vocab_size : int
+    tokens_X_shards : list of ndarray, int32, shape (B, T)
+    segments_X_shards : list of ndarray, int32, shape (B, T)
+    valid_lens_x_shards : list of ndarray, float32, shape (B,)
+    pred_positions_X_shards : list of ndarray, int32, shape (B, P)
+    mlm_weights_X_shards : list of ndarray, float32, shape (B, P)
+        1 for a real prediction, 0 for padding.
+    mlm_Y_shards : list of ndarray, int32, shape (B, P)
+    nsp_y_shards : list of ndarray, shape (B,)
+
+    Returns
+    -------
+    mlm_ls, nsp_ls, ls : list of ndarray, each of shape ()
+        Per shard: the MLM loss averaged over the real predictions, the
+        NSP loss averaged over the pairs, and their sum.
+
+    Notes
+    -----
+    The book calls `npx.waitall()` after each shard.  We leave it out so
+    that the shards of a batch run on their devices at the same time; the
+    losses are read back (and so waited for) once per step in
+    `train_bert`.
+    """
+    mlm_ls, nsp_ls, ls = [], [], []
+    for (tokens_X, segments_X, valid_lens_x, pred_positions_X,
+         mlm_weights_X, mlm_Y, nsp_y) in zip(
+            tokens_X_shards, segments_X_shards, valid_lens_x_shards,
+            pred_positions_X_shards, mlm_weights_X_shards, mlm_Y_shards,
+            nsp_y_shards):
+        # Forward pass
+        _, mlm_Y_hat, nsp_Y_hat = net(
+            tokens_X, segments_X, valid_lens_x.reshape(-1),
+            pred_positions_X)                        # (B, P, V), (B, 2)
+        # Masked language modeling: padded predictions get weight 0
+        mlm_l = loss(mlm_Y_hat.reshape((-1, vocab_size)),  # (B*P, V)
+                     mlm_Y.reshape(-1),                    # (B*P,)
+                     mlm_weights_X.reshape((-1, 1)))       # (B*P,)
+        mlm_l = mlm_l.sum() / (mlm_weights_X.sum() + 1e-8)  # ()
+        # Next sentence prediction
+        nsp_l = loss(nsp_Y_hat, nsp_y).mean()               # ()
+        mlm_ls.append(mlm_l)
+        nsp_ls.append(nsp_l)
+        ls.append(mlm_l + nsp_l)
+    return mlm_ls, nsp_ls, ls
+
+
+# ---------------------------------------------------------------------------
+# What training records
+# ---------------------------------------------------------------------------
+
+class PretrainingHistory:
+    """The per-step losses of `train_bert`, and its throughput.
+
+    Attributes
+    ----------
+    mlm, nsp : list of float
+        The MLM and NSP loss of each step (mean over the shards).
+    num_pairs : int
+        Sentence pairs seen.
+    seconds : float
+        Time spent in forward, backward and update (the book's timer:
+        loading the data is not counted).
+    devices : list of str
+    """
+
+    def __init__(self, devices=(), mlm=(), nsp=(), num_pairs=0,
+                 seconds=0.0):
+        self.devices = [str(d) for d in devices]
+        self.mlm, self.nsp = list(mlm), list(nsp)
+        self.num_pairs, self.seconds = int(num_pairs), float(seconds)
+
+    @property
+    def num_steps(self):
+        return len(self.mlm)
+
+    @property
+    def mlm_loss(self):
+        """The MLM loss averaged over all steps (what the book prints)."""
+        return sum(self.mlm) / max(len(self.mlm), 1)
+
+    @property
+    def nsp_loss(self):
+        """The NSP loss averaged over all steps (what the book prints)."""
+        return sum(self.nsp) / max(len(self.nsp), 1)
+
+    @property
+    def pairs_per_sec(self):
+        return self.num_pairs / self.seconds if self.seconds else 0.0
+
+    def running_means(self):
+        """Return ``(steps, mlm, nsp)``: the curves the book plots.
+
+        The book plots, at step ``k``, the mean loss of steps 1 to ``k``.
+        """
+        steps = list(range(1, self.num_steps + 1))
+        mlm = onp.cumsum(self.mlm) / steps if steps else onp.zeros(0)
+        nsp = onp.cumsum(self.nsp) / steps if steps else onp.zeros(0)
+        return steps, list(mlm), list(nsp)
+
+    def plot(self, path=None, ax=None):
+        """Plot the two running-mean loss curves.
+
+        Parameters
+        ----------
+        path : str, optional
+            Save the figure there as PNG (atomically).
+        ax : matplotlib Axes, optional
+            Draw on it instead of on a new figure.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        if ax is None:
+            # A `Figure` of its own: no pyplot state, no GUI backend
+            fig = Figure(figsize=(3.5, 2.5))
+            FigureCanvasAgg(fig)
+            ax = fig.add_subplot()
+        fig = ax.figure
+        steps, mlm, nsp = self.running_means()
+        ax.plot(steps, mlm, '-', label='mlm')
+        ax.plot(steps, nsp, 'm--', label='nsp')
+        ax.set_xlabel('step')
+        ax.set_ylabel('loss')
+        if steps:
+            ax.set_xlim(1, max(steps[-1], 2))
+        ax.legend()
+        ax.grid(True)
+        fig.tight_layout()
+        if path is not None:
+            _atomic_write(path, lambda tmp: fig.savefig(tmp, format='png',
+                                                        dpi=120))
+        return fig
+
+    def to_dict(self):
+        return dict(devices=self.devices, mlm=self.mlm, nsp=self.nsp,
+                    num_pairs=self.num_pairs, seconds=self.seconds)
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(d['devices'], d['mlm'], d['nsp'], d['num_pairs'],
+                   d['seconds'])
+
+    def __repr__(self):
+        return (f'PretrainingHistory(num_steps={self.num_steps}, '
+                f'mlm_loss={self.mlm_loss:.3f}, '
+                f'nsp_loss={self.nsp_loss:.3f})')
+
+
+def _in_notebook():
+    """Whether we run inside a Jupyter kernel (plots are drawn inline)."""
+    ipython = sys.modules.get('IPython')
+    if ipython is None:
+        return False
+    shell = ipython.get_ipython()
+    return shell is not None and 'IPKernelApp' in getattr(shell, 'config',
+                                                          {})
+
+
+class _InlineAnimator:
+    """Redraw the loss curves in the notebook after every step.
+
+    The book's `d2l.Animator` does the same; we draw the running means
+    of `PretrainingHistory` so the two cannot disagree.
+    """
+
+    def __init__(self, num_steps):
+        from d2l import mxnet as d2l
+        from IPython import display
+        d2l.use_svg_display()
+        self.display, self.num_steps = display, num_steps
+        self.fig, self.ax = d2l.plt.subplots(figsize=(3.5, 2.5))
+
+    def update(self, history):
+        self.ax.cla()
+        history.plot(ax=self.ax)
+        self.ax.set_xlim(1, self.num_steps)
+        self.display.display(self.fig)
+        self.display.clear_output(wait=True)
+
+    def close(self):
+        from d2l import mxnet as d2l
+        d2l.plt.close(self.fig)
+
+
+# ---------------------------------------------------------------------------
+# Random states and the position in the data, for exact resumption
+# ---------------------------------------------------------------------------
+
+def _get_rng_states():
+    """Python's and NumPy's global random states, as JSON-ready lists."""
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = onp.random.get_state()
+    return dict(python=[version, list(internal), gauss],
+                numpy=[name, keys.tolist(), int(pos), int(has_gauss),
+                       float(cached)])
+
+
+def _set_rng_states(states):
+    version, internal, gauss = states['python']
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = states['numpy']
+    onp.random.set_state((name, onp.array(keys, dtype=onp.uint32), pos,
+                          has_gauss, cached))
+
+
+class _DataPosition:
+    """Walk `train_iter` epoch after epoch, able to come back to a step.
+
+    A Gluon `DataLoader` shuffles with NumPy's global random state when
+    an epoch starts.  To stand again where a checkpoint was taken, we
+    keep the random states of the epoch's start and the number of batches
+    drawn since; `restore` replays the shuffle and skips those batches.
+    """
+
+    def __init__(self, train_iter):
+        self.train_iter = train_iter
+        self.epoch_states, self.num_batches, self._it = None, 0, None
+
+    def next_batch(self):
+        for _ in range(2):
+            if self._it is None:
+                self.epoch_states = _get_rng_states()
+                self._it, self.num_batches = iter(self.train_iter), 0
+            try:
+                batch = next(self._it)
+            except StopIteration:
+                if self.num_batches == 0:
+                    raise ValueError('train_iter yielded no batch: the '
+                                     'dataset is empty') from None
+                self._it = None
+                continue
+            self.num_batches += 1
+            return batch
+
+    def state(self):
+        return dict(epoch_states=self.epoch_states,
+                    num_batches=self.num_batches)
+
+    def restore(self, state):
+        """Replay the epoch's shuffle and skip the batches already used."""
+        if state['epoch_states'] is None:
+            return
+        _set_rng_states(state['epoch_states'])
+        self._it, self.num_batches = iter(self.train_iter), 0
+        for _ in range(state['num_batches']):
+            next(self._it)
+            self.num_batches += 1
+
+
+# ---------------------------------------------------------------------------
+# Atomic files and checkpoints
+# ---------------------------------------------------------------------------
+
+def _atomic_write(path, write):
+    """Call ``write(tmp_path)`` then move the file into place at once.
+
+    The temporary file sits in the destination's directory, so
+    `os.replace` is atomic: readers see the old file or the new one,
+    never half of one.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(
+        dir=directory, prefix=f'.{os.path.basename(path)}.', suffix='.tmp')
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, 'rb+') as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _file_bytes(directory, write):
+    """Return the bytes that ``write(path)`` writes, via a temporary file."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.part.',
+                               suffix='.tmp')
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, 'rb') as f:
+            return f.read()
+    finally:
+        os.remove(tmp)
+
+
+def _from_bytes(directory, data, read):
+    """Call ``read(path)`` on a temporary file holding `data`."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.part.',
+                               suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data)
+        return read(tmp)
+    finally:
+        os.remove(tmp)
+
+
+def save_checkpoint(path, net, trainer, step, history, *, data_state=None,
+                    mx_seed=None, config=None):
+    """Write everything needed to continue training, atomically.
+
+    The checkpoint is one zip file: ``meta.json`` (step, loss history,
+    Python/NumPy random states, the data position, the seed MXNet is
+    reseeded from, the caller's `config`), ``model.params`` (what
+    `net.save_parameters` writes) and ``trainer.states`` (Adam's moments
+    and step count).
+
+    Parameters
+    ----------
+    path : str
+    net : gluon.Block
+    trainer : gluon.Trainer
+    step : int
+        Steps done.
+    history : PretrainingHistory
+    data_state : dict, optional
+        From `_DataPosition.state`.
+    mx_seed : int, optional
+        MXNet's random generator is reseeded with ``mx_seed + step`` before
+        each step (its state cannot be read back).
+    config : dict, optional
+        Hyper-parameters; `load_checkpoint` refuses a different one.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    meta = dict(version=CHECKPOINT_VERSION, step=int(step),
+                history=history.to_dict(), rng=_get_rng_states(),
+                data=data_state, mx_seed=mx_seed, config=config)
+    params = _file_bytes(directory, net.save_parameters)
+    states = _file_bytes(directory, trainer.save_states)
+
+    def write(tmp):
+        with zipfile.ZipFile(tmp, 'w') as z:
+            z.writestr('meta.json', json.dumps(meta))
+            z.writestr('model.params', params)
+            z.writestr('trainer.states', states)
+    _atomic_write(path, write)
+
+
+def read_checkpoint_meta(path):
+    """Return the ``meta.json`` of a checkpoint as a dict."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return json.loads(z.read('meta.json'))
+    except (zipfile.BadZipFile, KeyError) as e:
+        raise ValueError(f'checkpoint {path!r} is not a d2l-bert '
+                         f'checkpoint ({e})') from None
+
+
+def load_checkpoint(path, net, trainer, devices, *, config=None):
+    """Restore `net`, `trainer` and the random states from `path`.
+
+    Returns
+    -------
+    dict
+        The checkpoint's meta data (``step``, ``history``, ``data``,
+        ``mx_seed``, ``config``).
+
+    Raises
+    ------
+    ValueError
+        If the file is not a checkpoint, or was written with another
+        `config`.
+    """
+    meta = read_checkpoint_meta(path)
+    if meta.get('version') != CHECKPOINT_VERSION:
+        raise ValueError(f"checkpoint {path!r} has version "
+                         f"{meta.get('version')}, expected "
+                         f"{CHECKPOINT_VERSION}")
+    if config is not None and meta.get('config') is not None:
+        saved = meta['config']
+        diff = sorted(k for k in set(config) | set(saved)
+                      if config.get(k) != saved.get(k))
+        if diff:
+            details = ', '.join(f'{k}: checkpoint {saved.get(k)!r}, now '
+                                f'{config.get(k)!r}' for k in diff)
+            raise ValueError(f'checkpoint {path!r} was written with other '
+                             f'settings ({details}); resume with the same '
+                             'settings or start afresh')
+    directory = os.path.dirname(os.path.abspath(path))
+    with zipfile.ZipFile(path) as z:
+        params, states = z.read('model.params'), z.read('trainer.states')
+    _from_bytes(directory, params,
+                lambda f: net.load_parameters(f, ctx=devices))
+    _from_bytes(directory, states, trainer.load_states)
+    _set_rng_states(meta['rng'])
+    return meta
+
+
+# ---------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------
+
+def train_bert(train_iter, net, loss, vocab_size, devices, num_steps, *,
+               learning_rate=BOOK_LEARNING_RATE, plot='auto', progress=True,
+               checkpoint=None, checkpoint_every=10, resume=False,
+               config=None):
+    """Pretrain BERT on masked language modeling and next sentence
+    prediction for `num_steps` steps.
+
+    Defined in :numref:`sec_bert-pretraining`.
+
+    Every batch is split across `devices`; Adam updates the parameters
+    once per batch.  At the end, prints the MLM and NSP losses averaged
+    over all steps and the throughput, as the book does.
+
+    Parameters
+    ----------
+    train_iter : iterable of 7-tuples of ndarray
+        ``(tokens_X, segments_X, valid_lens_x, pred_positions_X,
+        mlm_weights_X, mlm_Y, nsp_y)`` with shapes ``(B, T)``, ``(B, T)``,
+        ``(B,)``, ``(B, P)``, ``(B, P)``, ``(B, P)``, ``(B,)``; walked
+        again from the start when exhausted.
+    net : BERTModel
+        Initialized on every context of `devices`.
+    loss : gluon.loss.SoftmaxCELoss
+    vocab_size : int
+    devices : list of mxnet.Context
+    num_steps : int
+        Total number of steps (a resumed run counts the steps done
+        before).
+    learning_rate : float, keyword-only, default 0.01
+    plot : 'auto', bool or str, keyword-only
+        'auto' draws the curves inline in a notebook and nothing
+        elsewhere; True draws inline; a str saves a PNG there at the end.
+    progress : bool, keyword-only, default True
+        Show a progress bar (outside notebooks) once training has run for
+        more than 2 seconds.
+    checkpoint : str, keyword-only, optional
+        File to save a checkpoint to every `checkpoint_every` steps and at
+        the end.  With a checkpoint, MXNet's random generator is reseeded
+        before each step, so that a resumed run repeats an uninterrupted
+        one.
+    checkpoint_every : int, keyword-only, default 10
+    resume : bool, keyword-only, default False
+        Continue from `checkpoint` if the file exists.
+    config : dict, keyword-only, optional
+        Stored in the checkpoint; resuming with another one is an error.
+
+    Returns
+    -------
+    PretrainingHistory
+        The per-step losses (``.mlm``, ``.nsp``), their means
+        (``.mlm_loss``, ``.nsp_loss``) and ``.pairs_per_sec``.
+    """
+    num_steps = _check_positive_int('num_steps', num_steps)
+    if resume and checkpoint is None:
+        raise ValueError('resume=True needs checkpoint=PATH')
+    devices = list(devices)
+    trainer = gluon.Trainer(net.collect_params(), 'adam',
+                            {'learning_rate': learning_rate})
+    history = PretrainingHistory(devices)
+    data = _DataPosition(train_iter)
+    step, mx_seed = 0, None
+    if resume and os.path.exists(checkpoint):
+        meta = load_checkpoint(checkpoint, net, trainer, devices,
+                               config=config)
+        step, mx_seed = meta['step'], meta['mx_seed']
+        history = PretrainingHistory.from_dict(meta['history'])
+        history.devices = [str(d) for d in devices]
+        # The data position first: replaying the epoch's shuffle moves
+        # the random states, which we then set to the checkpoint's
+        if meta['data'] is not None:
+            data.restore(meta['data'])
+        _set_rng_states(meta['rng'])
+    if checkpoint is not None and mx_seed is None:
+        mx_seed = random.getrandbits(31)
+
+    animator = None
+    if plot is True or (plot == 'auto' and _in_notebook()):
+        animator = _InlineAnimator(num_steps)
+    bar = _progress_bar(num_steps, step, progress and animator is None)
+    try:
+        while step < num_steps:
+            batch = data.next_batch()
+            shards = [gluon.utils.split_and_load(elem, devices,
+                                                 even_split=False)
+                      for elem in batch]
+            if mx_seed is not None:
+                mx.random.seed((mx_seed + step) % 2**31)
+            start = time.perf_counter()
+            with autograd.record():
+                mlm_ls, nsp_ls, ls = _get_batch_loss_bert(
+                    net, loss, vocab_size, *shards)
+            for l in ls:
+                l.backward()
+            trainer.step(1)
+            # Reading the losses back waits for this step to finish
+            mlm_l = sum(float(l) for l in mlm_ls) / len(mlm_ls)
+            nsp_l = sum(float(l) for l in nsp_ls) / len(nsp_ls)
+            history.seconds += time.perf_counter() - start
+            history.mlm.append(mlm_l)
+            history.nsp.append(nsp_l)
+            history.num_pairs += batch[0].shape[0]
+            step += 1
+            if animator is not None:
+                animator.update(history)
+            bar.update(1)
+            bar.set_postfix(mlm=f'{mlm_l:.3f}', nsp=f'{nsp_l:.3f}',
+                            refresh=False)
+            if checkpoint is not None and (
+                    step % checkpoint_every == 0 or step == num_steps):
+                save_checkpoint(checkpoint, net, trainer, step, history,
+                                data_state=data.state(), mx_seed=mx_seed,
+                                config=config)
+    finally:
+        bar.close()
+        if animator is not None:
+            animator.close()
+
+    print(f'MLM loss {history.mlm_loss:.3f}, '
+          f'NSP loss {history.nsp_loss:.3f}')
+    print(f'{history.pairs_per_sec:.1f} sentence pairs/sec on '
+          f'{str(devices)}')
+    if isinstance(plot, (str, os.PathLike)) and plot != 'auto':
+        history.plot(plot)
+    return history
+
+
+def _progress_bar(total, initial, enabled):
+    from tqdm import tqdm
+    return tqdm(total=total, initial=initial, unit='step', delay=2,
+                disable=not enabled, file=sys.stderr, dynamic_ncols=True,
+                desc='pretraining')
+
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, onp.integer)) \
+            or value < 1:
+        raise ValueError(f'{name} must be a positive int, got {value!r}')
+    return int(value)
+
+
+# ---------------------------------------------------------------------------
+# Held-out accuracy
+# ---------------------------------------------------------------------------
+
+BertAccuracy = namedtuple('BertAccuracy', ['mlm_accuracy', 'nsp_accuracy',
+                                           'num_pairs', 'num_masked'])
+BertAccuracy.__doc__ = """Accuracies of `evaluate_bert`.
+
+mlm_accuracy : float
+    Share of the masked tokens (real predictions only) whose most likely
+    token is the right one.
+nsp_accuracy : float
+    Share of the sentence pairs whose next-sentence label is right.
+num_pairs, num_masked : int
+    How many pairs and masked tokens were scored.
+"""
+
+
+def evaluate_bert(net, data_iter, vocab_size, devices):
+    """Masked-token and next-sentence accuracy of `net` on `data_iter`.
+
+    Parameters
+    ----------
+    net : BERTModel
+    data_iter : iterable of 7-tuples of ndarray
+        Batches as `train_iter` of `train_bert` gives them; walked once.
+    vocab_size : int
+    devices : list of mxnet.Context
+
+    Returns
+    -------
+    BertAccuracy
+    """
+    mlm_correct = nsp_correct = num_masked = num_pairs = 0.0
+    for batch in data_iter:
+        shards = [gluon.utils.split_and_load(elem, devices, even_split=False)
+                  for elem in batch]
+        for (tokens_X, segments_X, valid_lens_x, pred_positions_X,
+             mlm_weights_X, mlm_Y, nsp_y) in zip(*shards):
+            # Outside `autograd.record` dropout is off
+            _, mlm_Y_hat, nsp_Y_hat = net(
+                tokens_X, segments_X, valid_lens_x.reshape(-1),
+                pred_positions_X)                    # (B, P, V), (B, 2)
+            mlm_pred = mlm_Y_hat.argmax(axis=-1)     # (B, P)
+            hits = (mlm_pred == mlm_Y.astype(mlm_pred.dtype))  # (B, P)
+            mlm_correct += float((hits * mlm_weights_X).sum())
+            num_masked += float(mlm_weights_X.sum())
+            nsp_pred = nsp_Y_hat.argmax(axis=-1)     # (B,)
+            nsp_correct += float(
+                (nsp_pred == nsp_y.astype(nsp_pred.dtype)).sum())
+            num_pairs += nsp_y.shape[0]
+    if not num_pairs:
+        raise ValueError('data_iter yielded no batch: nothing to evaluate')
+    return BertAccuracy(mlm_correct / max(num_masked, 1),
+                        nsp_correct / num_pairs, int(num_pairs),
+                        int(num_masked))
+
+
+# ---------------------------------------------------------------------------
+# Representing text
+# ---------------------------------------------------------------------------
+
+def _net_context(net):
+    for param in net.collect_params().values():
+        try:
+            return param.list_ctx()[0]
+        except RuntimeError:  # not initialized yet
+            continue
+    raise ValueError('net has no initialized parameter: initialize it or '
+                     'load parameters first')
+
+
+def _embedding_size(net):
+    """The vocabulary size of `net`'s token embedding."""
+    return net.encoder.token_embedding.weight.shape[0]
+
+
+def get_bert_encoding(net, tokens_a, tokens_b=None, *, vocab=None,
+                      devices=None):
+    """Return BERT's representation of every token of a text (pair).
+
+    Defined in :numref:`sec_bert-pretraining`.
+
+    The book's function reads `vocab` and `devices` from the notebook's
+    globals; ours takes them as keyword arguments.
+
+    Parameters
+    ----------
+    net : BERTModel
+    tokens_a : list of str
+    tokens_b : list of str, optional
+    vocab : Vocab, keyword-only
+        The vocabulary `net` was trained with (required).
+    devices : list of mxnet.Context, keyword-only, optional
+        The input goes to ``devices[0]``; by default the context of
+        `net`'s parameters.
+
+    Returns
+    -------
+    ndarray, float32, shape (1, T, H)
+        ``T = len(tokens_a) + 2``, plus ``len(tokens_b) + 1`` for a pair;
+        position 0 is `<cls>`.
+    """
+    if vocab is None:
+        raise TypeError('get_bert_encoding needs vocab=, the vocabulary '
+                        'the net was trained with')
+    if len(vocab) != _embedding_size(net):
+        raise ValueError(f'vocab has {len(vocab)} tokens but the net embeds '
+                         f'{_embedding_size(net)}: pass the vocabulary the '
+                         'net was trained with')
+    ctx = devices[0] if devices else _net_context(net)
+    tokens, segments = get_tokens_and_segments(tokens_a, tokens_b)
+    token_ids = np.expand_dims(np.array(vocab[tokens], ctx=ctx),
+                               axis=0)                          # (1, T)
+    segments = np.expand_dims(np.array(segments, ctx=ctx), axis=0)  # (1, T)
+    valid_len = np.expand_dims(np.array(len(tokens), ctx=ctx),
+                               axis=0)                          # (1,)
+    encoded_X, _, _ = net(token_ids, segments, valid_len)       # (1, T, H)
+    return encoded_X
+
+
+# ---------------------------------------------------------------------------
+# Saving and loading a pretrained model (d2l's `bert.small` layout)
+# ---------------------------------------------------------------------------
+
+PARAMS_FILE, VOCAB_FILE, CONFIG_FILE = ('pretrained.params', 'vocab.json',
+                                        'config.json')
+MODEL_KEYS = ('vocab_size', 'num_hiddens', 'ffn_num_hiddens', 'num_heads',
+              'num_blks', 'dropout', 'max_len')
+
+
+def save_pretrained(net, vocab, model_dir, config):
+    """Save `net` and `vocab` where the book's `load_pretrained_model`
+    can read them.
+
+    Writes, each atomically: ``pretrained.params`` (`net.save_parameters`),
+    ``vocab.json`` (the list ``vocab.idx_to_token``) and ``config.json``
+    (`config`: the `BERTModel` arguments, see `MODEL_KEYS`, and anything
+    else worth keeping, such as the pretraining settings).
+
+    Parameters
+    ----------
+    net : BERTModel
+    vocab : Vocab
+    model_dir : str
+        Created if missing.
+    config : dict
+        Must hold every key of `MODEL_KEYS`.
+
+    Returns
+    -------
+    str
+        `model_dir`.
+    """
+    missing = [k for k in MODEL_KEYS if k not in config]
+    if missing:
+        raise ValueError(f'config lacks {missing}; it needs {MODEL_KEYS}')
+    if config['vocab_size'] != len(vocab):
+        raise ValueError(f"config['vocab_size'] is {config['vocab_size']} "
+                         f'but vocab has {len(vocab)} tokens')
+    os.makedirs(model_dir, exist_ok=True)
+    _atomic_write(os.path.join(model_dir, PARAMS_FILE), net.save_parameters)
+    for name, obj in ((VOCAB_FILE, list(vocab.idx_to_token)),
+                      (CONFIG_FILE, config)):
+        text = json.dumps(obj, indent=None if name == VOCAB_FILE else 2)
+        _atomic_write(os.path.join(model_dir, name),
+                      lambda tmp, text=text: _write_text(tmp, text))
+    return model_dir
+
+
+def _write_text(path, text):
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write(text)
+
+
+def _infer_config(params_file):
+    """Guess the `BERTModel` arguments from the parameter shapes.
+
+    Used for directories without our ``config.json`` (d2l's own
+    ``bert.small``, ``bert.base``).  The number of heads does not show in
+    the shapes: we take ``num_hiddens // 64``, BERT's head size (right
+    for ``bert.small``, ``bert.base`` and the book's small BERT).
+    """
+    shapes = {k: v.shape for k, v in mx.nd.load(params_file).items()}
+    try:
+        vocab_size, num_hiddens = shapes['encoder.token_embedding.weight']
+        _, max_len, _ = shapes['encoder.pos_embedding']
+    except KeyError:
+        raise ValueError(f'{params_file!r} does not hold BERTModel '
+                         'parameters (no encoder.token_embedding.weight or '
+                         'encoder.pos_embedding)') from None
+    blks = {k.split('.')[2] for k in shapes if k.startswith('encoder.blks.')}
+    ffn = [v for k, v in shapes.items()
+           if k.startswith('encoder.blks.0.') and 'ffn.dense1.weight' in k]
+    return dict(vocab_size=vocab_size, num_hiddens=num_hiddens,
+                ffn_num_hiddens=ffn[0][0] if ffn else 4 * num_hiddens,
+                num_heads=max(num_hiddens // 64, 1), num_blks=len(blks),
+                dropout=0.0, max_len=max_len)
+
+
+def load_pretrained(model_dir, devices=None):
+    """Load a model saved by `save_pretrained` (or d2l's ``bert.small``).
+
+    Parameters
+    ----------
+    model_dir : str
+        Holds ``pretrained.params`` and ``vocab.json``; ``config.json``
+        if present gives the `BERTModel` arguments, otherwise they are
+        read off the parameter shapes.
+    devices : list of mxnet.Context, optional
+        Default ``[mx.cpu()]``.
+
+    Returns
+    -------
+    net : BERTModel
+    vocab : d2l.Vocab
+    config : dict
+    """
+    from d2l import mxnet as d2l
+    devices = list(devices) if devices else [mx.cpu()]
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f'model directory {model_dir!r} does not '
+                                'exist')
+    for name in (PARAMS_FILE, VOCAB_FILE):
+        if not os.path.isfile(os.path.join(model_dir, name)):
+            raise FileNotFoundError(
+                f'{model_dir!r} has no {name}: a d2l BERT directory holds '
+                f'{PARAMS_FILE} and {VOCAB_FILE} (d2l-bert pretrain --out '
+                'writes one)')
+    params_file = os.path.join(model_dir, PARAMS_FILE)
+    config_file = os.path.join(model_dir, CONFIG_FILE)
+    if os.path.isfile(config_file):
+        with open(config_file, encoding='utf-8') as f:
+            config = json.load(f)
+    else:
+        config = _infer_config(params_file)
+    # As the book's `load_pretrained_model`: an empty `Vocab`, filled in
+    vocab = d2l.Vocab()
+    with open(os.path.join(model_dir, VOCAB_FILE), encoding='utf-8') as f:
+        vocab.idx_to_token = json.load(f)
+    vocab.token_to_idx = {token: idx
+                          for idx, token in enumerate(vocab.idx_to_token)}
+    net = BERTModel(len(vocab), config['num_hiddens'],
+                    config['ffn_num_hiddens'], config['num_heads'],
+                    config['num_blks'], config['dropout'], config['max_len'])
+    net.load_parameters(params_file, ctx=devices)
+    return net, vocab, config
+
+
+class D2LTextEncoder:
+    """Encode raw text with a BERT saved in the d2l layout.
+
+    Text is lower-cased and split on white space, as the book's data
+    pipeline does; words outside the vocabulary become `<unk>`.
+
+    Parameters
+    ----------
+    model_dir : str
+    ctx : mxnet.Context, optional
+    """
+
+    def __init__(self, model_dir, ctx=None):
+        self.ctx = ctx if ctx is not None else mx.cpu()
+        self.net, self.vocab, self.config = load_pretrained(
+            model_dir, [self.ctx])
+        self.max_len = self.config['max_len']
+
+    @staticmethod
+    def tokenize(text):
+        return text.lower().split()
+
+    def encode(self, text_a, text_b=None):
+        """Encode one text or a pair.
+
+        Returns
+        -------
+        tokens : list of str
+            With `<cls>` and `<sep>`; unknown words as `<unk>`.
+        encoded : numpy.ndarray, float32, shape (T, H)
+        pooled : numpy.ndarray, float32, shape (H,)
+            ``net.hidden`` of the `<cls>` vector, the input of the NSP
+            classifier.
+        """
+        tokens_a = self.tokenize(text_a)
+        tokens_b = None if text_b is None else self.tokenize(text_b)
+        num_tokens = len(tokens_a) + 2 + (
+            0 if tokens_b is None else len(tokens_b) + 1)
+        if num_tokens > self.max_len:
+            raise ValueError(f'the text has {num_tokens} tokens with <cls> '
+                             f'and <sep>; the model takes at most '
+                             f'{self.max_len}')
+        encoded_X = get_bert_encoding(self.net, tokens_a, tokens_b,
+                                      vocab=self.vocab,
+                                      devices=[self.ctx])  # (1, T, H)
+        pooled = self.net.hidden(encoded_X[:, 0, :])       # (1, H)
+        tokens, _ = get_tokens_and_segments(tokens_a, tokens_b)
+        unk = self.vocab.unk
+        tokens = [t if self.vocab[t] != unk else '<unk>' for t in tokens]
+        return (tokens, encoded_X[0].asnumpy(),             # (T, H)
+                pooled[0].asnumpy())                        # (H,)
