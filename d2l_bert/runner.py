@@ -1,0 +1,440 @@
+"""Run a chapter's code cells in order, in one namespace, as a notebook would.
+
+`d2l-bert chapter` and `d2l-bert check-text` both stand on this module.
+Each cell is executed in a namespace shared with the cells before it; the
+value of a final expression is displayed with `repr`, as IPython does, and
+whatever the cell prints is captured.  A failing cell is reported with the
+last line of its error, and the next cells still run.
+
+The namespace holds a `d2l` module that resolves each name to this
+package's object first (the public names of `d2l_bert` and its section
+modules) and to the real d2l 1.0.3 (``from d2l import mxnet as d2l``) for
+everything else, so cells of both naming generations run
+(``d2l.EncoderBlock`` and ``d2l.TransformerEncoderBlock``).  A cell that
+imports d2l itself (``from d2l import mxnet as d2l``, ``import d2l``) gets
+that same module: the namespace's `__import__` answers those two imports,
+and only them.
+
+Data and long training go through `DataHooks`: WikiText-2 is read from the
+embedded corpus, data loaders use no worker process, and, at small sizes,
+the step count of every ``train_bert(...)`` call is capped.
+"""
+import ast
+import builtins
+import contextlib
+import functools
+import importlib
+import inspect
+import io
+import os
+import pkgutil
+import sys
+import time
+import traceback
+import types
+from dataclasses import dataclass, field
+
+#: Modules of this package that are tools, not book sections
+TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.runner', 'd2l_bert.editions',
+                'd2l_bert.book_outputs', 'd2l_bert.__main__')
+
+#: Names of the 0.17 releases that d2l 1.0 renamed: old -> new
+RENAMED_0_17 = {'EncoderBlock': 'TransformerEncoderBlock'}
+
+#: Environment variable that asks the notebooks for small sizes
+SMALL_ENV = 'D2L_BERT_SMALL'
+
+#: Step count that ``train_bert(...)`` calls are capped to at small sizes
+SMALL_STEPS = 2
+
+_FRAMEWORK_SUBMODULES = ('torch', 'tensorflow', 'jax', 'paddle')
+
+
+def small_sizes():
+    """Return True if `D2L_BERT_SMALL` asks for small sizes (not 0/empty)."""
+    return os.environ.get(SMALL_ENV, '').strip() not in ('', '0')
+
+
+def package_names():
+    """Collect the names `d2l_bert` offers to the book's `d2l` namespace.
+
+    Returns
+    -------
+    names : dict of str to object
+        Public functions, classes and constants of `d2l_bert` and of its
+        section modules (tools such as this runner left out), plus private
+        helpers whose name the real d2l also has (the book's ``#@save``
+        helpers such as `_read_wiki`).
+    failed : dict of str to str
+        Section modules that could not be imported, with the error.
+    """
+    import d2l_bert
+    real = _real_d2l()
+    modules, failed = [d2l_bert], {}
+    for info in pkgutil.iter_modules(d2l_bert.__path__, 'd2l_bert.'):
+        if info.name.startswith(TOOL_MODULES):
+            continue
+        try:
+            modules.append(importlib.import_module(info.name))
+        except Exception as e:  # a section being written must not stop us
+            failed[info.name] = f'{type(e).__name__}: {e}'
+    names = {}
+    for module in modules:
+        exported = getattr(module, '__all__', None)
+        for name, obj in vars(module).items():
+            if exported is not None and name not in exported:
+                continue
+            if name.startswith('__') or inspect.ismodule(obj):
+                continue
+            if name.startswith('_') and not hasattr(real, name):
+                continue
+            origin = getattr(obj, '__module__', None)
+            defined_here = (origin or '').startswith('d2l_bert')
+            constant = name.isupper() and origin is None
+            if defined_here or constant or exported is not None:
+                names.setdefault(name, obj)
+    return names, failed
+
+
+@functools.lru_cache(maxsize=None)
+def _real_d2l():
+    from d2l import mxnet as d2l
+    return d2l
+
+
+class D2LShim(types.ModuleType):
+    """The `d2l` the cells see: this package first, then d2l 1.0.3.
+
+    Parameters
+    ----------
+    overrides : dict, optional
+        Names answered before anything else (the data hooks).
+
+    Attributes
+    ----------
+    met : dict of str to str
+        Each name looked up so far and where it came from: ``'d2l_bert'``,
+        ``'d2l 1.0.3'``, ``'hook'`` or ``'0.17 name of NEW'``.
+    failed_modules : dict of str to str
+        Section modules of this package that could not be imported.
+    """
+
+    def __init__(self, overrides=None):
+        super().__init__('d2l', 'd2l_bert first, then d2l 1.0.3')
+        names, failed = package_names()
+        object.__setattr__(self, '_package', names)
+        object.__setattr__(self, '_overrides', dict(overrides or {}))
+        object.__setattr__(self, 'met', {})
+        object.__setattr__(self, 'failed_modules', failed)
+
+    def _resolve(self, name):
+        if name in self._overrides:
+            return self._overrides[name], 'hook'
+        if name in self._package:
+            return self._package[name], 'd2l_bert'
+        real = _real_d2l()
+        if hasattr(real, name):
+            return getattr(real, name), 'd2l 1.0.3'
+        if name in RENAMED_0_17:
+            new = RENAMED_0_17[name]
+            value, _ = self._resolve(new)
+            return value, f'0.17 name of {new}'
+        raise AttributeError(
+            f"module 'd2l' has no attribute {name!r} (neither d2l_bert nor "
+            "d2l 1.0.3 defines it)")
+
+    def __getattr__(self, name):
+        if name.startswith('__'):
+            raise AttributeError(name)
+        value, origin = self._resolve(name)
+        self.met[name] = origin
+        return value
+
+    def __dir__(self):
+        return sorted(set(dir(_real_d2l())) | set(self._package)
+                      | set(self._overrides))
+
+
+class _D2LPackage(types.ModuleType):
+    """What ``import d2l`` gives a cell: `.mxnet` (and bare names) are the
+    shim; `.torch` and the other frameworks are the real submodules."""
+
+    def __init__(self, shim):
+        super().__init__('d2l')
+        object.__setattr__(self, '_shim', shim)
+
+    def __getattr__(self, name):
+        if name == 'mxnet':
+            return self._shim
+        if name in _FRAMEWORK_SUBMODULES:
+            return importlib.import_module(f'd2l.{name}')
+        return getattr(self._shim, name)
+
+
+class DataHooks:
+    """How cells that need data or long training run here.
+
+    Parameters
+    ----------
+    small : bool, optional
+        Cap the step count of ``train_bert(...)`` calls to `steps`
+        (default: whether `D2L_BERT_SMALL` is set).
+    steps : int
+        The cap.
+
+    Notes
+    -----
+    Always: ``d2l.download_extract('wikitext-2')`` returns the embedded
+    corpus (the book's address no longer serves WikiText-2),
+    ``d2l.load_data_wiki`` reads the embedded corpus when this package's
+    dataset module offers it, and ``d2l.get_dataloader_workers()`` is 0.
+    """
+
+    def __init__(self, small=None, steps=SMALL_STEPS):
+        self.small = small_sizes() if small is None else bool(small)
+        self.steps = steps
+        self.used = set()  # short descriptions of the hooks that acted
+
+    def overrides(self, package):
+        """Return the `d2l` names these hooks answer, given `package_names`.
+        """
+        hooks = {'get_dataloader_workers': self._no_workers,
+                 'download_extract': self._download_extract}
+        load = package.get('load_data_wiki')
+        if load is not None and _accepts(load, 'corpus'):
+            hooks['load_data_wiki'] = self._wrap_load(load)
+        return hooks
+
+    def _no_workers(self):
+        self.used.add('data loaders run without worker processes')
+        return 0
+
+    def _download_extract(self, name, folder=None):
+        if name == 'wikitext-2':
+            from . import corpus
+            self.used.add('WikiText-2 read from the embedded corpus')
+            return corpus.DATA_DIR
+        from .hub import download_extract
+        return download_extract(name, folder)
+
+    def _wrap_load(self, load):
+        @functools.wraps(load)
+        def load_data_wiki(*args, **kwargs):
+            kwargs.setdefault('corpus', 'embedded')
+            self.used.add('WikiText-2 read from the embedded corpus')
+            return load(*args, **kwargs)
+        return load_data_wiki
+
+    def transform(self, tree):
+        """Cap ``train_bert(...)`` step counts in a cell's syntax tree."""
+        if not self.small:
+            return tree
+        capper = _CapSteps(self.steps)
+        tree = capper.visit(tree)
+        if capper.capped:
+            self.used.add(f'train_bert steps capped to {self.steps}')
+        return ast.fix_missing_locations(tree)
+
+
+def _accepts(fn, name):
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class _CapSteps(ast.NodeTransformer):
+    """``train_bert(a, b, c, d, e, n)`` -> ``train_bert(..., min(n, cap))``
+    (also ``num_steps=n``)."""
+
+    def __init__(self, cap):
+        self.cap, self.capped = cap, False
+
+    def _wrap(self, node):
+        self.capped = True
+        return ast.Call(func=ast.Name('min', ast.Load()),
+                        args=[node, ast.Constant(self.cap)], keywords=[])
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        func = node.func
+        name = (func.id if isinstance(func, ast.Name)
+                else func.attr if isinstance(func, ast.Attribute) else None)
+        if name != 'train_bert':
+            return node
+        if len(node.args) >= 6:
+            node.args[5] = self._wrap(node.args[5])
+        for kw in node.keywords:
+            if kw.arg == 'num_steps':
+                kw.value = self._wrap(kw.value)
+        return node
+
+
+@dataclass
+class CellResult:
+    """What running one cell gave.
+
+    Attributes
+    ----------
+    status : str
+        ``'ran'`` or ``'failed'``.
+    output : str
+        Printed text, then the `repr` of a final expression's value.
+    error : str or None
+        Last line of the error (``'NameError: name ...'``) if failed.
+    traceback : str or None
+        The full traceback if failed.
+    seconds : float
+        Wall-clock time of the cell.
+    figures : int
+        Matplotlib figures the cell displayed.
+    skipped_lines : list of str
+        IPython magics and shell lines (``%...``, ``!...``) not run.
+    """
+    status: str
+    output: str = ''
+    error: str = None
+    traceback: str = None
+    seconds: float = 0.0
+    figures: int = 0
+    skipped_lines: list = field(default_factory=list)
+
+    @property
+    def ran(self):
+        return self.status == 'ran'
+
+
+class Runner:
+    """Execute cells in one namespace with a `d2l` shim, as a notebook.
+
+    Parameters
+    ----------
+    ctx : mxnet.Context, optional
+        Run every cell under ``with ctx:`` so arrays and parameters that a
+        cell creates without naming a device land there.
+    hooks : DataHooks, optional
+        Data and training hooks (default: `DataHooks()`).
+
+    Examples
+    --------
+    >>> runner = Runner()
+    >>> runner.run('x = 2\\nprint(x)\\nx + 1').output
+    '2\\n3\\n'
+    """
+
+    def __init__(self, ctx=None, hooks=None):
+        os.environ.setdefault('MPLBACKEND', 'Agg')
+        self.ctx = ctx
+        self.hooks = hooks if hooks is not None else DataHooks()
+        names, _ = package_names()
+        self.d2l = D2LShim(self.hooks.overrides(names))
+        package = _D2LPackage(self.d2l)
+        cell_builtins = dict(vars(builtins))
+        cell_builtins['__import__'] = functools.partial(_import, package)
+        self.namespace = {'__name__': '__main__',
+                          '__builtins__': cell_builtins, 'd2l': self.d2l}
+        self.count = 0
+
+    def run(self, source):
+        """Run one cell; return its `CellResult`."""
+        self.count += 1
+        source, skipped = _drop_magics(source)
+        start = time.perf_counter()
+        out = io.StringIO()
+        figures = []
+        try:
+            body, last = self._compile(source)
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(contextlib.redirect_stdout(out))
+                stack.enter_context(_capture_display(out, figures))
+                if self.ctx is not None:
+                    stack.enter_context(self.ctx)
+                exec(body, self.namespace)
+                if last is not None:
+                    value = eval(last, self.namespace)
+                    if value is not None:
+                        print(repr(value), file=out)
+        except Exception as e:  # a cell's error is a result, not a crash
+            return CellResult(
+                'failed', out.getvalue(), _last_line(e),
+                ''.join(traceback.format_exception(type(e), e,
+                                                   e.__traceback__)),
+                time.perf_counter() - start, _unique(figures), skipped)
+        finally:
+            _close_figures()
+        return CellResult('ran', out.getvalue(), None, None,
+                          time.perf_counter() - start, _unique(figures),
+                          skipped)
+
+    def _compile(self, source):
+        name = f'<cell {self.count}>'
+        tree = ast.parse(source, name)
+        tree = self.hooks.transform(tree)
+        last = None
+        quiet = source.rstrip().endswith(';')
+        if tree.body and isinstance(tree.body[-1], ast.Expr) and not quiet:
+            last = ast.Expression(tree.body.pop().value)
+            last = compile(last, name, 'eval')
+        return compile(tree, name, 'exec'), last
+
+
+def _import(package, name, globals=None, locals=None, fromlist=(),
+            level=0):
+    """`__import__` of the cells: d2l imports get the shim."""
+    if level == 0 and name in ('d2l', 'd2l.mxnet'):
+        return package
+    return builtins.__import__(name, globals, locals, fromlist, level)
+
+
+def _drop_magics(source):
+    kept, skipped = [], []
+    for line in source.splitlines():
+        if line.lstrip().startswith(('%', '!')):
+            skipped.append(line.strip())
+        else:
+            kept.append(line)
+    return '\n'.join(kept) + '\n', skipped
+
+
+def _last_line(e):
+    if isinstance(e, SyntaxError):
+        where = f' (line {e.lineno})' if e.lineno else ''
+        return f'SyntaxError: {e.msg}{where}'
+    lines = traceback.format_exception_only(type(e), e)
+    return lines[-1].strip() if lines else type(e).__name__
+
+
+@contextlib.contextmanager
+def _capture_display(out, figures):
+    """Make `IPython.display.display` count figures and print the rest,
+    and `clear_output` do nothing, for the duration of a cell."""
+    try:
+        from IPython import display as ipy_display
+    except ImportError:
+        yield
+        return
+
+    def display(*objs, **kwargs):
+        for obj in objs:
+            if type(obj).__name__ == 'Figure':
+                figures.append(obj)
+            else:
+                print(repr(obj), file=out)
+
+    saved = ipy_display.display, ipy_display.clear_output
+    ipy_display.display = display
+    ipy_display.clear_output = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        ipy_display.display, ipy_display.clear_output = saved
+
+
+def _unique(figures):
+    return len({id(f) for f in figures})
+
+
+def _close_figures():
+    plt = sys.modules.get('matplotlib.pyplot')
+    if plt is not None:
+        plt.close('all')
