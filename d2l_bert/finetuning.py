@@ -23,14 +23,9 @@ import mxnet as mx
 from mxnet import autograd, gluon, np
 from mxnet.gluon import nn
 
-from .bert import get_tokens_and_segments
+from .bert import BERTModel, get_tokens_and_segments
 from .hub import DATA_HUB, DATA_URL, data_home, download_extract  # noqa
 from .snli_synthetic import make_snli_synthetic
-
-try:
-    from .bert import BERTModel
-except ImportError:  # until sec_bert's model is in the package
-    from d2l.mxnet import BERTModel
 
 # Constructor arguments of the two models on the d2l data hub: the book
 # fine-tunes `bert.small`; its first exercise asks for `bert.base`
@@ -132,8 +127,10 @@ def load_pretrained_config(pretrained_model):
     ----------
     pretrained_model : str
         ``'bert.small'``, ``'bert.base'`` (the book's values, no download)
-        or a directory whose `config.json` records them (as
-        `d2l-bert pretrain` writes).
+        or a directory: its `config.json` (as `d2l-bert pretrain` writes)
+        gives the sizes; without one they are read off the shapes in
+        `pretrained.params`, which works for an unzipped `bert.small` or
+        `bert.base` (the number of heads does not show in the shapes).
 
     Returns
     -------
@@ -146,10 +143,7 @@ def load_pretrained_config(pretrained_model):
     data_dir = _pretrained_dir(pretrained_model)
     config = _read_config(data_dir)
     if config is None:
-        raise FileNotFoundError(
-            f'{os.path.join(data_dir, "config.json")} not found: pass the '
-            'model sizes (num_hiddens, ffn_num_hiddens, num_heads, '
-            'num_blks, max_len) yourself')
+        return _infer_config(_need_file(data_dir, 'pretrained.params'))
     missing = [k for k in CONFIG_KEYS if k not in config]
     if missing:
         raise ValueError(
@@ -157,6 +151,35 @@ def load_pretrained_config(pretrained_model):
     out = {k: int(config[k]) for k in CONFIG_KEYS}
     out['dropout'] = float(config.get('dropout', 0.1))
     return out
+
+
+def _infer_config(params_file):
+    """Read the sizes of a `bert.small`/`bert.base` parameter file."""
+    try:
+        shapes = {k: v.shape for k, v in mx.nd.load(params_file).items()}
+    except mx.base.MXNetError as e:
+        raise ValueError(
+            f'{params_file} is corrupt or truncated; download it again or '
+            're-run `d2l-bert pretrain`') from e
+    try:
+        _, num_hiddens = shapes['encoder.token_embedding.weight']
+        max_len = shapes['encoder.pos_embedding'][1]
+        ffn_num_hiddens = shapes['encoder.blks.0.ffn.dense1.weight'][0]
+    except KeyError as e:
+        raise ValueError(
+            f'{params_file} holds no BERTModel parameter {e}') from None
+    num_blks = len({k.split('.')[2] for k in shapes
+                    if k.startswith('encoder.blks.')})
+    sizes = dict(num_hiddens=num_hiddens, ffn_num_hiddens=ffn_num_hiddens,
+                 num_blks=num_blks, max_len=max_len)
+    for preset in PRETRAINED_CONFIGS.values():
+        if all(preset[k] == v for k, v in sizes.items()):
+            return dict(preset)
+    raise FileNotFoundError(
+        f'{os.path.join(os.path.dirname(params_file), "config.json")} not '
+        f'found and the sizes {sizes} are not those of bert.small or '
+        'bert.base: write a config.json with num_hiddens, ffn_num_hiddens, '
+        'num_heads, num_blks and max_len')
 
 
 def _read_config(data_dir):

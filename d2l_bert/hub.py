@@ -177,9 +177,12 @@ def _download(name, folder=None, sha1_hash=None):
         except (urllib.error.URLError, socket.timeout, ConnectionError,
                 http.client.HTTPException) as e:
             hint = OFFLINE_HINTS.get(name)
+            why = (f'the server answered {e.code} {e.reason}'
+                   if isinstance(e, urllib.error.HTTPError)
+                   else f'no network? {e}')
             raise DownloadError(
-                f'could not download {name!r} from {url} ({e}). Without a '
-                'network: ' + (f'{hint}; or ' if hint else '') +
+                f'could not download {name!r} from {url} ({why}). '
+                'Instead: ' + (f'{hint}; or ' if hint else '') +
                 f'copy {os.path.basename(fname)} into {folder} by hand '
                 '(it is checked against its SHA-1)') from e
         if sha1_hash is not None:

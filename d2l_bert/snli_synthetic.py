@@ -7,22 +7,27 @@ layout (a header line, then tab-separated rows whose first three columns
 are the gold label and the binary parses of premise and hypothesis), so
 `read_snli` reads them exactly as it reads the real ones.
 
-Every premise describes one scene: who (`man`, `girl`, `dog`, ...), doing
-what (`playing a guitar`, `sleeping`, ...), and where (`in the park`,
-`in a kitchen`, ...).  Hypotheses are built so that the label follows
-from comparing the pair, not from the hypothesis alone:
+Every premise describes one scene: who (`father`, `daughter`, ...), doing
+what (`painting a church`, `fishing for salmon`, ...), and where (`in the
+park`, `in the library`, ...).  Hypotheses are built so that most labels
+follow from comparing the pair, not from the hypothesis alone:
 
-- entailment: a more general subject (`a person is sleeping`), a more
-  general activity (`a man is playing music`), or the right setting
-  (`a man is outdoors` after `in the park`);
-- contradiction: a different activity (`a man is sleeping` after
-  `... is running ...`), the wrong setting, or `nobody is ...`;
-- neutral: extra facts the premise does not mention (`... with friends`,
-  `the man is famous`).
+- entailment: a more general subject (`a man is fishing for salmon`), a
+  more general activity (`a father is fishing`), or the right setting
+  (`a father is outside` after `in the park`);
+- contradiction: an activity of another kind (`a father is climbing a
+  hill` after `... is fishing ...`), the wrong setting, or a negation
+  (`a father is not fishing for salmon`);
+- neutral: facts the premise does not give (`... in winter`, `the father
+  is popular`).
 
-The same hypothesis (`a person is sleeping`) is entailment after one
+The same hypothesis (`a man is climbing a hill`) is entailment after one
 premise and contradiction after another, so a model has to read both.
-The data are a deterministic function of the seed and the sizes.
+
+Every word is frequent both in WikiText-2 (the vocabulary of the d2l
+hub's `bert.small`) and in the project's embedded corpus (the vocabulary
+of `d2l-bert pretrain`), so neither model sees it as `<unk>`.  The data
+are a deterministic function of the seed and the sizes.
 """
 import os
 import random
@@ -34,32 +39,38 @@ SNLI_HEADER = ('gold_label', 'sentence1_binary_parse',
                'pairID', 'label1', 'label2', 'label3', 'label4', 'label5')
 
 # subject -> its more general word
-SUBJECTS = {
-    'man': 'person', 'woman': 'person', 'boy': 'child', 'girl': 'child',
-    'dog': 'animal', 'cat': 'animal', 'horse': 'animal',
-}
-ADJECTIVES = ('young', 'old', 'little', 'tall')
-# activity -> a more general phrase it entails
+SUBJECTS = {'father': 'man', 'mother': 'lady', 'son': 'child',
+            'daughter': 'child'}
+ADJECTIVES = ('young', 'old')
+# activity -> a more general phrase it entails; activities of different
+# general phrases cannot happen at the same time
 ACTIVITIES = {
-    'playing a guitar': 'playing music',
-    'playing a piano': 'playing music',
-    'eating an apple': 'eating food',
-    'eating bread': 'eating food',
-    'running': 'moving',
-    'jumping': 'moving',
-    'sleeping': 'resting',
-    'sitting on a chair': 'resting',
+    'painting a church': 'painting a building',
+    'painting a castle': 'painting a building',
+    'painting a mill': 'painting a building',
+    'climbing a hill': 'climbing',
+    'climbing a mountain': 'climbing',
+    'fishing for salmon': 'fishing',
+    'fishing for trout': 'fishing',
+    'building a bridge': 'building',
+    'building a ship': 'building',
 }
 # place -> where it is
 PLACES = {
-    'in the park': 'outdoors', 'on the beach': 'outdoors',
-    'in the street': 'outdoors', 'in a kitchen': 'indoors',
-    'in a restaurant': 'indoors', 'at home': 'indoors',
+    'in the park': 'outside', 'in the valley': 'outside',
+    'on the shore': 'outside', 'in the garden': 'outside',
+    'in the meadow': 'outside', 'in the forest': 'outside',
+    'in the kitchen': 'inside', 'in the library': 'inside',
+    'in the museum': 'inside', 'in the hall': 'inside',
+    'in the chapel': 'inside',
 }
-OPPOSITE_SETTING = {'outdoors': 'indoors', 'indoors': 'outdoors'}
-EXTRAS = ('with friends', 'for money', 'after work', 'to win a prize',
-          'for the first time')
-STATES = ('happy', 'famous', 'tired', 'rich', 'sad')
+OPPOSITE_SETTING = {'outside': 'inside', 'inside': 'outside'}
+# only painting happens inside
+INDOOR_ACTIVITIES = ('painting a church', 'painting a castle',
+                     'painting a mill')
+EXTRAS = ('for money', 'in winter', 'in summer', 'in spring',
+          'for the museum')
+STATES = ('ill', 'popular', 'married', 'quiet', 'powerful')
 
 LABELS = ('entailment', 'contradiction', 'neutral')
 SPLITS = {'train': 'snli_1.0_train.txt', 'dev': 'snli_1.0_dev.txt',
@@ -93,7 +104,7 @@ def _hypothesis(rng, label, subj, act, place):
             return f'{_a(who)} is {rng.choice(others)}'
         if kind == 2:
             return f'{_a(subj)} is {OPPOSITE_SETTING[setting]}'
-        return f'nobody is {act}'
+        return f'{_a(subj)} is not {act}'
     kind = rng.randrange(2)
     if kind == 0:
         return f'{_a(subj)} is {act} {place} {rng.choice(EXTRAS)}'
@@ -133,7 +144,9 @@ def generate_snli_rows(num_examples, seed=0):
     while labelled < num_examples:
         subj = rng.choice(sorted(SUBJECTS))
         act = rng.choice(sorted(ACTIVITIES))
-        place = rng.choice(sorted(PLACES))
+        place = rng.choice(sorted(
+            p for p in PLACES
+            if PLACES[p] == 'outside' or act in INDOOR_ACTIVITIES))
         adj = rng.choice(ADJECTIVES + ('',) * 4)
         who = _a(f'{adj} {subj}' if adj else subj)
         premise = f'{who} is {act} {place} .'

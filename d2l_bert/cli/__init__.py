@@ -12,6 +12,7 @@ import sys
 COMMANDS = {
     'chapter': ('d2l_bert.cli.chapter',
                 "run the chapter's cells and compare with the book"),
+    'finetune': ('d2l_bert.cli.finetune', 'fine-tune BERT on SNLI (NLI)'),
 }
 
 

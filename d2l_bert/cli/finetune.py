@@ -1,0 +1,185 @@
+"""`d2l-bert finetune`: fine-tune a pretrained BERT for natural language
+inference, as :numref:`sec_natural-language-inference-bert` does.
+
+With the defaults it is the book's run: `bert.small` and SNLI from the
+network, batch size 512, `max_len` 128, learning rate 1e-4, 5 epochs.
+Without a network::
+
+    d2l-bert pretrain --out my-bert
+    d2l-bert finetune --model my-bert --data synthetic
+
+The output directory receives `finetuned.params` (the `BERTClassifier`),
+`vocab.json`, `config.json` (model sizes, settings and final numbers),
+`history.json` and `finetune.png` (loss and accuracies per epoch), each
+written whole or not at all.
+"""
+import os
+import sys
+import time
+
+DEFAULT_OUT = 'finetuned-bert'
+
+
+def add_arguments(parser):
+    """Add the options of `d2l-bert finetune` to `parser`."""
+    parser.add_argument(
+        '--model', default='bert.small', metavar='DIR|bert.small|bert.base',
+        help="pretrained BERT: a d2l hub name (downloaded, checked by "
+             "SHA-1) or a directory with pretrained.params and vocab.json "
+             "(as `d2l-bert pretrain --out DIR` writes); default bert.small")
+    parser.add_argument(
+        '--data', default='snli', metavar='snli|synthetic|PATH',
+        help="'snli' downloads SNLI; 'synthetic' writes a small SNLI-format "
+             "corpus, no network needed; PATH is a directory with "
+             "snli_1.0_train.txt and snli_1.0_test.txt; default snli")
+    parser.add_argument('--epochs', type=int, default=5,
+                        help='number of epochs (default 5, the book)')
+    parser.add_argument('--batch-size', type=int, default=512,
+                        help='minibatch size (default 512, the book)')
+    parser.add_argument('--max-len', type=int, default=128,
+                        help='length of each BERT input (default 128)')
+    parser.add_argument('--lr', type=float, default=1e-4,
+                        help="Adam's learning rate (default 1e-4)")
+    parser.add_argument('--dropout', type=float, default=0.1,
+                        help='dropout while fine-tuning (default 0.1)')
+    parser.add_argument(
+        '--devices', default=None, metavar='cpu|gpu:0,gpu:1|all-gpus',
+        help='devices to train on (default: every GPU, else the CPU)')
+    parser.add_argument(
+        '--num-workers', type=int, default=None,
+        help='worker processes that prepare the data (default 4 as the '
+             'book, 0 on Windows)')
+    parser.add_argument('--seed', type=int, default=0,
+                        help='random seed (default 0)')
+    parser.add_argument('--out', default=DEFAULT_OUT, metavar='DIR',
+                        help=f'output directory (default {DEFAULT_OUT})')
+    parser.add_argument('--no-progress', action='store_true',
+                        help='no progress bars')
+
+
+def _check_args(args):
+    """Raise ValueError for options out of range."""
+    for name in ('epochs', 'batch_size'):
+        if getattr(args, name) < 1:
+            raise ValueError(f'--{name.replace("_", "-")} must be at least '
+                             f'1, got {getattr(args, name)}')
+    if args.max_len < 3:
+        raise ValueError(f'--max-len must be at least 3 (<cls> and two '
+                         f'<sep>), got {args.max_len}')
+    if not args.lr > 0:
+        raise ValueError(f'--lr must be positive, got {args.lr}')
+    if not 0 <= args.dropout < 1:
+        raise ValueError(f'--dropout must be in [0, 1), got {args.dropout}')
+    if args.num_workers is not None and args.num_workers < 0:
+        raise ValueError(
+            f'--num-workers must be 0 or more, got {args.num_workers}')
+
+
+def _default_devices():
+    """Every GPU, else the CPU (`d2l.try_all_gpus`)."""
+    import mxnet as mx
+    from d2l_bert.devices import num_gpus
+    return [mx.gpu(i) for i in range(num_gpus())] or [mx.cpu()]
+
+
+def _write_json(path, obj):
+    import json
+    import tempfile
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix='.tmp-')
+    try:
+        with os.fdopen(fd, 'w', encoding='utf-8') as f:
+            json.dump(obj, f, indent=2)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _save_params(net, path):
+    import tempfile
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix='.tmp-',
+                               suffix='.params')
+    os.close(fd)
+    try:
+        net.save_parameters(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def run(args):
+    """Fine-tune as the options say; return the history dict."""
+    import random
+
+    import mxnet as mx
+    import numpy as onp
+    from mxnet import gluon
+
+    from d2l_bert import finetuning as ft
+    from d2l_bert.devices import parse_devices
+
+    _check_args(args)
+    devices = (parse_devices(args.devices) if args.devices
+               else _default_devices())
+    num_workers = (args.num_workers if args.num_workers is not None
+                   else 0 if sys.platform.startswith('win') else 4)
+    random.seed(args.seed)
+    onp.random.seed(args.seed)
+    mx.random.seed(args.seed)
+
+    config = ft.load_pretrained_config(args.model)
+    if args.max_len > config['max_len']:
+        raise ValueError(
+            f'--max-len {args.max_len} is longer than the '
+            f"{config['max_len']} positions of the pretrained model "
+            f'{args.model!r}; use --max-len {config["max_len"]} or less')
+    config['dropout'] = args.dropout
+    start = time.time()
+    bert, vocab = ft.load_pretrained_model(args.model, devices=devices,
+                                           **config)
+    data_dir = ft.snli_data_dir(args.data)
+    train_set = ft.SNLIBERTDataset(ft.read_snli(data_dir, True),
+                                   args.max_len, vocab, num_workers)
+    test_set = ft.SNLIBERTDataset(ft.read_snli(data_dir, False),
+                                  args.max_len, vocab, num_workers)
+    train_iter = gluon.data.DataLoader(train_set, args.batch_size,
+                                       shuffle=True, num_workers=num_workers)
+    test_iter = gluon.data.DataLoader(test_set, args.batch_size,
+                                      num_workers=num_workers)
+    net = ft.BERTClassifier(bert)
+    net.output.initialize(ctx=devices)
+    trainer = gluon.Trainer(net.collect_params(), 'adam',
+                            {'learning_rate': args.lr})
+    loss = gluon.loss.SoftmaxCrossEntropyLoss()
+    history = ft.train_ch13(net, train_iter, test_iter, loss, trainer,
+                            args.epochs, devices,
+                            progress=not args.no_progress)
+    seconds = time.time() - start
+
+    os.makedirs(args.out, exist_ok=True)
+    _save_params(net, os.path.join(args.out, 'finetuned.params'))
+    _write_json(os.path.join(args.out, 'vocab.json'), vocab.idx_to_token)
+    _write_json(os.path.join(args.out, 'history.json'), history)
+    _write_json(os.path.join(args.out, 'config.json'), dict(
+        config, vocab_size=len(vocab), model=str(args.model),
+        data=str(args.data), epochs=args.epochs, batch_size=args.batch_size,
+        finetune_max_len=args.max_len, lr=args.lr, seed=args.seed,
+        devices=[str(d) for d in devices], seconds=round(seconds, 1),
+        test_acc=history['test acc'][-1]))
+    plot = os.path.join(args.out, 'finetune.png')
+    ft.plot_history(history, plot)
+    print(f'{seconds:.1f} s in all; saved the fine-tuned model, history and '
+          f'{plot}')
+    return history
+
+
+def main(args):
+    """Run `d2l-bert finetune`; return the exit code."""
+    from d2l_bert.hub import DownloadError
+    try:
+        run(args)
+    except (ValueError, FileNotFoundError, DownloadError) as e:
+        print(f'd2l-bert finetune: error: {e}', file=sys.stderr)
+        return 1
+    return 0
