@@ -1,0 +1,193 @@
+"""Hub downloads against a tiny HTTP server on 127.0.0.1: checked by SHA-1
+and length, unpacked whole, never half-written, clear when offline."""
+import hashlib
+import http.server
+import io
+import os
+import socket
+import threading
+import zipfile
+
+import pytest
+
+from d2l_bert import hub
+
+
+def _zip_bytes(files):
+    """Return a zip archive holding `files` (name -> bytes)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, 'w') as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return buffer.getvalue()
+
+
+ARCHIVE = _zip_bytes({'bert.fake/vocab.json': b'["<unk>"]',
+                      'bert.fake/pretrained.params': b'0' * 5000})
+ARCHIVE_SHA1 = hashlib.sha1(ARCHIVE).hexdigest()
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """Serves `files`; under /truncated/ it announces the full length and
+    sends half of the bytes."""
+    files = {}
+
+    def do_GET(self):
+        truncated = self.path.startswith('/truncated/')
+        body = self.files.get(self.path.replace('/truncated', '', 1))
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body[:len(body) // 2] if truncated else body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server(monkeypatch):
+    """Base URL of a server holding /bert.fake.zip and /not-a-zip.zip."""
+    for var in ('http_proxy', 'HTTP_PROXY', 'all_proxy', 'ALL_PROXY'):
+        monkeypatch.delenv(var, raising=False)
+    _Handler.files = {'/bert.fake.zip': ARCHIVE,
+                      '/not-a-zip.zip': b'this is not a zip archive'}
+    httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f'http://127.0.0.1:{httpd.server_address[1]}'
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / 'cache'
+    monkeypatch.setenv('D2L_BERT_DATA', str(folder))
+    return folder
+
+
+def _closed_port_url(name):
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    return f'http://127.0.0.1:{port}/{name}'
+
+
+def test_book_hub_entries_and_checksums():
+    assert hub.DATA_HUB['bert.small'] == (
+        hub.DATA_URL + 'bert.small.zip',
+        'a4e718a47137ccd1809c9107ab4f5edd317bae2c')
+    assert hub.DATA_HUB['bert.base'] == (
+        hub.DATA_URL + 'bert.base.zip',
+        '7b3820b35da691042e5d34c0971ac3edbd80d3f4')
+    assert hub.DATA_HUB['SNLI'] == (
+        'https://nlp.stanford.edu/projects/snli/snli_1.0.zip',
+        '9fcde07509c7e87ec61c640c1b2753d9041758e4')
+
+
+def test_download_extract_checks_and_unpacks(server, cache, monkeypatch):
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.fake',
+                        (server + '/bert.fake.zip', ARCHIVE_SHA1))
+    data_dir = hub.download_extract('bert.fake')
+    assert data_dir == str(cache / 'bert.fake')
+    with open(os.path.join(data_dir, 'vocab.json'), 'rb') as f:
+        assert f.read() == b'["<unk>"]'
+    # nothing but the archive and its folder: no temporary file is left
+    assert sorted(os.listdir(cache)) == ['bert.fake', 'bert.fake.zip']
+
+
+def test_cached_archive_is_used_without_network(server, cache, monkeypatch):
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.fake',
+                        (server + '/bert.fake.zip', ARCHIVE_SHA1))
+    hub.download_extract('bert.fake')
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.fake',
+                        (_closed_port_url('bert.fake.zip'), ARCHIVE_SHA1))
+    assert hub.download_extract('bert.fake') == str(cache / 'bert.fake')
+
+
+def test_archive_copied_by_hand_is_used_without_network(cache, monkeypatch):
+    os.makedirs(cache)
+    (cache / 'bert.fake.zip').write_bytes(ARCHIVE)
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.fake',
+                        (_closed_port_url('bert.fake.zip'), ARCHIVE_SHA1))
+    data_dir = hub.download_extract('bert.fake')
+    assert os.path.isfile(os.path.join(data_dir, 'pretrained.params'))
+
+
+def test_checksum_mismatch_is_an_error_and_leaves_nothing(server, cache,
+                                                          monkeypatch):
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.fake',
+                        (server + '/bert.fake.zip', '0' * 40))
+    with pytest.raises(hub.DownloadError,
+                       match=f'SHA-1 mismatch .* expected 0{{40}}, got '
+                             f'{ARCHIVE_SHA1}'):
+        hub.download_extract('bert.fake')
+    assert os.listdir(cache) == []
+
+
+def test_truncated_download_is_an_error_and_leaves_nothing(server, cache,
+                                                           monkeypatch):
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.fake',
+                        (server + '/truncated/bert.fake.zip', ARCHIVE_SHA1))
+    with pytest.raises(hub.DownloadError,
+                       match=f'truncated: received {len(ARCHIVE) // 2} of '
+                             f'{len(ARCHIVE)} bytes'):
+        hub.download('bert.fake')
+    assert os.listdir(cache) == []
+
+
+def test_offline_error_names_the_alternatives(cache, monkeypatch):
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.small',
+                        (_closed_port_url('bert.small.zip'),
+                         hub.DATA_HUB['bert.small'][1]))
+    with pytest.raises(hub.DownloadError) as info:
+        hub.download_extract('bert.small')
+    message = str(info.value)
+    assert "could not download 'bert.small'" in message
+    assert 'd2l-bert pretrain --out DIR' in message
+    assert f'copy bert.small.zip into {cache}' in message
+    assert os.listdir(cache) == []
+
+
+def test_offline_snli_error_points_to_the_synthetic_data(cache,
+                                                         monkeypatch):
+    monkeypatch.setitem(hub.DATA_HUB, 'SNLI',
+                        (_closed_port_url('snli_1.0.zip'), '0' * 40))
+    with pytest.raises(hub.DownloadError, match='--data synthetic'):
+        hub.download_extract('SNLI')
+
+
+def test_missing_file_on_the_server_is_reported(server, cache, monkeypatch):
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.fake',
+                        (server + '/missing.zip', ARCHIVE_SHA1))
+    with pytest.raises(hub.DownloadError, match='server answered 404'):
+        hub.download('bert.fake')
+    assert os.listdir(cache) == []
+
+
+def test_corrupt_archive_is_a_clear_error_and_unpacks_nothing(server, cache,
+                                                              monkeypatch):
+    bad_sha1 = hashlib.sha1(b'this is not a zip archive').hexdigest()
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.bad',
+                        (server + '/not-a-zip.zip', bad_sha1))
+    with pytest.raises(ValueError, match='not a valid zip archive'):
+        hub.download_extract('bert.bad')
+    assert os.listdir(cache) == ['not-a-zip.zip']
+
+
+def test_stale_cached_file_is_downloaded_again(server, cache, monkeypatch):
+    os.makedirs(cache)
+    (cache / 'bert.fake.zip').write_bytes(b'an older, different file')
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.fake',
+                        (server + '/bert.fake.zip', ARCHIVE_SHA1))
+    path = hub.download('bert.fake')
+    assert hub.sha1_of(path) == ARCHIVE_SHA1
+
+
+def test_unknown_name_is_a_clear_error():
+    with pytest.raises(ValueError, match="one of DATA_HUB .* got 'bert.tiny'"):
+        hub.download('bert.tiny')
