@@ -65,8 +65,10 @@ def masked_softmax(X, valid_lens):
         return F.npx.softmax(X)                              # (B, Q, K)
     positions = F.npx.arange_like(X, axis=-1)                # (K,)
     lens = _valid_lens_for_scores(F, X, valid_lens)          # (B, ., 1)
-    # Keep a score where its position is below the valid length
-    X = F.np.where(positions < lens, X, -1e6)                # (B, Q, K)
+    # Replace the scores past the valid length by -1e6 (an array, not a
+    # scalar: `np.where` with a scalar has a wrong gradient in MXNet 1.9.1)
+    X = F.np.where(positions < lens, X,
+                   F.np.full_like(X, -1e6))                  # (B, Q, K)
     return F.npx.softmax(X)                                  # (B, Q, K)
 
 

@@ -112,7 +112,7 @@ class BERTEncoder(nn.HybridBlock):
 
     def forward(self, tokens, segments, valid_lens=None):
         """Check the inputs (when they are arrays), then encode them."""
-        if isinstance(tokens, mx.nd.NDArray):
+        if not isinstance(tokens, mx.sym.Symbol):
             _check_encoder_inputs(tokens, segments, valid_lens,
                                   self.vocab_size, self.max_len)
             _clear_cache_if_structure_changed(self, valid_lens)
@@ -173,20 +173,25 @@ class MaskLM(nn.HybridBlock):
                  epsilon=1e-5, tied_embedding=None, **kwargs):
         super().__init__(**kwargs)
         _check_activation(activation)
+        # Input sizes are given (the encoder's H) so that the parameters
+        # get their shapes at `initialize()`, even if a hybridized
+        # `BERTModel` is first called without `pred_positions`
         self.mlp = nn.HybridSequential()
         self.mlp.add(nn.Dense(num_hiddens, flatten=False,
+                              in_units=num_hiddens,
                               activation='relu' if activation == 'relu'
                               else None))
         if activation == 'gelu':
             # Keep the book's indices mlp.0, mlp.1, mlp.2 for the weights
             self.mlp[0].act = nn.GELU()
-        self.mlp.add(nn.LayerNorm(epsilon=epsilon))
+        self.mlp.add(nn.LayerNorm(epsilon=epsilon, in_channels=num_hiddens))
         shared = None if tied_embedding is None else tied_embedding.params
-        self.mlp.add(nn.Dense(vocab_size, flatten=False, params=shared))
+        self.mlp.add(nn.Dense(vocab_size, flatten=False, in_units=num_hiddens,
+                              params=shared))
 
     def forward(self, X, pred_positions):
         """Check `pred_positions` (when arrays), then predict."""
-        if isinstance(pred_positions, mx.nd.NDArray):
+        if not isinstance(pred_positions, mx.sym.Symbol):
             _check_pred_positions(pred_positions, X.shape[0], X.shape[1])
         return super().forward(X, pred_positions)
 
@@ -282,7 +287,7 @@ class BERTModel(nn.HybridBlock):
     def forward(self, tokens, segments, valid_lens=None,
                 pred_positions=None):
         """Check the inputs (when arrays), then run the model."""
-        if isinstance(tokens, mx.nd.NDArray) and self._active:
+        if not isinstance(tokens, mx.sym.Symbol) and self._active:
             # A hybridized model checks here: its children see symbols
             _check_encoder_inputs(tokens, segments, valid_lens,
                                   self.encoder.vocab_size,
@@ -291,6 +296,8 @@ class BERTModel(nn.HybridBlock):
                 _check_pred_positions(pred_positions, *tokens.shape)
             _clear_cache_if_structure_changed(self, valid_lens,
                                               pred_positions)
+            if pred_positions is None:
+                _finish_deferred_init(self, tokens, segments, valid_lens)
         with warnings.catch_warnings():
             # Without `pred_positions` the graph leaves `mlm` unused, as
             # it should: Gluon's warning about that would only confuse
@@ -437,3 +444,19 @@ def _clear_cache_if_structure_changed(block, *optional_args):
     if getattr(block, '_input_structure', structure) != structure:
         block._clear_cached_op()
     block._input_structure = structure
+
+
+def _finish_deferred_init(net, tokens, segments, valid_lens):
+    """Give shapes to a hybridized model's deferred parameters.
+
+    A graph without `pred_positions` leaves `mlm` out, and Gluon cannot
+    infer shapes for a graph that misses some of the block's parameters;
+    one imperative pass gives the deferred ones their shapes instead.
+    """
+    if not any(p._deferred_init for p in net.collect_params().values()):
+        return
+    net._active = False
+    try:
+        nn.HybridBlock.forward(net, tokens, segments, valid_lens)
+    finally:
+        net._active = True

@@ -1,0 +1,84 @@
+"""Tests of d2l_bert.attention: parity with d2l 1.0.3, imperative and
+hybridized, including gradients through the mask."""
+import mxnet as mx
+import numpy as onp
+import pytest
+from d2l import mxnet as d2l
+from mxnet import autograd, np
+
+from d2l_bert import DotProductAttention, MultiHeadAttention, masked_softmax
+
+from test_bert import assert_close, copy_params
+
+
+@pytest.mark.parametrize('valid_lens', [None, [2, 3], [[1, 3, 2], [4, 0, 1]]])
+def test_masked_softmax_and_its_gradient_equal_d2l(valid_lens):
+    X = np.random.normal(size=(2, 3, 4))
+    weights = np.random.normal(size=(2, 3, 4))
+    lens = None if valid_lens is None else np.array(valid_lens, 'float32')
+    results = []
+    for fn in (masked_softmax, d2l.masked_softmax):
+        X.attach_grad()
+        with autograd.record():
+            Y = fn(X, lens)
+            (Y * weights).sum().backward()
+        results.append((Y, X.grad.copy()))
+    assert_close(results[0][0], results[1][0])
+    # A scalar `np.where` once gave wrong gradients here
+    assert_close(results[0][1], results[1][1])
+
+
+def test_masked_softmax_zeroes_positions_past_valid_lens():
+    Y = masked_softmax(np.random.normal(size=(2, 2, 5)), np.array([2, 4]))
+    assert float(Y[0, :, 2:].sum()) == 0 and float(Y[1, :, 4:].sum()) == 0
+    onp.testing.assert_allclose(Y.sum(axis=-1).asnumpy(), onp.ones((2, 2)),
+                                atol=1e-6)
+
+
+@pytest.mark.parametrize('hybridize', [False, True])
+def test_dot_product_attention_equals_d2l(hybridize):
+    queries = np.random.normal(size=(2, 3, 8))
+    keys = np.random.normal(size=(2, 5, 8))
+    values = np.random.normal(size=(2, 5, 6))
+    valid_lens = np.array([2, 5])
+    ours, ref = DotProductAttention(0.0), d2l.DotProductAttention(0.0)
+    ours.initialize()
+    if hybridize:
+        ours.hybridize()
+    assert_close(ours(queries, keys, values, valid_lens),
+                 ref(queries, keys, values, valid_lens))
+    if not hybridize:
+        assert_close(ours.attention_weights, ref.attention_weights)
+
+
+@pytest.mark.parametrize('hybridize', [False, True])
+@pytest.mark.parametrize('valid_lens', [None, [3, 2]])
+def test_multi_head_attention_equals_d2l(hybridize, valid_lens):
+    ours = MultiHeadAttention(16, 4, 0.0, use_bias=True)
+    ref = d2l.MultiHeadAttention(16, 4, 0.0, use_bias=True)
+    for net in (ours, ref):
+        net.initialize(mx.init.Normal(0.3))
+    X = np.random.normal(size=(2, 4, 16))
+    lens = None if valid_lens is None else np.array(valid_lens)
+    ours(X, X, X, lens)
+    ref(X, X, X, lens)
+    copy_params(ours, ref)
+    if hybridize:
+        ours.hybridize()
+    assert_close(ours(X, X, X, lens), ref(X, X, X, lens))
+
+
+def test_transpose_qkv_round_trips():
+    attention = MultiHeadAttention(12, 3, 0.0)
+    X = np.random.normal(size=(2, 5, 12))
+    heads = attention.transpose_qkv(X)
+    assert heads.shape == (6, 5, 4)
+    assert_close(heads[1], X[0, :, 4:8])  # head 1 of example 0
+    assert_close(attention.transpose_output(heads), X, atol=0)
+
+
+def test_heads_must_divide_num_hiddens():
+    with pytest.raises(ValueError, match='num_hiddens must be divisible by '
+                                         'num_heads, got num_hiddens=10 and '
+                                         'num_heads=4'):
+        MultiHeadAttention(10, 4, 0.0)

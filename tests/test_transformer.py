@@ -1,0 +1,62 @@
+"""Tests of d2l_bert.transformer: parity with d2l 1.0.3 and the 0.17 name."""
+import mxnet as mx
+import pytest
+from d2l import mxnet as d2l
+from mxnet import np
+
+from d2l_bert import (AddNorm, EncoderBlock, PositionWiseFFN,
+                      TransformerEncoderBlock)
+
+from test_bert import assert_close, copy_params
+
+
+def _pair(ours, ref, *inputs, hybridize=False):
+    for net in (ours, ref):
+        net.initialize(mx.init.Normal(0.3))
+        net(*inputs)
+    copy_params(ours, ref)
+    if hybridize:
+        ours.hybridize()
+    assert_close(ours(*inputs), ref(*inputs))
+
+
+@pytest.mark.parametrize('hybridize', [False, True])
+def test_position_wise_ffn_equals_d2l(hybridize):
+    X = np.random.normal(size=(2, 3, 4))
+    _pair(PositionWiseFFN(8, 4), d2l.PositionWiseFFN(8, 4), X,
+          hybridize=hybridize)
+
+
+@pytest.mark.parametrize('hybridize', [False, True])
+def test_add_norm_equals_d2l(hybridize):
+    X, Y = np.random.normal(size=(2, 3, 4)), np.random.normal(size=(2, 3, 4))
+    _pair(AddNorm(0.0), d2l.AddNorm(0.0), X, Y, hybridize=hybridize)
+
+
+@pytest.mark.parametrize('hybridize', [False, True])
+@pytest.mark.parametrize('valid_lens', [None, [3, 1]])
+def test_encoder_block_equals_d2l(hybridize, valid_lens):
+    X = np.random.normal(size=(2, 3, 8))
+    lens = None if valid_lens is None else np.array(valid_lens)
+    _pair(TransformerEncoderBlock(8, 16, 2, 0.0, True),
+          d2l.TransformerEncoderBlock(8, 16, 2, 0.0, True), X, lens,
+          hybridize=hybridize)
+
+
+def test_encoder_block_keeps_the_shape():
+    blk = TransformerEncoderBlock(24, 48, 8, 0.5)
+    blk.initialize()
+    assert blk(np.ones((2, 100, 24)), np.array([3, 2])).shape == (2, 100, 24)
+
+
+def test_encoder_block_is_the_017_encoder_block():
+    assert EncoderBlock is TransformerEncoderBlock
+    blk = EncoderBlock(24, 48, 8, 0.5, True)
+    blk.initialize()
+    assert blk(np.ones((2, 5, 24)), None).shape == (2, 5, 24)
+
+
+def test_layer_norm_epsilon_is_an_option():
+    blk = TransformerEncoderBlock(8, 16, 2, 0.0, epsilon=1e-12)
+    assert blk.addnorm1.ln._kwargs['eps'] == 1e-12
+    assert blk.addnorm2.ln._kwargs['eps'] == 1e-12
