@@ -674,17 +674,23 @@ SPECIAL_TOKENS = {'unk_token': '[UNK]', 'sep_token': '[SEP]',
 def load_wordpiece_tokenizer(model_dir):
     """Build the checkpoint's WordPiece tokenizer from ``vocab.txt``.
 
-    Lower-casing and accent stripping follow ``tokenizer_config.json``
-    (``do_lower_case``, default True as in transformers' `BertTokenizer`;
-    ``strip_accents``, default: as lower-casing).
+    The pieces are those of BERT's tokenizer, from the `tokenizers`
+    library: clean the text, split off Chinese characters, lower-case and
+    strip accents; split at spaces and punctuation; cut each word into the
+    longest vocabulary pieces (``##`` marks a piece inside a word); add
+    ``[CLS]`` and ``[SEP]``.  Lower-casing and accent stripping follow
+    ``tokenizer_config.json`` (``do_lower_case``, default True as in
+    transformers' `BertTokenizer`; ``strip_accents``, default: as
+    lower-casing).
 
     Returns
     -------
-    tokenizers.BertWordPieceTokenizer
-        Its `encode(text_a, text_b)` adds ``[CLS]`` and ``[SEP]`` and gives
-        the segment ids (`type_ids`).
+    tokenizers.Tokenizer
+        Its ``encode(text_a, text_b)`` gives `tokens`, `ids` and the
+        segment ids `type_ids`; ``encode_batch`` pads with ``[PAD]``.
     """
-    from tokenizers import BertWordPieceTokenizer
+    from tokenizers import Tokenizer, decoders, models, normalizers
+    from tokenizers import pre_tokenizers, processors
     vocab_path = os.path.join(model_dir, 'vocab.txt')
     if not os.path.isfile(vocab_path):
         raise FileNotFoundError(f'{vocab_path} is missing: the WordPiece '
@@ -699,21 +705,30 @@ def load_wordpiece_tokenizer(model_dir):
             raise CheckpointError(f'{config_path} is not valid JSON: '
                                   f'{e}') from None
     special = {}
+    vocab = read_vocab(vocab_path)
     for key, default in SPECIAL_TOKENS.items():
         value = settings.get(key) or default
         special[key] = value['content'] if isinstance(value, dict) else value
-    vocab = read_vocab(vocab_path)
-    for key, token in special.items():
-        if token not in vocab:
+        if special[key] not in vocab:
             raise CheckpointError(f'{vocab_path} lacks the special token '
-                                  f'{token!r} ({key})')
-    lowercase = bool(settings.get('do_lower_case', True))
-    return BertWordPieceTokenizer(
-        vocab_path, clean_text=True,
+                                  f'{special[key]!r} ({key})')
+    tokenizer = Tokenizer(models.WordPiece(
+        vocab, unk_token=special['unk_token'], continuing_subword_prefix='##',
+        max_input_chars_per_word=100))
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True,
         handle_chinese_chars=bool(settings.get('tokenize_chinese_chars',
                                                True)),
-        strip_accents=settings.get('strip_accents'), lowercase=lowercase,
-        **special)
+        strip_accents=settings.get('strip_accents'),
+        lowercase=bool(settings.get('do_lower_case', True)))
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    cls, sep = special['cls_token'], special['sep_token']
+    tokenizer.post_processor = processors.BertProcessing(
+        (sep, vocab[sep]), (cls, vocab[cls]))
+    tokenizer.decoder = decoders.WordPiece(prefix='##')
+    pad = special['pad_token']
+    tokenizer.enable_padding(pad_id=vocab[pad], pad_token=pad)
+    return tokenizer
 
 
 def read_vocab(vocab_path):
@@ -837,7 +852,7 @@ class PretrainedBERT:
     encoder : BERTEncoder
     hidden : mxnet.gluon.nn.Dense
         The pooler: a dense tanh layer on the encoding of ``[CLS]``.
-    tokenizer : tokenizers.BertWordPieceTokenizer
+    tokenizer : tokenizers.Tokenizer
     max_len : int
         The longest BERT input sequence, in tokens.
     name : str
@@ -849,8 +864,7 @@ class PretrainedBERT:
         self.encoder, self.hidden, self.tokenizer = encoder, hidden, tokenizer
         self.max_len, self.num_segments = max_len, num_segments
         self.name, self.ctx = name, ctx
-        self.pad_id = tokenizer.token_to_id(
-            tokenizer._parameters['pad_token'])
+        self.pad_id = tokenizer.padding['pad_id']
 
     def __call__(self, tokens, segments, valid_lens=None):
         """Encode a batch of token ids.
