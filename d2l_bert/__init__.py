@@ -18,3 +18,7 @@ from .transformer import (  # noqa: E402,F401
     PositionWiseFFN, AddNorm, TransformerEncoderBlock, EncoderBlock)
 from .bert import (  # noqa: E402,F401
     BERTEncoder, MaskLM, NextSentencePred, BERTModel, ORIGINAL_BERT)
+from .dataset import (  # noqa: E402,F401
+    _read_wiki, _get_next_sentence, _get_nsp_data_from_paragraph,
+    _replace_mlm_tokens, _get_mlm_data_from_tokens, _pad_bert_inputs,
+    _WikiTextDataset, load_data_wiki)

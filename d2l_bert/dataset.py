@@ -1,0 +1,718 @@
+"""sec_bert-dataset: the dataset for pretraining BERT, in the book's order.
+
+Raw WikiText lines become paragraphs of sentences (`_read_wiki`), sentence
+pairs for next sentence prediction (`_get_next_sentence`,
+`_get_nsp_data_from_paragraph`), masked tokens for masked language modeling
+(`_replace_mlm_tokens`, `_get_mlm_data_from_tokens`) and padded arrays
+(`_pad_bert_inputs`), gathered by `_WikiTextDataset` and served in
+minibatches by `load_data_wiki`.
+
+Beyond the book, `load_data_wiki` chooses its corpus: the small corpus
+shipped with the package (``'embedded'``, written by `d2l_bert.corpus`, the
+default, needing no network), WikiText-2 (``'wikitext-2'``, from
+``../data/wikitext-2`` or downloaded from a mirror: the book's address no
+longer serves it), or a path to files in WikiText's token format.  It also
+takes a `seed`, a held-out `split` and the training `vocab`.
+
+Dimension key used in the shapes below:
+
+N: number of examples, B: batch size, T: `max_len`,
+P: ``round(max_len * 0.15)`` predicted positions per sequence
+"""
+import hashlib
+import http.client
+import os
+import random
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+
+import numpy as onp
+from mxnet import gluon, np
+from tqdm import tqdm
+
+from .bert import get_tokens_and_segments
+from .corpus import DATA_DIR as EMBEDDED_DIR
+
+# WikiText-2 :cite:`Merity.Xiong.Bradbury.ea.2016`.  The book's s3 address
+# (tried last) no longer serves the archive (d2l-en issue 2588)
+WIKITEXT2_URLS = (
+    'https://wikitext.smerity.com/wikitext-2-v1.zip',
+    'https://s3.amazonaws.com/research.metamind.io/wikitext/'
+    'wikitext-2-v1.zip')
+WIKITEXT2_SHA1 = '3c914d17d80b1459be871a5039ac23e752a53cbe'
+# Where `d2l.download_extract` keeps its data: relative to the working
+# directory, as in the book
+DATA_ROOT = os.path.join('..', 'data')
+
+
+class CorpusError(ValueError):
+    """The corpus given to `load_data_wiki` cannot be used as it is."""
+
+
+class CorpusNotFoundError(CorpusError, FileNotFoundError):
+    """The corpus file or directory does not exist."""
+
+
+class CorpusUnavailableError(RuntimeError):
+    """WikiText-2 is neither on disk nor downloadable (no network?)."""
+
+
+def _read_wiki(data_dir, file_name='wiki.train.tokens'):
+    """Read a WikiText file into shuffled paragraphs of sentences.
+
+    Defined in :numref:`sec_bert-dataset`.
+
+    Each line of the file is a paragraph; a line is kept when splitting it
+    on ``' . '`` gives at least two pieces (as in the book, this counts the
+    line's trailing ``' . '``, so one-sentence paragraphs are kept too; they
+    give no sentence pair but can be drawn as random next sentences).
+    Paragraphs are lower-cased, split into sentences on ``' . '`` and
+    shuffled with Python's `random`.
+
+    Parameters
+    ----------
+    data_dir : str
+        Directory holding the file.
+    file_name : str, default 'wiki.train.tokens'
+        The file in WikiText's token format (``'wiki.valid.tokens'`` for
+        the held-out split).
+
+    Returns
+    -------
+    list of list of str
+        ``paragraphs[i][j]`` is sentence `j` of paragraph `i`, tokens
+        separated by spaces.
+    """
+    path = os.path.join(data_dir, file_name)
+    if not os.path.isfile(path):
+        raise CorpusNotFoundError(
+            f"no corpus file {path!r} (data_dir={data_dir!r}): expected a "
+            f"text file in WikiText's token format, one paragraph a line")
+    with open(path, 'r', encoding='utf-8') as f:
+        lines = f.readlines()
+    if not any(line.strip() for line in lines):
+        raise CorpusError(f'corpus file {path!r} is empty: expected text '
+                          f"in WikiText's token format")
+    # The book ignores case
+    paragraphs = [line.strip().lower().split(' . ')
+                  for line in lines if len(line.split(' . ')) >= 2]
+    random.shuffle(paragraphs)
+    return paragraphs
+
+
+def _get_next_sentence(sentence, next_sentence, paragraphs):
+    """Keep the true next sentence or draw a random one, with even odds.
+
+    Defined in :numref:`sec_bert-dataset`.
+
+    Parameters
+    ----------
+    sentence, next_sentence : list of str
+        Two consecutive sentences of a paragraph.
+    paragraphs : list of list of list of str
+        All paragraphs (of sentences of tokens), to draw a random sentence
+        from.
+
+    Returns
+    -------
+    tuple
+        ``(sentence, next_sentence or a random sentence, is_next)``.
+    """
+    if random.random() < 0.5:
+        return sentence, next_sentence, True
+    # A random sentence of a random paragraph
+    return sentence, random.choice(random.choice(paragraphs)), False
+
+
+def _get_nsp_data_from_paragraph(paragraph, paragraphs, vocab, max_len):
+    """Next sentence prediction examples from the sentences of a paragraph.
+
+    Defined in :numref:`sec_bert-dataset`.
+
+    Parameters
+    ----------
+    paragraph : list of list of str
+        The sentences (lists of tokens) of one paragraph.
+    paragraphs : list of list of list of str
+        All paragraphs, for random next sentences.
+    vocab : d2l.Vocab
+        Unused; kept for the book's signature.
+    max_len : int
+        Maximum length of a BERT input; longer pairs are dropped.
+
+    Returns
+    -------
+    list of tuple
+        ``(tokens, segments, is_next)`` per kept pair, `tokens` starting
+        with ``'<cls>'`` and `segments` of the same length (0s then 1s).
+    """
+    nsp_data_from_paragraph = []
+    for i in range(len(paragraph) - 1):
+        tokens_a, tokens_b, is_next = _get_next_sentence(
+            paragraph[i], paragraph[i + 1], paragraphs)
+        # The pair plus one '<cls>' and two '<sep>' must fit in `max_len`
+        if len(tokens_a) + len(tokens_b) + 3 > max_len:
+            continue
+        tokens, segments = get_tokens_and_segments(tokens_a, tokens_b)
+        nsp_data_from_paragraph.append((tokens, segments, is_next))
+    return nsp_data_from_paragraph
+
+
+def _replace_mlm_tokens(tokens, candidate_pred_positions, num_mlm_preds,
+                        vocab):
+    """Choose the positions to predict and corrupt the input there.
+
+    Defined in :numref:`subsec_prepare_mlm_data`.
+
+    Each chosen position gets ``'<mask>'`` with probability 0.8, keeps its
+    token with probability 0.1 and gets a random token of `vocab` (a token
+    string, possibly a special one) with probability 0.1.
+
+    Parameters
+    ----------
+    tokens : list of str
+        A BERT input sequence.
+    candidate_pred_positions : list of int
+        Positions that may be predicted (not ``'<cls>'`` or ``'<sep>'``);
+        shuffled in place.
+    num_mlm_preds : int
+        How many positions to predict.
+    vocab : d2l.Vocab
+        Source of the random replacement tokens (`vocab.idx_to_token`).
+
+    Returns
+    -------
+    mlm_input_tokens : list of str
+        A corrupted copy of `tokens`.
+    pred_positions_and_labels : list of (int, str)
+        The chosen positions, in the order drawn, with their original
+        tokens.
+    """
+    mlm_input_tokens = list(tokens)
+    pred_positions_and_labels = []
+    # A shuffled list of candidates: its head is a random subset
+    random.shuffle(candidate_pred_positions)
+    for mlm_pred_position in candidate_pred_positions:
+        if len(pred_positions_and_labels) >= num_mlm_preds:
+            break
+        if random.random() < 0.8:
+            # 80%: the mask token
+            masked_token = '<mask>'
+        elif random.random() < 0.5:
+            # 10%: the token itself
+            masked_token = tokens[mlm_pred_position]
+        else:
+            # 10%: a random token of the vocabulary
+            masked_token = random.choice(vocab.idx_to_token)
+        mlm_input_tokens[mlm_pred_position] = masked_token
+        pred_positions_and_labels.append(
+            (mlm_pred_position, tokens[mlm_pred_position]))
+    return mlm_input_tokens, pred_positions_and_labels
+
+
+def _get_mlm_data_from_tokens(tokens, vocab):
+    """Masked language modeling data from a BERT input sequence.
+
+    Defined in :numref:`subsec_prepare_mlm_data`.
+
+    Parameters
+    ----------
+    tokens : list of str
+        A BERT input sequence (with ``'<cls>'`` and ``'<sep>'``).
+    vocab : d2l.Vocab
+        The vocabulary.
+
+    Returns
+    -------
+    token_ids : list of int
+        Ids of the corrupted input, ``len(tokens)`` of them.
+    pred_positions : list of int
+        The ``max(1, round(0.15 * len(tokens)))`` predicted positions, in
+        increasing order (fewer if the sequence has fewer candidates).
+    mlm_pred_label_ids : list of int
+        Ids of the original tokens at `pred_positions`.
+    """
+    # Every position but the special tokens may be predicted
+    candidate_pred_positions = [i for i, token in enumerate(tokens)
+                                if token not in ('<cls>', '<sep>')]
+    # 15% of the tokens are predicted
+    num_mlm_preds = max(1, round(len(tokens) * 0.15))
+    mlm_input_tokens, pred_positions_and_labels = _replace_mlm_tokens(
+        tokens, candidate_pred_positions, num_mlm_preds, vocab)
+    pred_positions_and_labels.sort(key=lambda x: x[0])
+    pred_positions = [position for position, _ in pred_positions_and_labels]
+    mlm_pred_labels = [label for _, label in pred_positions_and_labels]
+    return vocab[mlm_input_tokens], pred_positions, vocab[mlm_pred_labels]
+
+
+def _pad_bert_inputs(examples, max_len, vocab):
+    """Pad every example to `max_len` tokens and P predictions.
+
+    Defined in :numref:`subsec_prepare_mlm_data`.
+
+    Parameters
+    ----------
+    examples : list of tuple
+        ``(token_ids, pred_positions, mlm_pred_label_ids, segments,
+        is_next)`` per example.
+    max_len : int
+        T, the padded length of token ids and segments.
+    vocab : d2l.Vocab
+        Gives the id of ``'<pad>'``.
+
+    Returns
+    -------
+    tuple of seven lists of N arrays
+        all_token_ids : (T,) int32, padded with the id of ``'<pad>'``
+        all_segments : (T,) int32, padded with 0
+        valid_lens : () float32, the number of tokens before padding
+        all_pred_positions : (P,) int32, padded with 0
+        all_mlm_weights : (P,) float32, 1 per real prediction, 0 padding
+        all_mlm_labels : (P,) int32, padded with 0
+        nsp_labels : () float32 (MXNet's type for a Python bool), 1 if
+        the second sentence is the true next one
+    """
+    max_num_mlm_preds = round(max_len * 0.15)
+    all_token_ids, all_segments, valid_lens = [], [], []
+    all_pred_positions, all_mlm_weights, all_mlm_labels = [], [], []
+    nsp_labels = []
+    pad = vocab['<pad>']
+    for (token_ids, pred_positions, mlm_pred_label_ids, segments,
+         is_next) in examples:
+        num_pads = max_len - len(token_ids)
+        num_pred_pads = max_num_mlm_preds - len(pred_positions)
+        all_token_ids.append(np.array(
+            token_ids + [pad] * num_pads, dtype='int32'))        # (T,)
+        all_segments.append(np.array(
+            segments + [0] * num_pads, dtype='int32'))           # (T,)
+        # `valid_lens` counts the tokens that are not '<pad>'
+        valid_lens.append(np.array(len(token_ids), dtype='float32'))  # ()
+        all_pred_positions.append(np.array(
+            pred_positions + [0] * num_pred_pads, dtype='int32'))  # (P,)
+        # A weight of 0 removes a padded prediction from the loss
+        all_mlm_weights.append(np.array(
+            [1.0] * len(mlm_pred_label_ids) + [0.0] * num_pred_pads,
+            dtype='float32'))                                    # (P,)
+        all_mlm_labels.append(np.array(
+            mlm_pred_label_ids + [0] * num_pred_pads, dtype='int32'))  # (P,)
+        nsp_labels.append(np.array(is_next))                     # ()
+    return (all_token_ids, all_segments, valid_lens, all_pred_positions,
+            all_mlm_weights, all_mlm_labels, nsp_labels)
+
+
+def _pad_bert_inputs_stacked(examples, max_len, vocab):
+    """`_pad_bert_inputs`, as seven stacked NumPy arrays, fast.
+
+    Creating one MXNet array per example and field costs about 100 us, so
+    the book's function takes tens of seconds for WikiText-2; here each
+    field is one NumPy array filled in place.  `_pad_bert_inputs` is the
+    oracle: stacking its arrays gives these, dtypes included.
+
+    Returns
+    -------
+    tuple of seven numpy.ndarray
+        all_token_ids (N, T) int32, all_segments (N, T) int32, valid_lens
+        (N,) float32, all_pred_positions (N, P) int32, all_mlm_weights
+        (N, P) float32, all_mlm_labels (N, P) int32, nsp_labels (N,)
+        float32.
+    """
+    num_examples = len(examples)
+    max_num_mlm_preds = round(max_len * 0.15)
+    P = max_num_mlm_preds
+    all_token_ids = onp.full((num_examples, max_len), vocab['<pad>'],
+                             dtype='int32')                      # (N, T)
+    all_segments = onp.zeros((num_examples, max_len), dtype='int32')
+    valid_lens = onp.zeros(num_examples, dtype='float32')        # (N,)
+    all_pred_positions = onp.zeros((num_examples, P), dtype='int32')
+    all_mlm_weights = onp.zeros((num_examples, P), dtype='float32')
+    all_mlm_labels = onp.zeros((num_examples, P), dtype='int32')  # (N, P)
+    nsp_labels = onp.zeros(num_examples, dtype='float32')        # (N,)
+    for i, (token_ids, pred_positions, mlm_pred_label_ids, segments,
+            is_next) in enumerate(examples):
+        all_token_ids[i, :len(token_ids)] = token_ids
+        all_segments[i, :len(segments)] = segments
+        valid_lens[i] = len(token_ids)
+        all_pred_positions[i, :len(pred_positions)] = pred_positions
+        all_mlm_weights[i, :len(mlm_pred_label_ids)] = 1
+        all_mlm_labels[i, :len(mlm_pred_label_ids)] = mlm_pred_label_ids
+        nsp_labels[i] = is_next
+    return (all_token_ids, all_segments, valid_lens, all_pred_positions,
+            all_mlm_weights, all_mlm_labels, nsp_labels)
+
+
+def _build_vocab(paragraphs):
+    """The vocabulary of tokenized `paragraphs`, as the book builds it.
+
+    Tokens seen fewer than 5 times become ``'<unk>'``; d2l 1.0's `Vocab`
+    sorts its tokens alphabetically, so ids depend on the whole corpus.
+    """
+    # Imported on use, like every `d2l` import of the package: importing
+    # d2l takes about two seconds
+    from d2l import mxnet as d2l
+    sentences = [sentence for paragraph in paragraphs
+                 for sentence in paragraph]
+    return d2l.Vocab(sentences, min_freq=5, reserved_tokens=[
+        '<pad>', '<mask>', '<cls>', '<sep>'])
+
+
+def _check_pairs(paragraphs, max_len):
+    """Raise a clear error when `paragraphs` can give no example at all."""
+    pair_lens = [len(paragraph[i]) + len(paragraph[i + 1]) + 3
+                 for paragraph in paragraphs
+                 for i in range(len(paragraph) - 1)]
+    if not pair_lens:
+        raise CorpusError(
+            "the corpus has no paragraph of two sentences, so there is no "
+            "sentence pair to learn from: each line of a WikiText file is a "
+            "paragraph and its sentences end with ' . '")
+    if min(pair_lens) > max_len:
+        raise ValueError(
+            f'max_len={max_len} is too small for any sentence pair of the '
+            f'corpus: the shortest pair needs {min(pair_lens)} tokens (its '
+            f"two sentences, one '<cls>' and two '<sep>'); use max_len >= "
+            f'{min(pair_lens)} (the book uses 64)')
+
+
+class _WikiTextDataset(gluon.data.Dataset):
+    """BERT pretraining examples from WikiText paragraphs.
+
+    Defined in :numref:`subsec_prepare_mlm_data`.
+
+    Parameters
+    ----------
+    paragraphs : list of list of str
+        Paragraphs of sentence strings, as `_read_wiki` returns them.
+    max_len : int
+        T, the padded length of a BERT input.
+    vocab : d2l.Vocab, optional
+        The vocabulary to use (that of the training split, when building a
+        held-out split); by default built from `paragraphs` with
+        ``min_freq=5`` and the reserved tokens ``'<pad>'``, ``'<mask>'``,
+        ``'<cls>'`` and ``'<sep>'``.
+
+    Attributes
+    ----------
+    vocab : d2l.Vocab
+    all_token_ids, all_segments, valid_lens, all_pred_positions, \
+    all_mlm_weights, all_mlm_labels, nsp_labels : numpy.ndarray
+        The seven fields of all N examples, stacked (see
+        `_pad_bert_inputs_stacked`).
+
+    Notes
+    -----
+    ``dataset[i]`` is a tuple of seven NumPy arrays, row `i` of each
+    field: token ids (T,), segments (T,), valid length (), predicted
+    positions (P,), prediction weights (P,), prediction labels (P,) and
+    the next sentence label ().  Gluon's `DataLoader` stacks them into
+    MXNet arrays of the same dtypes.  The book stores a list of MXNet
+    arrays per field; creating them one by one takes most of the build
+    time, hence the stacked arrays.  Randomness (pairs and masks) comes
+    from Python's `random`: seed it for a reproducible dataset.
+    """
+
+    def __init__(self, paragraphs, max_len, vocab=None):
+        from d2l import mxnet as d2l
+        # Sentence strings become lists of tokens:
+        # `paragraphs[i][j]` is the token list of sentence `j` of paragraph
+        # `i`
+        paragraphs = [d2l.tokenize(paragraph, token='word')
+                      for paragraph in paragraphs]
+        _check_pairs(paragraphs, max_len)
+        self.vocab = _build_vocab(paragraphs) if vocab is None else vocab
+        # Sentence pairs for next sentence prediction
+        examples = []
+        for paragraph in paragraphs:
+            examples.extend(_get_nsp_data_from_paragraph(
+                paragraph, paragraphs, self.vocab, max_len))
+        # Masked tokens for masked language modeling
+        examples = [(_get_mlm_data_from_tokens(tokens, self.vocab)
+                     + (segments, is_next))
+                    for tokens, segments, is_next in examples]
+        (self.all_token_ids, self.all_segments, self.valid_lens,
+         self.all_pred_positions, self.all_mlm_weights,
+         self.all_mlm_labels, self.nsp_labels) = _pad_bert_inputs_stacked(
+            examples, max_len, self.vocab)
+
+    def __getitem__(self, idx):
+        return (self.all_token_ids[idx], self.all_segments[idx],
+                self.valid_lens[idx], self.all_pred_positions[idx],
+                self.all_mlm_weights[idx], self.all_mlm_labels[idx],
+                self.nsp_labels[idx])
+
+    def __len__(self):
+        return len(self.all_token_ids)
+
+
+# -------------------------------------------------------------------------
+# Finding the corpus: the shipped one, WikiText-2 on disk or downloaded, or
+# the user's files
+
+def _sha1(file_name):
+    sha1 = hashlib.sha1()
+    with open(file_name, 'rb') as f:
+        for chunk in iter(lambda: f.read(1 << 20), b''):
+            sha1.update(chunk)
+    return sha1.hexdigest()
+
+
+class _DownloadFailed(Exception):
+    """One mirror did not give the expected archive."""
+
+
+def _download(url, file_name, sha1_hash, timeout):
+    """Download `url` to `file_name` if its SHA-1 is `sha1_hash`.
+
+    The bytes go to a temporary file beside `file_name`, which replaces
+    `file_name` only once complete and checked.
+    """
+    folder = os.path.dirname(file_name) or '.'
+    fd, tmp = tempfile.mkstemp(
+        dir=folder, prefix=f'.{os.path.basename(file_name)}.',
+        suffix='.part')
+    try:
+        sha1 = hashlib.sha1()
+        with os.fdopen(fd, 'wb') as f:
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as r:
+                    total = int(r.headers.get('Content-Length') or 0)
+                    with tqdm(total=total or None, unit='B',
+                              unit_scale=True, desc='WikiText-2') as bar:
+                        for chunk in iter(lambda: r.read(1 << 16), b''):
+                            f.write(chunk)
+                            sha1.update(chunk)
+                            bar.update(len(chunk))
+            except (urllib.error.URLError, http.client.HTTPException,
+                    OSError, ValueError) as e:
+                reason = getattr(e, 'reason', None) or e
+                raise _DownloadFailed(str(reason)) from None
+        if sha1.hexdigest() != sha1_hash:
+            raise _DownloadFailed(
+                f'the file has SHA-1 {sha1.hexdigest()}, not {sha1_hash}')
+        os.replace(tmp, file_name)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _extract_wikitext2(zip_name, root):
+    """Unzip WikiText-2 into ``root/wikitext-2``, train file last."""
+    tmp_dir = tempfile.mkdtemp(dir=root, prefix='.wikitext-2.')
+    try:
+        try:
+            with zipfile.ZipFile(zip_name) as zf:
+                zf.extractall(tmp_dir)
+        except zipfile.BadZipFile as e:
+            raise CorpusUnavailableError(
+                f'{zip_name!r} is not a valid zip archive ({e}); delete '
+                f'it and try again') from None
+        src = os.path.join(tmp_dir, 'wikitext-2')
+        if not os.path.isfile(os.path.join(src, 'wiki.train.tokens')):
+            raise CorpusUnavailableError(
+                f'{zip_name!r} holds no wikitext-2/wiki.train.tokens')
+        data_dir = os.path.join(root, 'wikitext-2')
+        os.makedirs(data_dir, exist_ok=True)
+        # The train file marks a complete copy, so it comes last
+        for name in sorted(os.listdir(src),
+                           key=lambda name: name == 'wiki.train.tokens'):
+            os.replace(os.path.join(src, name), os.path.join(data_dir, name))
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return data_dir
+
+
+def download_wikitext2(root=DATA_ROOT, urls=WIKITEXT2_URLS,
+                       sha1_hash=WIKITEXT2_SHA1, timeout=30):
+    """Return the WikiText-2 directory, downloading it if needed.
+
+    Looks for ``root/wikitext-2/wiki.train.tokens`` (where the book's
+    `d2l.download_extract` puts it), then for a checked
+    ``root/wikitext-2-v1.zip``, then tries each of `urls` in turn, showing
+    progress and checking the archive's SHA-1.  Nothing half-written is
+    ever left in `root`.
+
+    Parameters
+    ----------
+    root : str, default '../data'
+        The data folder, relative to the working directory as in the book.
+    urls : sequence of str
+        Mirrors of ``wikitext-2-v1.zip``, tried in order.
+    sha1_hash : str
+        Expected SHA-1 of the archive.
+    timeout : float
+        Seconds to wait for a server.
+
+    Returns
+    -------
+    str
+        ``root/wikitext-2``.
+
+    Raises
+    ------
+    CorpusUnavailableError
+        When no mirror gives the archive (for example without network); the
+        message lists the other ways to get a corpus.
+    """
+    data_dir = os.path.join(root, 'wikitext-2')
+    if os.path.isfile(os.path.join(data_dir, 'wiki.train.tokens')):
+        return data_dir
+    zip_name = os.path.join(root, 'wikitext-2-v1.zip')
+    if not (os.path.isfile(zip_name) and _sha1(zip_name) == sha1_hash):
+        failures = []
+        try:
+            os.makedirs(root, exist_ok=True)
+        except OSError as e:
+            failures.append(f'cannot create {root!r}: {e}')
+        else:
+            for url in urls:
+                try:
+                    _download(url, zip_name, sha1_hash, timeout)
+                    break
+                except _DownloadFailed as e:
+                    failures.append(f'{url}: {e}')
+        if not os.path.isfile(zip_name):
+            raise CorpusUnavailableError(
+                'could not get WikiText-2 (' + '; '.join(failures) + '). '
+                "Without network, use corpus='embedded' (the small corpus "
+                'shipped with d2l_bert; `--corpus embedded` on the command '
+                'line), or pass corpus=PATH, a directory holding '
+                'wiki.train.tokens (or that file), or put WikiText-2 where '
+                f'the book keeps it: unzip wikitext-2-v1.zip into '
+                f'{os.path.abspath(root)!r} so that '
+                f'{os.path.abspath(data_dir)!r} holds wiki.train.tokens.')
+    return _extract_wikitext2(zip_name, root)
+
+
+def _locate_corpus(corpus, split, root):
+    """``(data_dir, file_name)`` of the `split` file of `corpus`."""
+    file_name = f'wiki.{split}.tokens'
+    if corpus == 'embedded':
+        return EMBEDDED_DIR, file_name
+    if corpus == 'wikitext-2':
+        return download_wikitext2(root), file_name
+    if not isinstance(corpus, (str, os.PathLike)):
+        raise TypeError(f"corpus must be 'embedded', 'wikitext-2' or a "
+                        f'path, got {type(corpus).__name__} {corpus!r}')
+    path = os.fspath(corpus)
+    if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, file_name)):
+            raise CorpusNotFoundError(
+                f'corpus={corpus!r} is a directory without {file_name}; '
+                f"give a directory holding WikiText's {file_name} or the "
+                f'path of such a file')
+        return path, file_name
+    if os.path.isfile(path):
+        if split == 'train':
+            return os.path.dirname(path) or '.', os.path.basename(path)
+        # A held-out split sits beside the named training file
+        return os.path.dirname(path) or '.', file_name
+    if os.sep in path or '/' in path or '.' in path:
+        raise CorpusNotFoundError(
+            f'corpus={corpus!r}: no such file or directory; give a '
+            f'directory holding {file_name} or a file in WikiText\'s token '
+            f"format, or use corpus='embedded' or 'wikitext-2'")
+    raise CorpusError(
+        f"unknown corpus={corpus!r}: use 'embedded' (shipped with "
+        f"d2l_bert), 'wikitext-2' (from {os.path.join(root, 'wikitext-2')} "
+        f'or downloaded) or a path to a directory holding {file_name} or '
+        f'to such a file')
+
+
+class _SeededRandomSampler(gluon.data.Sampler):
+    """Shuffle indices with a generator of its own, reproducibly per seed.
+
+    Gluon's `RandomSampler` draws from NumPy's global generator.
+    """
+
+    def __init__(self, length, seed):
+        self._length = length
+        self._rng = onp.random.RandomState(seed)
+
+    def __iter__(self):
+        return iter(self._rng.permutation(self._length).tolist())
+
+    def __len__(self):
+        return self._length
+
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f'{name} must be a positive integer, got '
+                         f'{value!r}')
+
+
+def load_data_wiki(batch_size, max_len, corpus='embedded', split='train',
+                   vocab=None, seed=None, num_workers=0, root=DATA_ROOT):
+    """Load a WikiText corpus as minibatches of BERT pretraining examples.
+
+    Defined in :numref:`subsec_prepare_mlm_data`.
+
+    Parameters
+    ----------
+    batch_size : int
+        B, examples per minibatch (the book: 512).
+    max_len : int
+        T, the padded length of a BERT input (the book: 64).
+    corpus : str or path, default 'embedded'
+        ``'embedded'``: the small corpus shipped with d2l_bert (see
+        `d2l_bert.corpus`); ``'wikitext-2'``: WikiText-2, the book's
+        corpus, from ``root/wikitext-2`` or downloaded (see
+        `download_wikitext2`); otherwise a directory holding
+        ``wiki.train.tokens`` (and ``wiki.valid.tokens``) or a file in
+        WikiText's token format.
+    split : {'train', 'valid'}
+        ``'valid'`` reads ``wiki.valid.tokens``, the held-out split on which
+        to measure masked-token and next-sentence accuracy, in order.
+    vocab : d2l.Vocab, optional
+        Vocabulary to encode with; by default built from the training
+        split (so that the held-out split uses the training ids).
+    seed : int, optional
+        Seeds Python's `random` (paragraph order, sentence pairs, masks)
+        and the minibatch order, for reproducible runs; None keeps the
+        current random state, as the book does.
+    num_workers : int, default 0
+        Worker processes of the `DataLoader` (the book uses
+        `d2l.get_dataloader_workers()`; the arrays are already in memory).
+    root : str, default '../data'
+        Where WikiText-2 is looked for and downloaded to.
+
+    Returns
+    -------
+    data_iter : gluon.data.DataLoader
+        Minibatches of seven arrays: tokens_X (B, T) int32, segments_X
+        (B, T) int32, valid_lens_x (B,) float32, pred_positions_X (B, P)
+        int32, mlm_weights_X (B, P) float32, mlm_Y (B, P) int32 and nsp_y
+        (B,) float32; shuffled for ``split='train'``.
+    vocab : d2l.Vocab
+    """
+    _check_positive_int('batch_size', batch_size)
+    _check_positive_int('max_len', max_len)
+    if split not in ('train', 'valid'):
+        raise ValueError(f"split must be 'train' or 'valid', got {split!r}")
+    if seed is not None:
+        random.seed(seed)
+    if vocab is None and split != 'train':
+        # The held-out split speaks the training split's ids
+        from d2l import mxnet as d2l
+        data_dir, file_name = _locate_corpus(corpus, 'train', root)
+        vocab = _build_vocab([d2l.tokenize(paragraph, token='word')
+                              for paragraph in _read_wiki(data_dir,
+                                                          file_name)])
+    data_dir, file_name = _locate_corpus(corpus, split, root)
+    paragraphs = _read_wiki(data_dir, file_name)
+    try:
+        dataset = _WikiTextDataset(paragraphs, max_len, vocab)
+    except CorpusError as e:
+        path = os.path.join(data_dir, file_name)
+        raise CorpusError(f'corpus={corpus!r} ({path}): {e}') from None
+    if split == 'train' and seed is not None:
+        data_iter = gluon.data.DataLoader(
+            dataset, batch_size, num_workers=num_workers,
+            sampler=_SeededRandomSampler(len(dataset), seed))
+    else:
+        data_iter = gluon.data.DataLoader(
+            dataset, batch_size, shuffle=split == 'train',
+            num_workers=num_workers)
+    return data_iter, dataset.vocab
