@@ -12,6 +12,8 @@ import sys
 COMMANDS = {
     'chapter': ('d2l_bert.cli.chapter',
                 "run the chapter's cells and compare with the book"),
+    'check-text': ('d2l_bert.cli.check_text',
+                   'run an edition of a section and check its outputs'),
     'finetune': ('d2l_bert.cli.finetune', 'fine-tune BERT on SNLI (NLI)'),
 }
 

@@ -1,0 +1,115 @@
+"""`d2l-bert check-text FILE...`: run an edition of a section and check it.
+
+For translators and maintainers: give the section's markdown source, its
+rendered reStructuredText or a notebook, in any language.  The MXNet cells
+run in order in one namespace, with `d2l` resolving to this package first
+and to d2l 1.0.3 for everything else, and each output is compared with the
+one the edition documents (or, when it carries none, with what the book
+prints).  See docs/check-text.md.
+"""
+import json
+import sys
+
+#: Lines of an output shown in the report before it is cut
+MAX_LINES = 8
+
+
+def add_arguments(parser):
+    parser.add_argument('files', nargs='+', metavar='FILE',
+                        help='edition files: .md, .rst or .ipynb')
+    parser.add_argument('--json', action='store_true',
+                        help='print one JSON document (for scripts)')
+    parser.add_argument('--ctx', default='cpu',
+                        help='device the cells run on: cpu, gpu or gpu:N '
+                             '(default: cpu)')
+    parser.add_argument('--small', action='store_true',
+                        help='small sizes for data and training cells (as '
+                             'D2L_BERT_SMALL=1): train_bert steps capped')
+    parser.add_argument('--layout-from', action='append', default=[],
+                        metavar='MD',
+                        help='markdown edition whose cells give the line '
+                             'breaks of a one-line rendering (repeatable)')
+    parser.add_argument('--default-tab', default=None,
+                        choices=('mxnet', 'pytorch', 'tensorflow', 'jax',
+                                 'paddle'),
+                        help='framework of untagged markdown cells '
+                             '(default: inferred from the edition)')
+
+
+def main(args):
+    from ..devices import parse_ctx
+    try:
+        ctx = parse_ctx(args.ctx)
+    except ValueError as e:
+        print(f'd2l-bert check-text: {e}', file=sys.stderr)
+        return 2
+    from .. import editions
+    from ..runner import DataHooks, Runner
+
+    reports, status = [], 0
+    for path in args.files:
+        try:
+            edition = editions.read_edition(path, args.layout_from,
+                                            args.default_tab)
+        except editions.EditionError as e:
+            print(f'd2l-bert check-text: {e}', file=sys.stderr)
+            status = 2
+            continue
+        hooks = DataHooks(small=True) if args.small else DataHooks()
+        runner = Runner(ctx, hooks)
+        if not args.json:
+            print(f'== {path} ({edition.format}, section '
+                  f'{edition.label or "without a label"})')
+        progress = None if args.json else _print_cell
+        report = editions.check_edition(edition, runner, progress)
+        reports.append(report)
+        if not args.json:
+            _print_footer(report)
+        if not report.ok:
+            status = max(status, 1)
+    if args.json:
+        json.dump([r.as_dict() for r in reports], sys.stdout, indent=1)
+        print()
+    return status
+
+
+def _print_cell(cr):
+    print(f'{cr.label or "-"} cell {cr.number} (line {cr.line}): '
+          f'{cr.first_line}')
+    if cr.status == 'ran':
+        print('    ran')
+    elif cr.status == 'failed':
+        print(f'    FAILED: {cr.error}')
+    else:
+        print(f'    NOT RUN: {cr.error}')
+    if cr.output.strip():
+        _print_block('output:    ', cr.output)
+    if cr.documented is not None:
+        source = ('from the edition' if cr.source == 'edition'
+                  else "from the book's table")
+        _print_block('documented:', cr.documented)
+        verdict = {'match': 'match', 'mismatch': 'MISMATCH',
+                   'shown': 'shown, not compared'}[cr.match]
+        print(f'    {verdict} ({source}, {cr.mode})')
+    for note in cr.notes:
+        print(f'    note: {note}')
+
+
+def _print_block(title, text):
+    lines = text.rstrip('\n').splitlines() or ['']
+    if len(lines) > MAX_LINES:
+        lines = lines[:MAX_LINES] + [f'... ({len(lines) - MAX_LINES} more '
+                                     'lines)']
+    print(f'    {title} {lines[0]}')
+    for line in lines[1:]:
+        print(f'    {" " * len(title)} {line}')
+
+
+def _print_footer(report):
+    for note in report.notes:
+        print(f'note: {note}')
+    if report.names_0_17:
+        print('0.17 names met (information): '
+              + ', '.join(report.names_0_17))
+    print(report.summary_line())
+    print()
