@@ -22,3 +22,4 @@ from .dataset import (  # noqa: E402,F401
     _read_wiki, _get_next_sentence, _get_nsp_data_from_paragraph,
     _replace_mlm_tokens, _get_mlm_data_from_tokens, _pad_bert_inputs,
     _WikiTextDataset, load_data_wiki)
+from .hf import load_pretrained_bert, PretrainedBERT  # noqa: E402,F401
