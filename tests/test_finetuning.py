@@ -1,0 +1,427 @@
+"""sec_natural-language-inference-bert: loading a pretrained model,
+packing SNLI pairs, the classifier, fine-tuning, and the command line."""
+import argparse
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import zipfile
+
+import mxnet as mx
+import numpy as onp
+import pytest
+from d2l import mxnet as d2l
+from mxnet import gluon, np
+
+from d2l_bert import BERTModel, finetuning as ft
+from d2l_bert.cli import finetune as finetune_cli
+from d2l_bert.pretraining import save_pretrained
+from d2l_bert.snli_synthetic import make_snli_synthetic
+
+# A pretrained model small enough to fine-tune in seconds
+TINY_NLI = dict(num_hiddens=32, ffn_num_hiddens=64, num_heads=2,
+                num_blks=2, dropout=0.1, max_len=32)
+RESERVED = ['<pad>', '<mask>', '<cls>', '<sep>']
+TWO_CPUS = [mx.cpu(0), mx.cpu(1)]
+
+
+def _seed(seed=0):
+    random.seed(seed)
+    onp.random.seed(seed)
+    mx.random.seed(seed)
+
+
+@pytest.fixture(scope='module')
+def snli_dir(tmp_path_factory):
+    return make_snli_synthetic(str(tmp_path_factory.mktemp('snli')),
+                               num_train=1500, num_dev=10, num_test=300)
+
+
+@pytest.fixture(scope='module')
+def pretrained_dir(tmp_path_factory, snli_dir):
+    """A randomly initialised tiny BERT saved as `d2l-bert pretrain` does,
+    with a vocabulary covering the synthetic SNLI words."""
+    _seed(0)
+    premises, hypotheses, _ = ft.read_snli(snli_dir, True)
+    vocab = d2l.Vocab([s.lower().split() for s in premises + hypotheses],
+                      reserved_tokens=RESERVED)
+    net = BERTModel(len(vocab), **TINY_NLI)
+    net.initialize(mx.init.Xavier())
+    tokens = np.zeros((1, 4), dtype='int32')
+    net(tokens, tokens, None, np.zeros((1, 1), dtype='int32'))
+    model_dir = str(tmp_path_factory.mktemp('pretrained') / 'tiny')
+    save_pretrained(net, vocab, model_dir,
+                    dict(TINY_NLI, vocab_size=len(vocab)))
+    return model_dir
+
+
+@pytest.fixture
+def pretrained_copy(tmp_path, pretrained_dir):
+    """A copy of the pretrained directory that a test may damage."""
+    return shutil.copytree(pretrained_dir, str(tmp_path / 'model'))
+
+
+def _pair_vocab():
+    return d2l.Vocab([['p1', 'p2', 'p3', 'p4', 'p5', 'h1', 'h2', 'h3']],
+                     reserved_tokens=RESERVED)
+
+
+def _tokens(dataset, vocab, idx):
+    (token_ids, segments, valid_len), label = dataset[idx]
+    return ([vocab.idx_to_token[int(i)] for i in token_ids],
+            segments.asnumpy().tolist(), float(valid_len), float(label))
+
+
+# --- Loading pretrained BERT -------------------------------------------------
+
+def test_load_pretrained_model_reads_what_pretraining_saves(pretrained_dir):
+    with open(os.path.join(pretrained_dir, 'vocab.json'),
+              encoding='utf-8') as f:
+        idx_to_token = json.load(f)
+    # the bert.small layout: vocab.json is the token list in index order
+    assert isinstance(idx_to_token, list) and '<cls>' in idx_to_token
+    bert, vocab = ft.load_pretrained_model(
+        pretrained_dir, devices=TWO_CPUS, **TINY_NLI)
+    assert vocab.idx_to_token == idx_to_token
+    assert vocab['<sep>'] == idx_to_token.index('<sep>')
+    assert vocab['never-seen'] == vocab.unk
+    saved = mx.nd.load(os.path.join(pretrained_dir, 'pretrained.params'))
+    weight = bert.encoder.token_embedding.weight
+    assert weight.list_ctx() == TWO_CPUS
+    onp.testing.assert_array_equal(
+        weight.data(mx.cpu(1)).asnumpy(),
+        saved['encoder.token_embedding.weight'].asnumpy())
+
+
+def test_load_pretrained_config_reads_config_json(pretrained_dir):
+    assert ft.load_pretrained_config(pretrained_dir) == TINY_NLI
+    assert ft.load_pretrained_config('bert.small') == dict(
+        num_hiddens=256, ffn_num_hiddens=512, num_heads=4, num_blks=2,
+        dropout=0.1, max_len=512)
+
+
+def test_bert_small_layout_without_config_is_read_off_the_shapes(tmp_path):
+    _seed(0)
+    net = BERTModel(20, **ft.BERT_SMALL)
+    net.initialize()
+    tokens = np.zeros((1, 4), dtype='int32')
+    net(tokens, tokens, None, np.zeros((1, 1), dtype='int32'))
+    net.save_parameters(str(tmp_path / 'pretrained.params'))
+    assert ft.load_pretrained_config(str(tmp_path)) == ft.BERT_SMALL
+
+
+def test_hub_name_loads_an_archive_in_the_cache(tmp_path, pretrained_dir,
+                                                monkeypatch):
+    # the d2l hub's archive holds bert.small/{pretrained.params,vocab.json}
+    archive = tmp_path / 'cache' / 'bert.small.zip'
+    os.makedirs(archive.parent)
+    with zipfile.ZipFile(archive, 'w') as z:
+        for name in ('pretrained.params', 'vocab.json'):
+            z.write(os.path.join(pretrained_dir, name), f'bert.small/{name}')
+    sha1 = hashlib.sha1(archive.read_bytes()).hexdigest()
+    with socket.socket() as s:  # a port nobody listens on: no network
+        s.bind(('127.0.0.1', 0))
+        url = f'http://127.0.0.1:{s.getsockname()[1]}/bert.small.zip'
+    monkeypatch.setenv('D2L_BERT_DATA', str(archive.parent))
+    monkeypatch.setitem(ft.DATA_HUB, 'bert.small', (url, sha1))
+    bert, vocab = ft.load_pretrained_model('bert.small', devices=mx.cpu(),
+                                           **TINY_NLI)
+    assert len(vocab) == bert.encoder.token_embedding.weight.shape[0]
+
+
+def test_missing_file_is_a_clear_error(pretrained_copy):
+    os.remove(os.path.join(pretrained_copy, 'vocab.json'))
+    with pytest.raises(FileNotFoundError,
+                       match='vocab.json not found: .*d2l-bert pretrain'):
+        ft.load_pretrained_model(pretrained_copy, devices=mx.cpu(),
+                                 **TINY_NLI)
+
+
+@pytest.mark.parametrize('text, message', [
+    ('["<unk>", "<pad>"', 'not valid JSON'),
+    ('{"<unk>": 0}', 'JSON list of token strings'),
+    ('["<unk>", "<pad>", "<cls>", "<sep>", "<sep>"]', 'lists a token twice'),
+    ('["<unk>", "a"]', r"lacks the special tokens \['<pad>', '<cls>'"),
+])
+def test_corrupt_vocab_is_a_clear_error(pretrained_copy, text, message):
+    with open(os.path.join(pretrained_copy, 'vocab.json'), 'w') as f:
+        f.write(text)
+    with pytest.raises(ValueError, match=message):
+        ft.load_pretrained_model(pretrained_copy, devices=mx.cpu(),
+                                 **TINY_NLI)
+
+
+def test_truncated_parameters_are_a_clear_error(pretrained_copy):
+    path = os.path.join(pretrained_copy, 'pretrained.params')
+    with open(path, 'rb') as f:
+        data = f.read()
+    with open(path, 'wb') as f:
+        f.write(data[:len(data) // 2])
+    with pytest.raises(ValueError, match='is corrupt or truncated'):
+        ft.load_pretrained_model(pretrained_copy, devices=mx.cpu(),
+                                 **TINY_NLI)
+
+
+def test_other_sizes_than_config_are_a_clear_error(pretrained_dir):
+    sizes = dict(TINY_NLI, num_hiddens=64)
+    with pytest.raises(ValueError,
+                       match=r'got num_hiddens=64 \(config.json: 32\)'):
+        ft.load_pretrained_model(pretrained_dir, devices=mx.cpu(), **sizes)
+
+
+def test_other_sizes_than_the_parameters_are_a_clear_error(pretrained_copy):
+    os.remove(os.path.join(pretrained_copy, 'config.json'))
+    sizes = dict(TINY_NLI, ffn_num_hiddens=48)
+    with pytest.raises(ValueError, match=r'does not fit BERTModel\(.*'
+                                         'ffn_num_hiddens=48'):
+        ft.load_pretrained_model(pretrained_copy, devices=mx.cpu(), **sizes)
+
+
+def test_unknown_model_name_is_a_clear_error():
+    with pytest.raises(ValueError, match="'bert.small' or 'bert.base' or a "
+                                         "directory .* got 'bert.tiny'"):
+        ft.load_pretrained_model('bert.tiny', devices=mx.cpu(), **TINY_NLI)
+
+
+# --- The dataset for fine-tuning BERT ----------------------------------------
+
+def test_longer_text_loses_its_last_tokens_first(capsys):
+    vocab = _pair_vocab()
+    dataset = (['P1 P2 P3 P4 P5', 'p1', 'p1 p2 p3'],
+               ['h1 h2 h3', 'h1', 'h1 h2 h3'], [0, 1, 2])
+    train_set = ft.SNLIBERTDataset(dataset, 8, vocab, num_workers=0)
+    assert capsys.readouterr().out == 'read 3 examples\n'
+    # 5 + 3 tokens, 5 slots: the premise loses 2, then (a tie) the
+    # hypothesis loses 1
+    assert _tokens(train_set, vocab, 0) == (
+        ['<cls>', 'p1', 'p2', 'p3', '<sep>', 'h1', 'h2', '<sep>'],
+        [0, 0, 0, 0, 0, 1, 1, 1], 8.0, 0.0)
+    # a short pair is padded with `<pad>` and segment 0
+    assert _tokens(train_set, vocab, 1) == (
+        ['<cls>', 'p1', '<sep>', 'h1', '<sep>', '<pad>', '<pad>', '<pad>'],
+        [0, 0, 0, 1, 1, 0, 0, 0], 5.0, 1.0)
+    # on a tie the hypothesis loses its token first
+    assert _tokens(train_set, vocab, 2)[0] == [
+        '<cls>', 'p1', 'p2', 'p3', '<sep>', 'h1', 'h2', '<sep>']
+
+
+def test_dataset_shapes_and_dtypes_are_the_books(snli_dir, pretrained_dir):
+    _, vocab = ft.load_pretrained_model(pretrained_dir, devices=mx.cpu(),
+                                        **TINY_NLI)
+    test_set = ft.SNLIBERTDataset(ft.read_snli(snli_dir, False), 24, vocab,
+                                  num_workers=0)
+    assert len(test_set) == 300
+    assert test_set.all_token_ids.shape == (300, 24)
+    assert test_set.all_token_ids.dtype == onp.int32
+    assert test_set.all_segments.shape == (300, 24)
+    assert test_set.all_segments.dtype == onp.int32
+    assert test_set.valid_lens.shape == (300,)
+    assert test_set.valid_lens.dtype == onp.float32
+    assert test_set.labels.dtype == onp.float32
+    assert int(test_set.valid_lens.max()) <= 24
+    # no word of the synthetic data is unknown to this vocabulary
+    assert int((test_set.all_token_ids == vocab.unk).sum()) == 0
+    (token_ids, segments, valid_len), label = test_set[0]
+    assert token_ids.shape == segments.shape == (24,)
+    assert valid_len.shape == label.shape == ()
+
+
+def test_worker_processes_pack_as_one_process(snli_dir, pretrained_dir):
+    _, vocab = ft.load_pretrained_model(pretrained_dir, devices=mx.cpu(),
+                                        **TINY_NLI)
+    data = ft.read_snli(snli_dir, False)
+    plain = ft.SNLIBERTDataset(data, 20, vocab, num_workers=0)
+    pooled = ft.SNLIBERTDataset(data, 20, vocab, num_workers=2)
+    for name in ('all_token_ids', 'all_segments', 'valid_lens', 'labels'):
+        onp.testing.assert_array_equal(getattr(plain, name).asnumpy(),
+                                       getattr(pooled, name).asnumpy())
+
+
+@pytest.mark.parametrize('max_len, vocab, message', [
+    (2, 'vocab', 'max_len must be an int of at least 3'),
+    (8.0, 'vocab', r'max_len must be an int of at least 3 .*, got 8.0'),
+    (8, None, 'vocab is required'),
+])
+def test_bad_dataset_arguments_are_clear_errors(max_len, vocab, message):
+    vocab = _pair_vocab() if vocab else None
+    with pytest.raises(ValueError, match=message):
+        ft.SNLIBERTDataset((['p1'], ['h1'], [0]), max_len, vocab)
+
+
+def test_read_snli_errors_name_the_file_and_line(tmp_path):
+    with pytest.raises(FileNotFoundError,
+                       match='snli_1.0_train.txt not found'):
+        ft.read_snli(str(tmp_path), True)
+    path = tmp_path / 'snli_1.0_test.txt'
+    path.write_text('gold_label\tsentence1_binary_parse\n')
+    with pytest.raises(ValueError, match='holds no labelled example'):
+        ft.read_snli(str(tmp_path), False)
+    path.write_text('gold_label\tsentence1_binary_parse\nneutral\ta b\n')
+    with pytest.raises(ValueError, match='line 2: expected tab-separated'):
+        ft.read_snli(str(tmp_path), False)
+
+
+def test_snli_data_dir_accepts_synthetic_and_directories(tmp_path,
+                                                         monkeypatch,
+                                                         snli_dir):
+    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
+    synthetic = ft.snli_data_dir('synthetic')
+    assert synthetic == str(tmp_path / 'snli-synthetic' / 'snli_1.0')
+    assert len(ft.read_snli(synthetic, False)[2]) == 1000
+    assert ft.snli_data_dir(os.path.dirname(snli_dir)) == snli_dir
+    with pytest.raises(ValueError, match="data must be 'snli', 'synthetic'"):
+        ft.snli_data_dir(str(tmp_path / 'nowhere'))
+
+
+# --- Fine-tuning BERT --------------------------------------------------------
+
+def _loaders(snli_dir, vocab, max_len, batch_size, shuffle=True):
+    train_set = ft.SNLIBERTDataset(ft.read_snli(snli_dir, True), max_len,
+                                   vocab, num_workers=0)
+    test_set = ft.SNLIBERTDataset(ft.read_snli(snli_dir, False), max_len,
+                                  vocab, num_workers=0)
+    return (gluon.data.DataLoader(train_set, batch_size, shuffle=shuffle),
+            gluon.data.DataLoader(test_set, batch_size))
+
+
+def test_classifier_maps_cls_to_three_scores(pretrained_dir):
+    bert, vocab = ft.load_pretrained_model(pretrained_dir, devices=mx.cpu(),
+                                           **TINY_NLI)
+    net = ft.BERTClassifier(bert)
+    net.output.initialize()
+    assert net.encoder is bert.encoder and net.hidden is bert.hidden
+    # the pretraining heads are not part of the classifier
+    assert not any(k.startswith(('mlm', 'nsp'))
+                   for k in net.collect_params())
+    tokens = np.array([[vocab['<cls>'], 5, vocab['<sep>'], 6,
+                        vocab['<sep>'], vocab['<pad>']]] * 4, dtype='int32')
+    segments = np.array([[0, 0, 0, 1, 1, 0]] * 4, dtype='int32')
+    Y_hat = net((tokens, segments, np.array([5, 5, 5, 5])))
+    assert Y_hat.shape == (4, 3)
+
+
+def test_text_longer_than_the_positions_is_a_clear_error(pretrained_dir,
+                                                        snli_dir):
+    bert, vocab = ft.load_pretrained_model(pretrained_dir, devices=mx.cpu(),
+                                           **TINY_NLI)
+    net = ft.BERTClassifier(bert)
+    net.output.initialize()
+    test_set = ft.SNLIBERTDataset(ft.read_snli(snli_dir, False), 40, vocab,
+                                  num_workers=0)
+    (token_ids, segments, valid_len), _ = test_set[0:2]
+    with pytest.raises(ValueError, match='inputs are 40 tokens long but the '
+                                         'pretrained model has 32 positions'):
+        net((token_ids, segments, valid_len))
+
+
+def test_fine_tuning_on_two_cpus_learns_synthetic_snli(pretrained_dir,
+                                                      snli_dir):
+    _seed(0)
+    bert, vocab = ft.load_pretrained_model(pretrained_dir, devices=TWO_CPUS,
+                                           **TINY_NLI)
+    train_iter, test_iter = _loaders(snli_dir, vocab, 28, 32)
+    net = ft.BERTClassifier(bert)
+    net.output.initialize(ctx=TWO_CPUS)
+    trainer = gluon.Trainer(net.collect_params(), 'adam',
+                            {'learning_rate': 1e-3})
+    history = ft.train_ch13(net, train_iter, test_iter,
+                            gluon.loss.SoftmaxCrossEntropyLoss(), trainer, 3,
+                            TWO_CPUS)
+    # chance is 1/3 and the first loss about ln 3 = 1.1; this seed reaches
+    # 0.757
+    assert history['test acc'][-1] > 0.6
+    assert history['train loss'][-1] < 0.8 * history['train loss'][0]
+    assert len(history['test acc']) == 3
+    assert history['epoch'][-1] == pytest.approx(3.0)
+
+
+def test_train_ch13_prints_what_d2l_train_ch13_prints(pretrained_dir,
+                                                     snli_dir, capsys):
+    # same start, no dropout, no shuffling: both loops must agree
+    def run(train_ch13, split_f):
+        _seed(0)
+        bert, vocab = ft.load_pretrained_model(
+            pretrained_dir, devices=[mx.cpu()], **dict(TINY_NLI, dropout=0))
+        train_iter, test_iter = _loaders(snli_dir, vocab, 28, 128,
+                                         shuffle=False)
+        net = ft.BERTClassifier(bert)
+        net.output.initialize(ctx=[mx.cpu()])
+        trainer = gluon.Trainer(net.collect_params(), 'adam',
+                                {'learning_rate': 1e-3})
+        capsys.readouterr()
+        train_ch13(net, train_iter, test_iter,
+                   gluon.loss.SoftmaxCrossEntropyLoss(), trainer, 1,
+                   [mx.cpu()], split_f)
+        out = capsys.readouterr().out
+        return re.search(r'loss [\d.]+, train acc [\d.]+, test acc [\d.]+',
+                         out).group()
+
+    ours = run(ft.train_ch13, ft.split_batch_multi_inputs)
+    book = run(d2l.train_ch13, d2l.split_batch_multi_inputs)
+    assert ours == book
+
+
+def test_plot_history_writes_a_png(tmp_path):
+    history = {'epoch': [0.5, 1.0, 1.5, 2.0],
+               'train loss': [1.1, 0.9, 0.7, 0.6],
+               'train acc': [0.4, 0.5, 0.6, 0.7],
+               'test epoch': [1, 2], 'test acc': [0.5, 0.65]}
+    path = tmp_path / 'plot.png'
+    ft.plot_history(history, str(path))
+    assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    assert os.listdir(tmp_path) == ['plot.png']
+
+
+# --- The command line --------------------------------------------------------
+
+def _cli_args(*argv):
+    parser = argparse.ArgumentParser()
+    finetune_cli.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_cli_fine_tunes_and_saves_model_history_and_plot(
+        tmp_path, pretrained_dir, snli_dir, capsys):
+    out = tmp_path / 'out'
+    args = _cli_args('--model', pretrained_dir, '--data', snli_dir,
+                     '--epochs', '1', '--batch-size', '100', '--max-len',
+                     '28', '--lr', '1e-3', '--devices', 'cpu:0,cpu:1',
+                     '--num-workers', '0', '--out', str(out),
+                     '--no-progress')
+    assert finetune_cli.main(args) == 0
+    assert sorted(os.listdir(out)) == [
+        'config.json', 'finetune.png', 'finetuned.params', 'history.json',
+        'vocab.json']
+    with open(out / 'config.json') as f:
+        config = json.load(f)
+    assert config['num_hiddens'] == 32 and config['finetune_max_len'] == 28
+    assert config['devices'] == ['cpu(0)', 'cpu(1)']
+    with open(out / 'history.json') as f:
+        assert json.load(f)['test acc'] == [config['test_acc']]
+    printed = capsys.readouterr().out
+    assert 'read 1500 examples' in printed
+    assert re.search(r'test acc [\d.]+\n[\d.]+ examples/sec', printed)
+    # the saved classifier loads back
+    bert, _ = ft.load_pretrained_model(pretrained_dir, devices=mx.cpu(),
+                                       **TINY_NLI)
+    net = ft.BERTClassifier(bert)
+    net.load_parameters(str(out / 'finetuned.params'))
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--max-len', '64'], '--max-len 64 is longer than the 32 positions'),
+    (['--epochs', '0'], '--epochs must be at least 1, got 0'),
+    (['--devices', 'gpu:7'], "device 'gpu:7' is not available"),
+])
+def test_cli_errors_are_one_line(pretrained_dir, snli_dir, tmp_path, capsys,
+                                 argv, message):
+    args = _cli_args('--model', pretrained_dir, '--data', snli_dir,
+                     '--out', str(tmp_path / 'out'), *argv)
+    assert finetune_cli.main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith('d2l-bert finetune: error: ')
+    assert message in err
+    assert not os.path.exists(tmp_path / 'out')
