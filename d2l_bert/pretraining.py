@@ -278,21 +278,30 @@ def _set_rng_states(states):
 class _DataPosition:
     """Walk `train_iter` epoch after epoch, able to come back to a step.
 
-    A Gluon `DataLoader` shuffles with NumPy's global random state when
-    an epoch starts.  To stand again where a checkpoint was taken, we
-    keep the random states of the epoch's start and the number of batches
-    drawn since; `restore` replays the shuffle and skips those batches.
+    A data loader shuffles when an epoch starts, drawing either from
+    NumPy's global random state (Gluon's `RandomSampler`) or from a
+    generator of its own, seeded when the loader was made (the seeded
+    loaders of `load_data_wiki`).  To stand again where a checkpoint was
+    taken, with a loader made afresh the same way, `restore` draws the
+    first batch of each earlier epoch (moving a sampler's own generator
+    on), sets the global random states of the current epoch's start,
+    and skips the batches this epoch already gave.
     """
 
     def __init__(self, train_iter):
         self.train_iter = train_iter
-        self.epoch_states, self.num_batches, self._it = None, 0, None
+        self.epoch, self.epoch_states, self.num_batches = -1, None, 0
+        self._it = None
+
+    def _start_epoch(self):
+        self.epoch += 1
+        self.epoch_states = _get_rng_states()
+        self._it, self.num_batches = iter(self.train_iter), 0
 
     def next_batch(self):
         for _ in range(2):
             if self._it is None:
-                self.epoch_states = _get_rng_states()
-                self._it, self.num_batches = iter(self.train_iter), 0
+                self._start_epoch()
             try:
                 batch = next(self._it)
             except StopIteration:
@@ -305,14 +314,18 @@ class _DataPosition:
             return batch
 
     def state(self):
-        return dict(epoch_states=self.epoch_states,
+        return dict(epoch=self.epoch, epoch_states=self.epoch_states,
                     num_batches=self.num_batches)
 
     def restore(self, state):
-        """Replay the epoch's shuffle and skip the batches already used."""
-        if state['epoch_states'] is None:
+        """Replay the shuffles and skip the batches already used."""
+        if state['epoch'] < 0:
             return
+        for _ in range(state['epoch']):
+            next(iter(self.train_iter))
         _set_rng_states(state['epoch_states'])
+        self.epoch = state['epoch']
+        self.epoch_states = state['epoch_states']
         self._it, self.num_batches = iter(self.train_iter), 0
         for _ in range(state['num_batches']):
             next(self._it)
@@ -340,11 +353,19 @@ def _atomic_write(path, write):
         write(tmp)
         with open(tmp, 'rb+') as f:
             os.fsync(f.fileno())
+        # `mkstemp` makes the file private; give it the usual mode
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _file_bytes(directory, write):

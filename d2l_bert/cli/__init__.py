@@ -15,6 +15,10 @@ COMMANDS = {
     'check-text': ('d2l_bert.cli.check_text',
                    'run an edition of a section and check its outputs'),
     'finetune': ('d2l_bert.cli.finetune', 'fine-tune BERT on SNLI (NLI)'),
+    'pretrain': ('d2l_bert.cli.pretrain',
+                 'pretrain the small BERT (sec_bert-pretraining)'),
+    'encode': ('d2l_bert.cli.encode',
+               'represent text with a pretrained BERT'),
 }
 
 
