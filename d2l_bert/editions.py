@@ -1121,6 +1121,7 @@ class CellReport:
     match: str = None  # 'match', 'mismatch', 'shown' or None
     notes: list = field(default_factory=list)
     seconds: float = 0.0
+    source_code: str = ''
 
     @property
     def ok(self):
@@ -1187,7 +1188,8 @@ def check_edition(edition, runner, progress=None, edition_outputs=True):
     seen_0_17 = []
     for number, cell in enumerate(edition.mxnet_cells(), 1):
         cr = CellReport(cell.label, number, cell.line, cell.first_line,
-                        'not run', notes=list(cell.notes))
+                        'not run', notes=list(cell.notes),
+                        source_code=cell.code)
         if cell.finding:
             cr.error = cell.finding
         else:

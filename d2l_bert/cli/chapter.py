@@ -1,0 +1,147 @@
+"""`d2l-bert chapter`: run the chapter's cells and compare with the book.
+
+The package's own edition of the chapter is its notebooks, one per
+section, named like the book's files (``notebooks/bert.ipynb`` for
+:numref:`sec_bert`, then ``bert-dataset.ipynb`` and
+``bert-pretraining.ipynb`` when present).  Their MXNet cells run in the
+book's order, in one namespace per notebook, and each output the book
+documents is printed beside the book's: shapes are compared exactly,
+trained numbers and throughput are shown.
+
+Where the notebooks are found (`notebook_dir`): ``$D2L_BERT_NOTEBOOKS``;
+else ``d2l_bert/notebooks/`` inside the installed package (a regular
+install copies them there, see setup.py); else ``notebooks/`` of the
+repository checkout an editable install points to.
+"""
+import os
+import sys
+import time
+
+#: Section label -> notebook file name, in the book's order
+SECTIONS = (
+    ('sec_bert', 'bert.ipynb'),
+    ('sec_bert-dataset', 'bert-dataset.ipynb'),
+    ('sec_bert-pretraining', 'bert-pretraining.ipynb'),
+)
+
+NOTEBOOKS_ENV = 'D2L_BERT_NOTEBOOKS'
+
+
+def notebook_dir():
+    """Return the directory holding the package's notebooks.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    FileNotFoundError
+        If no candidate directory holds ``bert.ipynb``; the message lists
+        the places looked at.
+    """
+    import d2l_bert
+    package = os.path.dirname(os.path.abspath(d2l_bert.__file__))
+    candidates = [os.path.join(package, 'notebooks'),
+                  os.path.join(os.path.dirname(package), 'notebooks')]
+    if os.environ.get(NOTEBOOKS_ENV):
+        candidates.insert(0, os.environ[NOTEBOOKS_ENV])
+    for folder in candidates:
+        if os.path.isfile(os.path.join(folder, SECTIONS[0][1])):
+            return folder
+    raise FileNotFoundError(
+        f'the notebooks are not installed: no {SECTIONS[0][1]} in '
+        + ', '.join(candidates) + f'; set {NOTEBOOKS_ENV} to the '
+        "repository's notebooks/ directory")
+
+
+def add_arguments(parser):
+    parser.add_argument('--ctx', default='cpu',
+                        help='device the cells run on: cpu, gpu or gpu:N '
+                             '(default: cpu)')
+    parser.add_argument('--small', action='store_true',
+                        help='small sizes for the dataset and pretraining '
+                             'notebooks (as D2L_BERT_SMALL=1)')
+
+
+def main(args):
+    from ..devices import parse_ctx
+    try:
+        ctx = parse_ctx(args.ctx)
+        folder = notebook_dir()
+    except (ValueError, FileNotFoundError) as e:
+        print(f'd2l-bert chapter: {e}', file=sys.stderr)
+        return 2
+    from .. import editions
+    from ..runner import SMALL_ENV, DataHooks, Runner, small_sizes
+
+    if args.small:
+        os.environ[SMALL_ENV] = '1'
+    small = small_sizes()
+    start = time.perf_counter()
+    reports = []
+    for label, name in SECTIONS:
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            continue
+        edition = editions.read_edition(path)
+        edition.label = label
+        for cell in edition.cells:
+            cell.label = label
+        print(f'{label} ({name}{", small sizes" if small else ""})')
+        runner = Runner(ctx, DataHooks(small=small))
+        report = editions.check_edition(edition, runner, _print_line,
+                                        edition_outputs=False)
+        reports.append(report)
+    return _summary(reports, time.perf_counter() - start)
+
+
+def _print_line(cr):
+    if cr.status != 'ran':
+        print(f'  cell {cr.number:>2}  {_short(_describe(cr), 32):32}  '
+              f'ERROR {cr.error}')
+        return
+    if cr.documented is None:
+        return
+    verdict = {'match': 'ok', 'mismatch': 'MISMATCH', 'shown': 'shown'}
+    print(f'  cell {cr.number:>2}  {_short(_describe(cr), 32):32}  '
+          f'prints {_one_line(cr.output)}  |  book {_one_line(cr.documented)}'
+          f'  {verdict[cr.match]}')
+
+
+def _describe(cr):
+    """The cell's final expression, else its first line of code."""
+    import ast
+    try:
+        body = ast.parse(cr.source_code).body
+    except (SyntaxError, TypeError):
+        body = []
+    if body and isinstance(body[-1], ast.Expr):
+        return ast.unparse(body[-1].value)
+    return cr.first_line
+
+
+def _short(text, width):
+    return text if len(text) <= width else text[:width - 3] + '...'
+
+
+def _one_line(text):
+    return ' / '.join(line.strip() for line in text.strip().splitlines()) \
+        or '(nothing)'
+
+
+def _summary(reports, seconds):
+    cells = [c for r in reports for c in r.cells]
+    documented = [c for c in cells if c.documented is not None]
+    ok = sum(c.match == 'match' for c in documented)
+    shown = sum(c.match == 'shown' for c in documented)
+    mismatch = sum(c.match == 'mismatch' and c.status == 'ran'
+                   for c in documented)
+    errors = sum(c.status != 'ran' for c in cells)
+    for report in reports:
+        for note in report.notes:
+            print(f'note ({report.label}): {note}')
+    print(f'chapter: {len(reports)} section(s), {len(cells)} cells, '
+          f'{errors} error(s); {len(documented)} documented outputs: '
+          f'{ok} ok, {mismatch} MISMATCH, {shown} shown ({seconds:.1f} s)')
+    return 1 if mismatch or errors else 0
