@@ -303,7 +303,14 @@ def read_safetensors(path):
     from safetensors.numpy import load_file
     try:
         weights = load_file(path)
-    except (SafetensorError, TypeError, ValueError) as e:
+    except TypeError as e:
+        if 'bfloat16' not in str(e):
+            raise
+        raise CheckpointError(
+            f'{path} holds bfloat16 tensors, which numpy cannot read; save '
+            f'the weights as float32 (or use pytorch_model.bin, which is '
+            f'read in any float type)') from None
+    except (SafetensorError, ValueError) as e:
         raise CheckpointError(
             f'{path} cannot be read ({e}): the file is truncated or corrupt '
             f'(an interrupted download?); download it again') from None
@@ -341,9 +348,21 @@ def _rebuild_tensor(storage, storage_offset, size, stride, *unused):
     """numpy version of ``torch._utils._rebuild_tensor_v2``."""
     if isinstance(storage, _LazyStorage):
         return _LazyTensor(storage, (storage_offset, size, stride))
+    size, stride = tuple(size), tuple(stride)
+    # A view must stay inside its storage (as_strided does not check)
+    if len(size) != len(stride) or min(size + stride + (storage_offset,),
+                                       default=0) < 0:
+        raise CheckpointError(f'invalid tensor: size {size}, stride '
+                              f'{stride}, offset {storage_offset}')
+    last = storage_offset + sum((n - 1) * s for n, s in zip(size, stride))
+    if 0 not in size and last >= storage.size:
+        raise CheckpointError(
+            f'tensor of size {size} and stride {stride} at offset '
+            f'{storage_offset} overruns its storage of {storage.size} '
+            f'values: the file is corrupt')
     itemsize = storage.dtype.itemsize
     view = onp.lib.stride_tricks.as_strided(
-        storage[storage_offset:], shape=tuple(size),
+        storage[storage_offset:], shape=size,
         strides=tuple(s * itemsize for s in stride))
     return onp.array(view)  # a copy: the checkpoint's bytes can go
 
@@ -407,6 +426,10 @@ class _StateDictUnpickler(pickle.Unpickler):
                 and isinstance(pid[1], _StorageType)):
             raise CheckpointError(f'{self.path}: unexpected persistent id '
                                   f'{pid!r:.80} in the pickle')
+        if len(pid) > 5 and pid[5] is not None:
+            raise CheckpointError(f'{self.path}: storage views (torch '
+                                  f'before 1.0) are not supported; save '
+                                  f'the state dict again with a newer torch')
         return self.load_storage(str(pid[2]), pid[1], int(pid[4]))
 
 
@@ -427,8 +450,10 @@ def read_pytorch_bin(path):
             state = _read_torch_zip(path)
         else:
             state = _read_torch_legacy(path)
-    except CheckpointError:
-        raise
+    except CheckpointError as e:
+        if str(e).startswith(path):
+            raise
+        raise CheckpointError(f'{path}: {e}') from None
     except (zipfile.BadZipFile, EOFError, pickle.UnpicklingError,
             ValueError, KeyError, IndexError, TypeError,
             AttributeError, OSError) as e:
