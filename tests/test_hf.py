@@ -543,3 +543,30 @@ def test_tensor_that_overruns_its_storage_is_refused(tmp_path, monkeypatch):
                              r'and stride \(3, 1\) at offset 1 overruns its '
                              r'storage of 6 values'):
         hf.read_pytorch_bin(path)
+
+
+# --- d2l-bert encode --------------------------------------------------------
+
+def test_encode_command_reads_a_hugging_face_directory(capsys):
+    from d2l_bert.cli import main
+    assert main(['encode', '--model', TINY_DIR, 'a crane is flying']) == 0
+    out = capsys.readouterr().out
+    assert 'tokens: [CLS] a crane is fly ##ing [SEP]' in out
+    assert 'encoded shape: (7, 16), pooled shape: (16,)' in out
+
+
+def test_encode_command_reports_a_text_too_long(capsys):
+    from d2l_bert.cli import main
+    assert main(['encode', '--model', TINY_DIR, 'crane ' * 23]) == 2
+    assert 'more than the 24 positions' in capsys.readouterr().err
+
+
+@needs_minilm
+def test_encode_command_compares_crane_with_minilm(capsys):
+    from d2l_bert.cli import main
+    assert main(['encode', '--model', 'minilm', '--json', '--compare',
+                 'crane', 'a crane is flying', 'a crane driver came']) == 0
+    result = json.loads(capsys.readouterr().out)
+    sims = onp.array(result['similarity'])
+    onp.testing.assert_allclose(onp.diag(sims), [1, 1], atol=1e-6)
+    assert sims[0, 1] == sims[1, 0] < 0.95
