@@ -23,3 +23,6 @@ from .dataset import (  # noqa: E402,F401
     _replace_mlm_tokens, _get_mlm_data_from_tokens, _pad_bert_inputs,
     _WikiTextDataset, load_data_wiki)
 from .hf import load_pretrained_bert, PretrainedBERT  # noqa: E402,F401
+from .finetuning import (  # noqa: E402,F401
+    DATA_HUB, DATA_URL, load_pretrained_model, read_snli, SNLIBERTDataset,
+    BERTClassifier)
