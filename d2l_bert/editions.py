@@ -380,7 +380,7 @@ def parse_rst(text, path='<rst>', layout_from=()):
     """Read a rendered reStructuredText edition, multi-line or one line per
     block (see the module's docstring)."""
     collapsed = bool(re.search(
-        r'\.\. code(?:-block)?::[ \t]*\w*[ \t]+[^\s.]', text))
+        r'\.\. code(?:-block)?::[ \t]*[\w+-]+[ \t]+\S', text))
     edition = Edition(path, 'rst (one line per block)' if collapsed
                       else 'rst')
     segments = (_collapsed_segments(text) if collapsed
@@ -398,9 +398,12 @@ def parse_rst(text, path='<rst>', layout_from=()):
             if bar:
                 tab_order = bar
                 break
-    groups, group, panel = [], [], None
+    groups, group, panel, last = [], [], None, None
     for kind, content, line in segments:
         if kind == 'code':
+            if last == 'code' and group:  # tab panels are divided by html
+                groups.append(group)
+                group = []
             group.append(Cell(content, line=line, label=edition.label))
             group[-1].panel = panel
         elif kind == 'output':
@@ -416,21 +419,22 @@ def parse_rst(text, path='<rst>', layout_from=()):
             if group:
                 groups.append(group)
             group = []
-        elif kind == 'label':
-            pass
+        if kind != 'output':
+            last = kind
     if group:
         groups.append(group)
     oracle = _LayoutOracle(layout_from) if collapsed else None
     for group in groups:
-        positional = (len(group) == len(tab_order) and
+        positional = (collapsed and len(group) == len(tab_order) and
                       all(c.panel is None for c in group))
         for i, cell in enumerate(group):
+            guess = _guess_framework(cell.code)
             if cell.panel in FRAMEWORKS:
                 cell.frameworks = (cell.panel,)
-            elif positional:
+            elif positional and guess in ('mxnet', tab_order[i]):
                 cell.frameworks = (tab_order[i],)
             else:
-                cell.frameworks = (_guess_framework(cell.code),)
+                cell.frameworks = (guess,)
                 if tab_order:
                     cell.notes.append('framework guessed from the code')
             if collapsed:
