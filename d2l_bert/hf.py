@@ -190,8 +190,10 @@ def bert_options(config, source='config.json'):
     dict
         Keyword arguments of `BERTEncoder`: vocab_size, num_hiddens,
         ffn_num_hiddens, num_heads, num_blks, dropout, max_len, activation,
-        epsilon, embedding_norm.  Plus ``num_segments``: how many segment
-        embeddings the checkpoint has (1 or 2 are used; see Notes).
+        epsilon, embedding_norm; `BERTModel`'s tie_weights (the MLM
+        decoder shares the token embedding unless the config says
+        ``tie_word_embeddings: false``); and ``num_segments``: how many
+        segment embeddings the checkpoint has (see Notes).
 
     Raises
     ------
@@ -267,6 +269,7 @@ def bert_options(config, source='config.json'):
         activation=ACTIVATIONS[hidden_act],
         epsilon=float(epsilon),
         embedding_norm=True,
+        tie_weights=bool(config.get('tie_word_embeddings', True)),
         num_segments=num_segments)
 
 
@@ -537,22 +540,26 @@ def _read_torch_legacy(path):
 
 # --- Names and shapes: the checkpoint's and the book's ----------------------
 
-def parameter_map(options):
+def parameter_map(options, heads=False):
     """List where each checkpoint weight goes in the book's classes.
 
     Parameters
     ----------
     options : dict
         As returned by `bert_options`.
+    heads : bool, default False
+        Include the pretraining heads of `BertForPreTraining` (MLM and
+        NSP).
 
     Returns
     -------
     list of (hf_name, target, name, shape)
         `hf_name` is the Hugging Face name (after `normalize_names`);
-        `target` is ``'encoder'`` (`BERTEncoder`) or ``'hidden'`` (the
-        pooler, `BERTModel.hidden`); `name` the parameter's name there
-        (as in ``save_parameters``); `shape` what config.json implies.
-        Dense weights are (out, in) in both libraries.
+        `target` the `BERTModel` child the weight belongs to:
+        ``'encoder'`` (`BERTEncoder`), ``'hidden'`` (the pooler), ``'mlm'``
+        or ``'nsp'``; `name` the parameter's name there (as in
+        ``save_parameters``); `shape` what config.json implies.  Dense
+        weights are (out, in) in both libraries.
     """
     V, H = options['vocab_size'], options['num_hiddens']
     F, L = options['ffn_num_hiddens'], options['max_len']
@@ -590,6 +597,19 @@ def parameter_map(options):
                          f'{ours}{our_norm}.ln.beta', (H,)))
     rows.append(('pooler.dense.weight', 'hidden', 'weight', (H, H)))
     rows.append(('pooler.dense.bias', 'hidden', 'bias', (H,)))
+    if heads:
+        mlm = 'cls.predictions.'
+        rows += [
+            (f'{mlm}transform.dense.weight', 'mlm', 'mlp.0.weight', (H, H)),
+            (f'{mlm}transform.dense.bias', 'mlm', 'mlp.0.bias', (H,)),
+            (f'{mlm}transform.LayerNorm.weight', 'mlm', 'mlp.1.gamma', (H,)),
+            (f'{mlm}transform.LayerNorm.bias', 'mlm', 'mlp.1.beta', (H,)),
+            (f'{mlm}bias', 'mlm', 'mlp.2.bias', (V,)),
+            ('cls.seq_relationship.weight', 'nsp', 'output.weight', (2, H)),
+            ('cls.seq_relationship.bias', 'nsp', 'output.bias', (2,))]
+        if not options['tie_weights']:
+            rows.append((f'{mlm}decoder.weight', 'mlm', 'mlp.2.weight',
+                         (V, H)))
     return rows
 
 
@@ -618,7 +638,8 @@ def normalize_names(weights, source):
     return normalized
 
 
-def convert_weights(weights, options, source='the checkpoint'):
+def convert_weights(weights, options, source='the checkpoint',
+                    heads=False):
     """Check a checkpoint's weights and give them the book's names.
 
     Parameters
@@ -629,14 +650,17 @@ def convert_weights(weights, options, source='the checkpoint'):
         As returned by `bert_options`.
     source : str
         The weights' file, for error messages.
+    heads : bool, default False
+        Convert the pretraining heads too (see `parameter_map`).
 
     Returns
     -------
-    encoder_params : dict of str to float32 numpy.ndarray
-        `BERTEncoder`'s parameters; ``pos_embedding`` has shape (1, L, H)
-        and ``segment_embedding.weight`` (2, H).
-    hidden_params : dict of str to float32 numpy.ndarray
-        The pooler's ``weight`` (H, H) and ``bias`` (H,).
+    dict of str to dict of str to float32 numpy.ndarray
+        For each `BERTModel` child (``'encoder'``, ``'hidden'``, and with
+        `heads` ``'mlm'`` and ``'nsp'``) its parameters by name.  The
+        encoder's ``pos_embedding`` has shape (1, L, H) and its
+        ``segment_embedding.weight`` (2, H).  A tied MLM decoder has no
+        entry of its own: it is the token embedding.
 
     Raises
     ------
@@ -645,7 +669,7 @@ def convert_weights(weights, options, source='the checkpoint'):
         the message names the weight and both shapes.
     """
     weights = normalize_names(weights, source)
-    rows = parameter_map(options)
+    rows = parameter_map(options, heads)
     missing = [hf for hf, _, _, _ in rows if hf not in weights]
     if missing:
         shown = ', '.join(missing[:5]) + (', ...' if len(missing) > 5
@@ -671,7 +695,12 @@ def convert_weights(weights, options, source='the checkpoint'):
             f'{source} holds encoder weights that config.json does not '
             f'describe (num_hidden_layers={options["num_blks"]}?): '
             f'{", ".join(extra[:5])}{", ..." if len(extra) > 5 else ""}')
-    params = {'encoder': {}, 'hidden': {}}
+    if heads and options['tie_weights']:
+        _check_tied(weights, 'cls.predictions.decoder.weight',
+                    'embeddings.word_embeddings.weight', source)
+        _check_tied(weights, 'cls.predictions.decoder.bias',
+                    'cls.predictions.bias', source)
+    params = {target: {} for _, target, _, _ in rows}
     for hf, target, name, _ in rows:
         value = weights[hf]
         if value.dtype.kind != 'f':
@@ -686,7 +715,17 @@ def convert_weights(weights, options, source='the checkpoint'):
         # Single-segment checkpoint: row 1 is never used (see bert_options)
         segment = onp.concatenate([segment, onp.zeros_like(segment)])
     encoder['segment_embedding.weight'] = segment[:2]        # (2, H)
-    return encoder, params['hidden']
+    return params
+
+
+def _check_tied(weights, name, tied_to, source):
+    """A weight the book's classes share must equal the one it shares."""
+    if name in weights and not onp.array_equal(weights[name],
+                                               weights[tied_to]):
+        raise CheckpointError(
+            f'{source}: {name} differs from {tied_to}, but config.json '
+            f'ties them (tie_word_embeddings is true or absent); set '
+            f'"tie_word_embeddings": false to load them apart')
 
 
 # --- WordPiece tokenization -------------------------------------------------
@@ -779,7 +818,7 @@ ENCODER_ARGUMENTS = ('vocab_size', 'num_hiddens', 'ffn_num_hiddens',
                      'activation', 'epsilon', 'embedding_norm')
 
 
-def load_pretrained_bert(model='minilm', ctx=None):
+def load_pretrained_bert(model='minilm', ctx=None, heads=False):
     """Load a Hugging Face BERT checkpoint into the book's classes.
 
     Parameters
@@ -790,12 +829,15 @@ def load_pretrained_bert(model='minilm', ctx=None):
         ``pytorch_model.bin``, and ``vocab.txt``.
     ctx : mxnet.Context, optional
         Where the parameters live; default CPU.
+    heads : bool, default False
+        Also load the pretraining heads of a `BertForPreTraining`
+        checkpoint into a whole `BERTModel` (``.net`` of the result).
 
     Returns
     -------
     PretrainedBERT
         The `BERTEncoder`, the pooler (`BERTModel.hidden`) and the
-        WordPiece tokenizer.
+        WordPiece tokenizer; with `heads`, the `BERTModel` holding them.
 
     Raises
     ------
@@ -808,7 +850,7 @@ def load_pretrained_bert(model='minilm', ctx=None):
     import mxnet as mx
     from mxnet.gluon import nn
 
-    from .bert import BERTEncoder
+    from .bert import BERTEncoder, BERTModel
 
     ctx = mx.cpu() if ctx is None else ctx
     model_dir = resolve_model_dir(model)
@@ -821,16 +863,29 @@ def load_pretrained_bert(model='minilm', ctx=None):
             f'{vocab_path} has {tokenizer.get_vocab_size()} tokens, more '
             f'than vocab_size={options["vocab_size"]} in config.json')
     weights, path = read_weights(model_dir)
-    encoder_params, hidden_params = convert_weights(weights, options, path)
+    params = convert_weights(weights, options, path, heads)
     del weights
-    encoder = BERTEncoder(**{k: options[k] for k in ENCODER_ARGUMENTS})
-    hidden = nn.Dense(options['num_hiddens'], activation='tanh')
-    set_parameters(encoder, encoder_params, ctx)
-    set_parameters(hidden, hidden_params, ctx)
+    arguments = {k: options[k] for k in ENCODER_ARGUMENTS}
+    if heads:
+        net = BERTModel(**arguments, tie_weights=options['tie_weights'])
+        arrays = {f'{child}.{name}': value
+                  for child, named in params.items()
+                  for name, value in named.items()}
+        if options['tie_weights']:
+            arrays['mlm.mlp.2.weight'] = arrays[
+                'encoder.token_embedding.weight']
+        set_parameters(net, arrays, ctx)
+        encoder, hidden = net.encoder, net.hidden
+    else:
+        net = None
+        encoder = BERTEncoder(**arguments)
+        hidden = nn.Dense(options['num_hiddens'], activation='tanh')
+        set_parameters(encoder, params['encoder'], ctx)
+        set_parameters(hidden, params['hidden'], ctx)
     name = 'minilm' if model == 'minilm' else os.path.basename(
         os.path.normpath(model_dir))
     return PretrainedBERT(encoder, hidden, tokenizer, options['max_len'],
-                          options['num_segments'], name, ctx)
+                          options['num_segments'], name, ctx, net)
 
 
 def set_parameters(block, arrays, ctx):
@@ -882,11 +937,15 @@ class PretrainedBERT:
         The longest BERT input sequence, in tokens.
     name : str
     ctx : mxnet.Context
+    net : BERTModel or None
+        The whole model with its pretraining heads, when loaded with
+        ``heads=True``.
     """
 
     def __init__(self, encoder, hidden, tokenizer, max_len, num_segments,
-                 name, ctx):
+                 name, ctx, net=None):
         self.encoder, self.hidden, self.tokenizer = encoder, hidden, tokenizer
+        self.net = net
         self.max_len, self.num_segments = max_len, num_segments
         self.name, self.ctx = name, ctx
         self.pad_id = tokenizer.padding['pad_id']

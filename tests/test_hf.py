@@ -90,7 +90,8 @@ def test_weight_readers_agree_on_every_encoder_weight():
         path = os.path.join(TINY_DIR, name)
         weights = (hf.read_safetensors(path) if name.endswith('safetensors')
                    else hf.read_pytorch_bin(path))
-        converted.append(hf.convert_weights(weights, options, path))
+        params = hf.convert_weights(weights, options, path)
+        converted.append((params['encoder'], params['hidden']))
     (enc0, hid0), rest = converted[0], converted[1:]
     assert enc0['pos_embedding'].shape == (1, 24, 16)
     assert enc0['segment_embedding.weight'].shape == (2, 16)
@@ -101,6 +102,58 @@ def test_weight_readers_agree_on_every_encoder_weight():
             onp.testing.assert_array_equal(enc[name], enc0[name], name)
         for name in hid0:
             onp.testing.assert_array_equal(hid[name], hid0[name], name)
+
+
+@pytest.mark.parametrize('weights', ['pytorch_model.bin',
+                                     'pytorch_model_legacy.bin'])
+def test_pretraining_heads_match_transformers(tmp_path, weights):
+    from mxnet import np
+    ref = load_reference('tiny_bert_reference.json')['heads']
+    bert = hf.load_pretrained_bert(tiny_checkpoint(tmp_path, weights),
+                                   heads=True)
+    net = bert.net
+    # The MLM decoder is the token embedding, as in the original BERT
+    assert net.mlm.mlp[2].weight is net.encoder.token_embedding.weight
+    sequences = [bert.tokenize(a, b) for a, b in ref['texts']]
+    T = max(len(ids) for _, ids, _ in sequences)
+    tokens = onp.zeros((3, T), 'int32')
+    segments = onp.zeros((3, T), 'int32')
+    for i, (_, ids, segs) in enumerate(sequences):
+        tokens[i, :len(ids)], segments[i, :len(segs)] = ids, segs
+    positions = onp.tile(onp.arange(T, dtype='int32'), (3, 1))  # (B, T)
+    _, mlm_Y_hat, nsp_Y_hat = net(
+        np.array(tokens), np.array(segments),
+        np.array(ref['valid_lens'], dtype='float32'), np.array(positions))
+    assert mlm_Y_hat.shape == (3, T, 64) and nsp_Y_hat.shape == (3, 2)
+    for b, scores in enumerate(ref['mlm_Y_hat']):
+        onp.testing.assert_allclose(mlm_Y_hat[b, :len(scores)].asnumpy(),
+                                    scores, rtol=0, atol=TOL)
+    onp.testing.assert_allclose(nsp_Y_hat.asnumpy(), ref['nsp_Y_hat'],
+                                rtol=0, atol=TOL)
+
+
+def test_heads_from_an_encoder_only_checkpoint_are_named_missing(tmp_path):
+    with pytest.raises(hf.CheckpointError,
+                       match=r'lacks 7 weight\(s\) that config\.json '
+                             r'implies: cls\.predictions\.transform'):
+        hf.load_pretrained_bert(tiny_checkpoint(tmp_path), heads=True)
+
+
+def test_decoder_that_is_not_the_embedding_needs_untied_config():
+    options = hf.bert_options(hf.read_config(TINY_DIR))
+    weights = hf.read_pytorch_bin(os.path.join(TINY_DIR,
+                                               'pytorch_model.bin'))
+    weights['cls.predictions.decoder.weight'] = weights[
+        'cls.predictions.decoder.weight'] + 1
+    with pytest.raises(hf.CheckpointError,
+                       match='decoder.weight differs from '
+                             'embeddings.word_embeddings.weight'):
+        hf.convert_weights(weights, options, heads=True)
+    params = hf.convert_weights(weights, dict(options, tie_weights=False),
+                                heads=True)
+    onp.testing.assert_array_equal(
+        params['mlm']['mlp.2.weight'],
+        params['encoder']['token_embedding.weight'] + 1)
 
 
 def test_pytorch_bin_keeps_heads_and_strides_as_saved():
@@ -431,10 +484,9 @@ def test_more_than_two_segment_embeddings_keeps_the_two_the_book_uses():
     table = weights['embeddings.token_type_embeddings.weight']  # (2, 16)
     weights['embeddings.token_type_embeddings.weight'] = onp.concatenate(
         [table, onp.ones((1, 16), 'float32')])                  # (3, 16)
-    encoder, _ = hf.convert_weights(weights,
-                                    dict(options, num_segments=3))
-    onp.testing.assert_array_equal(encoder['segment_embedding.weight'],
-                                   table)
+    params = hf.convert_weights(weights, dict(options, num_segments=3))
+    onp.testing.assert_array_equal(
+        params['encoder']['segment_embedding.weight'], table)
 
 
 def test_single_segment_checkpoint_encodes_one_text_not_pairs(tmp_path):
