@@ -807,6 +807,7 @@ class _Block:
     assigned: set = field(default_factory=set)  # set in this block
     real: int = 0  # statements other than `if ...: continue` guards
     counted: bool = False  # an `if` block counted as real by its parent
+    methods: int = 0  # `def`s in a class body
 
 
 def _names(node, ctx=None):
@@ -863,7 +864,9 @@ def relayout(text):
             continue
         node = _parse_statement(src, statement)
         first = statement.first
-        if first in ('elif', 'else', 'except', 'finally'):
+        if pending_decorator:  # the decorated `def` goes with it
+            level, chain, earlier = len(stack), set(), set()
+        elif first in ('elif', 'else', 'except', 'finally'):
             openers = {'elif': ('if', 'elif'),
                        'else': ('if', 'elif', 'for', 'while', 'try',
                                 'except'),
@@ -875,8 +878,7 @@ def relayout(text):
             chain = previous.chain
             earlier = previous.earlier | previous.assigned
             level = len(stack)
-        elif first in ('def', 'class', '@', 'async') and \
-                not pending_decorator:
+        elif first in ('def', 'class', '@', 'async'):
             while stack and stack[-1].statements and \
                     stack[-1].keyword != 'class':
                 stack.pop()
@@ -893,6 +895,7 @@ def relayout(text):
         if stack:
             top = stack[-1]
             top.statements += 1
+            top.methods += first in ('def', 'async')
             if first in _DEAD_END:
                 top.dead = True
             if not (statement.kind == 'header' and first == 'if'):
@@ -1012,7 +1015,9 @@ def _leaves(block, node, first):
     """Does the statement `node` come after `block` rather than in it?"""
     if block.dead:
         return True
-    if block.keyword in ('def', 'class', 'async'):
+    if block.keyword == 'class':
+        return block.methods > 0  # statements after methods: class done
+    if block.keyword in ('def', 'async'):
         return False
     uses = _uses(node)
     if block.keyword in ('if', 'elif', 'else'):
@@ -1044,8 +1049,9 @@ class _LayoutOracle:
         self.sources, self.cells = [], {}
         for path in paths:
             try:
-                edition = read_edition(path)
-            except (EditionError, ValueError):
+                with open(path, encoding='utf-8') as f:
+                    edition = parse_markdown(f.read(), path)
+            except (OSError, UnicodeDecodeError):
                 continue
             self.sources.append(os.path.basename(path))
             for cell in edition.cells:

@@ -1,0 +1,155 @@
+"""The cell runner: one namespace, notebook display, the `d2l` shim."""
+import os
+
+import mxnet as mx
+import pytest
+
+import d2l_bert
+from d2l_bert import runner as runner_module
+from d2l_bert.runner import DataHooks, Runner
+
+
+@pytest.fixture
+def run():
+    """A fresh runner's `run` (each test gets its own namespace)."""
+    return Runner(hooks=DataHooks(small=False)).run
+
+
+def test_final_expression_is_shown_with_repr_after_printed_text(run):
+    result = run("x = 'two'\nprint('printed')\nx, len(x)")
+    assert result.status == 'ran'
+    assert result.output == "printed\n('two', 3)\n"
+
+
+def test_cells_share_one_namespace(run):
+    run('total = 40')
+    assert run('total + 2').output == '42\n'
+
+
+def test_semicolon_and_none_display_nothing(run):
+    assert run('1 + 1;').output == ''
+    assert run('None').output == ''
+
+
+def test_failed_cell_gives_last_error_line_and_next_cell_runs(run):
+    failed = run('values = [1]\nvalues[3]')
+    assert failed.status == 'failed'
+    assert failed.error == 'IndexError: list index out of range'
+    assert 'Traceback' in failed.traceback
+    assert run('len(values)').output == '1\n'
+
+
+def test_syntax_error_is_a_failed_cell(run):
+    result = run('def f(:\n    pass')
+    assert result.status == 'failed'
+    assert result.error.startswith('SyntaxError:')
+
+
+def test_ipython_magics_are_skipped_and_listed(run):
+    result = run('%matplotlib inline\n!pip list\n3')
+    assert result.output == '3\n'
+    assert result.skipped_lines == ['%matplotlib inline', '!pip list']
+
+
+def test_d2l_resolves_package_names_before_d2l_1_0_3(run):
+    from d2l import mxnet as real_d2l
+    r = Runner(hooks=DataHooks(small=False))
+    assert r.d2l.BERTModel is d2l_bert.BERTModel
+    assert r.d2l.TransformerEncoderBlock is d2l_bert.TransformerEncoderBlock
+    assert r.d2l.Timer is real_d2l.Timer
+    assert r.d2l.met == {'BERTModel': 'd2l_bert',
+                         'TransformerEncoderBlock': 'd2l_bert',
+                         'Timer': 'd2l 1.0.3'}
+
+
+def test_both_naming_generations_resolve(run):
+    r = Runner(hooks=DataHooks(small=False))
+    assert r.d2l.EncoderBlock is d2l_bert.EncoderBlock
+    assert r.d2l.TransformerEncoderBlock is d2l_bert.TransformerEncoderBlock
+
+
+def test_a_0_17_name_falls_back_to_its_1_0_name(monkeypatch):
+    from d2l import mxnet as real_d2l
+    monkeypatch.setitem(runner_module.RENAMED_0_17, 'OldTimer', 'Timer')
+    r = Runner(hooks=DataHooks(small=False))
+    assert r.d2l.OldTimer is real_d2l.Timer
+    assert r.d2l.met['OldTimer'] == '0.17 name of Timer'
+
+
+def test_unknown_d2l_name_says_where_it_was_looked_for(run):
+    result = run('d2l.no_such_thing')
+    assert result.error == (
+        "AttributeError: module 'd2l' has no attribute 'no_such_thing' "
+        "(neither d2l_bert nor d2l 1.0.3 defines it)")
+
+
+@pytest.mark.parametrize('line', [
+    'from d2l import mxnet as d2l',
+    'import d2l.mxnet as d2l',
+])
+def test_cell_imports_of_d2l_get_the_shim(run, line):
+    result = run(f'{line}\nimport d2l_bert\nd2l.BERTModel is d2l_bert.BERTModel')
+    assert result.output == 'True\n'
+
+
+def test_bare_import_d2l_answers_through_the_shim(run):
+    result = run('import d2l\nimport d2l_bert\n'
+                 '(d2l.mxnet.MaskLM is d2l_bert.MaskLM, '
+                 'd2l.MaskLM is d2l_bert.MaskLM)')
+    assert result.output == '(True, True)\n'
+
+
+def test_other_imports_are_untouched(run):
+    assert run('import json\njson.dumps([1])').output == "'[1]'\n"
+
+
+def test_ctx_becomes_the_default_context():
+    r = Runner(ctx=mx.cpu(1), hooks=DataHooks(small=False))
+    r.run('from mxnet import np, npx\nnpx.set_np()')
+    assert r.run('np.zeros((2,)).ctx').output == 'cpu(1)\n'
+
+
+_TRAIN_BERT = ('def train_bert(train_iter, net, loss, vocab_size, devices, '
+               'num_steps):\n    return num_steps')
+
+
+def test_train_bert_steps_are_capped_at_small_sizes():
+    r = Runner(hooks=DataHooks(small=True, steps=3))
+    r.run(_TRAIN_BERT)
+    assert r.run('train_bert(1, 2, 3, 4, 5, 50)').output == '3\n'
+    assert r.run('train_bert(1, 2, 3, 4, 5, num_steps=50)').output == '3\n'
+    assert r.run('train_bert(1, 2, 3, 4, 5, 1)').output == '1\n'
+    assert 'train_bert steps capped to 3' in r.hooks.used
+
+
+def test_train_bert_steps_are_kept_at_book_sizes():
+    r = Runner(hooks=DataHooks(small=False))
+    r.run(_TRAIN_BERT)
+    assert r.run('train_bert(1, 2, 3, 4, 5, 50)').output == '50\n'
+    assert not r.hooks.used
+
+
+def test_small_sizes_follow_the_environment(monkeypatch):
+    monkeypatch.setenv('D2L_BERT_SMALL', '1')
+    assert DataHooks().small
+    monkeypatch.setenv('D2L_BERT_SMALL', '0')
+    assert not DataHooks().small
+
+
+def test_wikitext_2_is_read_from_the_embedded_corpus(run):
+    result = run("d2l.download_extract('wikitext-2', 'wikitext-2')")
+    path = eval(result.output)
+    assert os.path.isfile(os.path.join(path, 'wiki.train.tokens'))
+    assert run('d2l.get_dataloader_workers()').output == '0\n'
+
+
+def test_figures_are_counted_not_printed(run):
+    result = run('import matplotlib.pyplot as plt\n'
+                 'from IPython import display\n'
+                 'fig = plt.figure()\n'
+                 'display.display(fig)\n'
+                 'display.clear_output(wait=True)\n'
+                 'display.display(fig)')
+    assert result.status == 'ran'
+    assert result.output == ''
+    assert result.figures == 1
