@@ -651,8 +651,8 @@ def _starts_statement(tokens, i, current):
 
 def _decorator_follows(tokens, i):
     j = i + 1
-    while j < len(tokens) and (tokens[j].kind == 'name' or
-                               tokens[j].text == '.'):
+    while j < len(tokens) and (tokens[j].text == '.' or (
+            tokens[j].kind == 'name' and tokens[j].text not in _KEYWORDS)):
         j += 1
     if j < len(tokens) and tokens[j].text == '(':
         depth = 0
@@ -808,6 +808,7 @@ class _Block:
     real: int = 0  # statements other than `if ...: continue` guards
     counted: bool = False  # an `if` block counted as real by its parent
     methods: int = 0  # `def`s in a class body
+    name: str = None  # a class's name
 
 
 def _names(node, ctx=None):
@@ -879,8 +880,11 @@ def relayout(text):
             earlier = previous.earlier | previous.assigned
             level = len(stack)
         elif first in ('def', 'class', '@', 'async'):
-            while stack and stack[-1].statements and \
-                    stack[-1].keyword != 'class':
+            # back to the class body, or out of a class the code names
+            # (``@d2l.add_to_class(A)`` cannot be inside `A`)
+            while stack and stack[-1].statements and (
+                    stack[-1].keyword != 'class' or
+                    stack[-1].name in _uses(node)):
                 stack.pop()
             level, chain, earlier = len(stack), set(), set()
         else:
@@ -1008,6 +1012,8 @@ def _header_block(first, level, node, chain, earlier):
     else:
         block.locals = _header_locals(node)
     block.locals -= {'self'}
+    if isinstance(node, ast.ClassDef):
+        block.name = node.name
     return block
 
 

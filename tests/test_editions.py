@@ -290,3 +290,11 @@ def test_one_line_rst_runs_without_its_markdown_beside_it(tmp_path):
     report = check(str(path))
     assert report.summary_line() == \
         '12 cells, 12 ran, 5 outputs documented, 5 matched'
+
+
+def test_relayout_decorators_stay_with_their_def():
+    code = relayout('class A: def f(self): return 1 @property def g(self): '
+                    'return 2 @d2l.add_to_class(A) def h(self): return 3')
+    assert code.splitlines()[3:7] == [
+        '    @property', '    def g(self):', '        return 2',
+        '@d2l.add_to_class(A)']
