@@ -82,6 +82,17 @@ def test_tiny_bert_matches_transformers_in_every_weight_format(
                                     atol=TOL, err_msg=case)
 
 
+@pytest.mark.parametrize('weights', ['model.safetensors',
+                                     'pytorch_model.bin'])
+def test_loading_needs_neither_torch_nor_transformers(tmp_path, monkeypatch,
+                                                      weights):
+    # A None entry makes `import torch` raise ImportError
+    for name in ('torch', 'transformers'):
+        monkeypatch.setitem(sys.modules, name, None)
+    model = hf.load_pretrained_bert(tiny_checkpoint(tmp_path, weights))
+    assert model.encode('a crane')[1].shape == (4, 16)
+
+
 def test_weight_readers_agree_on_every_encoder_weight():
     options = hf.bert_options(hf.read_config(TINY_DIR))
     converted = []
