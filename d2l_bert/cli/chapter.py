@@ -72,12 +72,24 @@ def main(args):
     except (ValueError, FileNotFoundError) as e:
         print(f'd2l-bert chapter: {e}', file=sys.stderr)
         return 2
-    from .. import editions
-    from ..runner import SMALL_ENV, DataHooks, Runner, small_sizes
+    from ..runner import SMALL_ENV, small_sizes
 
+    saved = os.environ.get(SMALL_ENV)
     if args.small:
-        os.environ[SMALL_ENV] = '1'
-    small = small_sizes()
+        os.environ[SMALL_ENV] = '1'  # the notebooks read it
+    try:
+        return _run(folder, ctx, small_sizes())
+    finally:
+        if saved is None:
+            os.environ.pop(SMALL_ENV, None)
+        else:
+            os.environ[SMALL_ENV] = saved
+
+
+def _run(folder, ctx, small):
+    from .. import editions
+    from ..runner import DataHooks, Runner
+
     start = time.perf_counter()
     reports = []
     for label, name in SECTIONS:

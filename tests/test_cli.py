@@ -1,0 +1,100 @@
+"""The `chapter` and `check-text` commands, as a user runs them."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from d2l_bert import cli
+from d2l_bert.cli import chapter
+from d2l_bert.devices import num_gpus
+
+FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures', 'editions')
+NO_GPU = pytest.mark.skipif(num_gpus() > 0, reason='this machine has a GPU')
+
+
+def fixture(name):
+    return os.path.join(FIXTURES, name)
+
+
+def test_check_text_prints_each_cell_and_the_summary(capsys):
+    assert cli.main(['check-text', fixture('bilingual.md')]) == 0
+    out = capsys.readouterr().out
+    assert 'sec_bert cell 3 (line 52): tokens = np.random.randint(' in out
+    assert "    match (from the book's table, exact)" in out
+    assert out.rstrip().endswith(
+        '3 cells, 3 ran, 1 outputs documented, 1 matched')
+
+
+def test_check_text_exits_1_on_a_failed_cell(capsys):
+    assert cli.main(['check-text', fixture('failing-cell.md')]) == 1
+    assert "    FAILED: AttributeError: module 'd2l' has no attribute " \
+        "'no_such_helper'" in capsys.readouterr().out
+
+
+def test_check_text_exits_1_on_a_mismatch_and_a_malformed_file(capsys):
+    assert cli.main(['check-text', fixture('mismatch.md'),
+                     fixture('unknown-tab.md')]) == 1
+    out = capsys.readouterr().out
+    assert '    MISMATCH (from the book\'s table, exact)' in out
+    assert "    NOT RUN: unknown tab 'mxnett'" in out
+
+
+def test_check_text_json_for_scripts(capsys):
+    assert cli.main(['check-text', '--json', fixture('old-0.17.md')]) == 0
+    [report] = json.loads(capsys.readouterr().out)
+    assert report['summary']['matched'] == 2 and report['ok']
+    assert report['names_0_17'][0].startswith('d2l.EncoderBlock')
+    assert [c['status'] for c in report['cells']] == ['ran'] * 4
+
+
+def test_check_text_missing_file_exits_2(capsys, tmp_path):
+    missing = str(tmp_path / 'nowhere.md')
+    assert cli.main(['check-text', missing]) == 2
+    assert f'cannot read {missing}' in capsys.readouterr().err
+
+
+@NO_GPU
+@pytest.mark.parametrize('command', ['chapter', 'check-text'])
+def test_a_gpu_on_a_machine_without_one_is_one_line_and_exit_2(
+        capsys, command):
+    argv = [command, '--ctx', 'gpu:0']
+    if command == 'check-text':
+        argv.append(fixture('bilingual.md'))
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith(f"d2l-bert {command}: device 'gpu:0' is not "
+                             'available')
+
+
+def test_notebook_dir_prefers_the_environment(monkeypatch, tmp_path):
+    (tmp_path / 'bert.ipynb').write_text('{}')
+    monkeypatch.setenv(chapter.NOTEBOOKS_ENV, str(tmp_path))
+    assert chapter.notebook_dir() == str(tmp_path)
+
+
+def test_notebook_dir_of_the_checkout_holds_bert_ipynb(monkeypatch):
+    monkeypatch.delenv(chapter.NOTEBOOKS_ENV, raising=False)
+    folder = chapter.notebook_dir()
+    assert os.path.isfile(os.path.join(folder, 'bert.ipynb'))
+
+
+def test_python_m_d2l_bert_chapter_prints_the_books_shapes():
+    env = dict(os.environ, D2L_BERT_SMALL='1')
+    done = subprocess.run([sys.executable, '-m', 'd2l_bert', 'chapter'],
+                          capture_output=True, text=True, env=env,
+                          timeout=600)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lines[0] == 'sec_bert (bert.ipynb, small sizes)'
+    for final, shape in [('encoded_X.shape', '(2, 8, 768)'),
+                         ('mlm_Y_hat.shape', '(2, 3, 10000)'),
+                         ('mlm_l.shape', '(6,)'),
+                         ('nsp_Y_hat.shape', '(2, 2)'),
+                         ('nsp_l.shape', '(2,)')]:
+        assert any(final in line and line.endswith(
+            f'prints {shape}  |  book {shape}  ok') for line in lines), final
+    assert lines[-1].startswith('chapter: ')
+    assert ' 0 MISMATCH' in lines[-1] and ' 0 error(s)' in lines[-1]
