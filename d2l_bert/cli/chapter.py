@@ -3,7 +3,8 @@
 The package's own edition of the chapter is its notebooks, one per
 section, named like the book's files (``notebooks/bert.ipynb`` for
 :numref:`sec_bert`, then ``bert-dataset.ipynb`` and
-``bert-pretraining.ipynb`` when present).  Their MXNet cells run in the
+``bert-pretraining.ipynb`` and ``natural-language-inference-bert.ipynb``
+when present).  Their MXNet cells run in the
 book's order, in one namespace per notebook, and each output the book
 documents is printed beside the book's: shapes are compared exactly,
 trained numbers and throughput are shown.
@@ -22,6 +23,8 @@ SECTIONS = (
     ('sec_bert', 'bert.ipynb'),
     ('sec_bert-dataset', 'bert-dataset.ipynb'),
     ('sec_bert-pretraining', 'bert-pretraining.ipynb'),
+    ('sec_natural-language-inference-bert',
+     'natural-language-inference-bert.ipynb'),
 )
 
 NOTEBOOKS_ENV = 'D2L_BERT_NOTEBOOKS'
@@ -137,9 +140,9 @@ def _short(text, width):
     return text if len(text) <= width else text[:width - 3] + '...'
 
 
-def _one_line(text):
-    return ' / '.join(line.strip() for line in text.strip().splitlines()) \
-        or '(nothing)'
+def _one_line(text, width=72):
+    line = ' / '.join(part.strip() for part in text.strip().splitlines())
+    return _short(line, width) if line else '(nothing)'
 
 
 def _summary(reports, seconds):
