@@ -3,7 +3,13 @@
 The public names are the book's.  Each object says in its docstring which
 section of the book defines it.
 """
-from mxnet import npx as _npx
+# MXNet fixes its CPU thread count when it is imported, to half the
+# processors unless told otherwise; before that, ask for every core
+from ._threads import use_all_cores as _use_all_cores
+#: What MXNet uses for its CPU operators, in words (see `_threads`)
+CPU_THREADS = _use_all_cores()
+
+from mxnet import npx as _npx  # noqa: E402
 
 # The book runs every cell under NumPy semantics (`npx.set_np()`); our
 # blocks are written for it, so importing the package turns it on
