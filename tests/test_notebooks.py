@@ -1,0 +1,119 @@
+"""Every notebook in notebooks/ runs and prints what the book prints.
+
+Each notebook is executed once per session by a Jupyter kernel of this
+interpreter, at small sizes (``D2L_BERT_SMALL=1``); its outputs are then
+held to the book's table (`d2l_bert.book_outputs`): shapes exactly,
+trained numbers only shown.
+"""
+import glob
+import json
+import os
+
+import pytest
+
+from d2l_bert import book_outputs, editions
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, 'notebooks', '*.ipynb')))
+IDS = [os.path.basename(p) for p in NOTEBOOKS]
+
+
+@pytest.fixture(scope='session')
+def executed():
+    """``executed(path)`` -> the notebook run once, as an nbformat node."""
+    nbformat = pytest.importorskip('nbformat')
+    nbclient = pytest.importorskip('nbclient')
+    cache = {}
+
+    def run(path):
+        if path not in cache:
+            nb = nbformat.read(path, as_version=4)
+            client = nbclient.NotebookClient(
+                nb, timeout=900, kernel_name='python3', allow_errors=True,
+                resources={'metadata': {'path': os.path.dirname(path)}})
+            saved = os.environ.get('D2L_BERT_SMALL')
+            os.environ['D2L_BERT_SMALL'] = '1'  # the kernel inherits it
+            try:
+                client.execute()
+            finally:
+                if saved is None:
+                    del os.environ['D2L_BERT_SMALL']
+                else:
+                    os.environ['D2L_BERT_SMALL'] = saved
+            cache[path] = nb
+        return cache[path]
+    return run
+
+
+def _errors(nb):
+    return [f"cell {i}: {out['ename']}: {out['evalue']}"
+            for i, cell in enumerate(nb.cells, 1)
+            if cell.cell_type == 'code'
+            for out in cell.get('outputs', [])
+            if out.get('output_type') == 'error']
+
+
+@pytest.mark.parametrize('path', NOTEBOOKS, ids=IDS)
+def test_notebook_runs_without_errors(executed, path):
+    assert _errors(executed(path)) == []
+
+
+@pytest.mark.parametrize('path', NOTEBOOKS, ids=IDS)
+def test_notebook_prints_the_books_documented_outputs(executed, path):
+    import nbformat
+    text = nbformat.writes(executed(path))
+    edition = editions.parse_notebook(text, path)
+    checked, wrong = 0, []
+    for cell in edition.cells:
+        entry = book_outputs.documented(edition.label, cell.code)
+        if entry is None or entry.mode == 'shown':
+            continue
+        checked += 1
+        verdict = book_outputs.compare(entry.prints, cell.output or '',
+                                       entry.mode)
+        if verdict != 'match':
+            wrong.append(f'book cell {entry.cell}: printed '
+                         f'{cell.output!r}, book {entry.prints!r}')
+    assert wrong == []
+    expected = sum(e.label == edition.label and e.mode != 'shown'
+                   for e in book_outputs.DOCUMENTED)
+    assert checked == expected
+
+
+def test_sec_bert_notebook_prints_the_five_shapes(executed):
+    path = os.path.join(ROOT, 'notebooks', 'bert.ipynb')
+    import nbformat
+    edition = editions.parse_notebook(nbformat.writes(executed(path)), path)
+    shapes = [c.output.strip() for c in edition.cells
+              if c.code.rstrip().endswith('.shape')]
+    assert shapes == ['(2, 8, 768)', '(2, 3, 10000)', '(6,)', '(2, 2)',
+                      '(2,)']
+
+
+@pytest.mark.parametrize('path', NOTEBOOKS, ids=IDS)
+def test_notebook_defines_nothing_the_package_defines(path):
+    import ast
+
+    from d2l_bert.runner import package_names
+    names, _ = package_names()
+    with open(path, encoding='utf-8') as f:
+        nb = json.load(f)
+    defined = set()
+    for cell in nb['cells']:
+        if cell['cell_type'] != 'code':
+            continue
+        for node in ast.walk(ast.parse(''.join(cell['source']))):
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+                defined.add(node.name)
+    assert defined & set(names) == set()
+
+
+@pytest.mark.parametrize('path', NOTEBOOKS, ids=IDS)
+def test_committed_notebook_carries_no_outputs_or_counts(path):
+    with open(path, encoding='utf-8') as f:
+        nb = json.load(f)
+    stored = [i for i, cell in enumerate(nb['cells'], 1)
+              if cell['cell_type'] == 'code' and
+              (cell.get('outputs') or cell.get('execution_count') is not None)]
+    assert stored == [], f'cells with outputs or counts: {stored}'
+    assert 'widgets' not in nb.get('metadata', {})
