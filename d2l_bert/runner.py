@@ -187,7 +187,9 @@ class DataHooks:
     Always: ``d2l.download_extract('wikitext-2')`` returns the embedded
     corpus (the book's address no longer serves WikiText-2),
     ``d2l.load_data_wiki`` reads the embedded corpus when this package's
-    dataset module offers it, and ``d2l.get_dataloader_workers()`` is 0.
+    dataset module offers it, ``d2l.get_dataloader_workers()`` is 0, and
+    ``d2l.try_all_gpus()`` gives ``[cpu(0)]`` on a machine without a GPU,
+    as its docstring promises (d2l 1.0.3 returns an empty list).
     """
 
     def __init__(self, small=None, steps=SMALL_STEPS):
@@ -199,7 +201,8 @@ class DataHooks:
         """Return the `d2l` names these hooks answer, given `package_names`.
         """
         hooks = {'get_dataloader_workers': self._no_workers,
-                 'download_extract': self._download_extract}
+                 'download_extract': self._download_extract,
+                 'try_all_gpus': self._try_all_gpus}
         load = package.get('load_data_wiki')
         if load is not None and _accepts(load, 'corpus'):
             hooks['load_data_wiki'] = self._wrap_load(load)
@@ -208,6 +211,16 @@ class DataHooks:
     def _no_workers(self):
         self.used.add('data loaders run without worker processes')
         return 0
+
+    def _try_all_gpus(self):
+        import mxnet as mx
+
+        from .devices import num_gpus
+        if num_gpus():
+            return [mx.gpu(i) for i in range(num_gpus())]
+        self.used.add('d2l.try_all_gpus() gives [cpu(0)] without a GPU '
+                      '(d2l 1.0.3 gives [], which no cell can train on)')
+        return [mx.cpu()]
 
     def _download_extract(self, name, folder=None):
         if name == 'wikitext-2':
@@ -323,7 +336,7 @@ class Runner:
     """
 
     def __init__(self, ctx=None, hooks=None):
-        os.environ.setdefault('MPLBACKEND', 'Agg')
+        _settle_matplotlib()
         self.ctx = ctx
         self.hooks = hooks if hooks is not None else DataHooks()
         names, _ = package_names()
@@ -428,6 +441,27 @@ def _capture_display(out, figures):
         yield
     finally:
         ipy_display.display, ipy_display.clear_output = saved
+
+
+def _settle_matplotlib():
+    """Fix pyplot's backend to Agg before any cell creates an IPython
+    shell.
+
+    The book's `d2l.Animator` calls `d2l.use_svg_display`, which creates an
+    IPython shell; pyplot then picks its backend on the first figure and,
+    seeing the shell, imports a hook that matplotlib 3.7 and IPython 9 no
+    longer share (`backend2gui`).  Picked here, before any shell exists,
+    the backend is settled and that hook is never looked for.  Inside a
+    real IPython session nothing is changed.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        return
+    import matplotlib.pyplot as plt
+    plt.switch_backend('agg')
 
 
 def _unique(figures):

@@ -298,3 +298,15 @@ def test_relayout_decorators_stay_with_their_def():
     assert code.splitlines()[3:7] == [
         '    @property', '    def g(self):', '        return 2',
         '@d2l.add_to_class(A)']
+
+
+def test_pretraining_edition_runs_small_on_the_embedded_corpus():
+    edition = read_edition(_book('en', 'bert-pretraining.md'))
+    report = editions.check_edition(
+        edition, Runner(hooks=DataHooks(small=True, steps=1)))
+    assert [c.status for c in report.cells] == ['ran'] * 9
+    verdicts = [(c.number, c.match) for c in report.cells if c.match]
+    assert verdicts == [(6, 'shown'), (8, 'match'), (9, 'match')]
+    assert report.cells[5].output.startswith('MLM loss ')
+    assert 'train_bert steps capped to 1' in report.notes
+    assert 'WikiText-2 read from the embedded corpus' in report.notes

@@ -153,3 +153,14 @@ def test_figures_are_counted_not_printed(run):
     assert result.status == 'ran'
     assert result.output == ''
     assert result.figures == 1
+
+
+@pytest.mark.skipif(mx.context.num_gpus() > 0, reason='has a GPU')
+def test_try_all_gpus_falls_back_to_the_cpu(run):
+    assert run('d2l.try_all_gpus()').output == '[cpu(0)]\n'
+
+
+def test_books_animator_draws_outside_a_notebook(run):
+    result = run("animator = d2l.Animator(xlabel='step', xlim=[1, 2], "
+                 "legend=['mlm'])\nanimator.add(1, (0.5,))")
+    assert (result.status, result.error, result.figures) == ('ran', None, 1)
