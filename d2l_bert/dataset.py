@@ -319,17 +319,15 @@ def _pad_bert_inputs_stacked(examples, max_len, vocab):
         (N, P) float32, all_mlm_labels (N, P) int32, nsp_labels (N,)
         float32.
     """
-    num_examples = len(examples)
-    max_num_mlm_preds = round(max_len * 0.15)
-    P = max_num_mlm_preds
-    all_token_ids = onp.full((num_examples, max_len), vocab['<pad>'],
-                             dtype='int32')                      # (N, T)
-    all_segments = onp.zeros((num_examples, max_len), dtype='int32')
-    valid_lens = onp.zeros(num_examples, dtype='float32')        # (N,)
-    all_pred_positions = onp.zeros((num_examples, P), dtype='int32')
-    all_mlm_weights = onp.zeros((num_examples, P), dtype='float32')
-    all_mlm_labels = onp.zeros((num_examples, P), dtype='int32')  # (N, P)
-    nsp_labels = onp.zeros(num_examples, dtype='float32')        # (N,)
+    N, T, P = len(examples), max_len, round(max_len * 0.15)
+    all_token_ids = onp.full((N, T), vocab['<pad>'], dtype='int32')
+    all_segments = onp.zeros((N, T), dtype='int32')
+    valid_lens = onp.zeros(N, dtype='float32')
+    all_pred_positions = onp.zeros((N, P), dtype='int32')
+    all_mlm_weights = onp.zeros((N, P), dtype='float32')
+    all_mlm_labels = onp.zeros((N, P), dtype='int32')
+    nsp_labels = onp.zeros(N, dtype='float32')
+    # Row `i` of each field is what `_pad_bert_inputs` makes of example `i`
     for i, (token_ids, pred_positions, mlm_pred_label_ids, segments,
             is_next) in enumerate(examples):
         all_token_ids[i, :len(token_ids)] = token_ids
@@ -589,6 +587,11 @@ def _locate_corpus(corpus, split, root):
     """``(data_dir, file_name)`` of the `split` file of `corpus`."""
     file_name = f'wiki.{split}.tokens'
     if corpus == 'embedded':
+        if not os.path.isfile(os.path.join(EMBEDDED_DIR, file_name)):
+            raise CorpusNotFoundError(
+                f'the embedded corpus has no {file_name} in {EMBEDDED_DIR}'
+                f' (an install without package data?): reinstall d2l_bert '
+                f'or write it with `python -m d2l_bert.corpus`')
         return EMBEDDED_DIR, file_name
     if corpus == 'wikitext-2':
         return download_wikitext2(root), file_name
