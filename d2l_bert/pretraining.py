@@ -545,8 +545,7 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps, *,
     if resume and checkpoint is None:
         raise ValueError('resume=True needs checkpoint=PATH')
     devices = list(devices)
-    trainer = gluon.Trainer(net.collect_params(), 'adam',
-                            {'learning_rate': learning_rate})
+    trainer = _make_trainer(net, learning_rate)
     history = PretrainingHistory(devices)
     data = _DataPosition(train_iter)
     step, mx_seed = 0, None
@@ -613,6 +612,20 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps, *,
     if isinstance(plot, (str, os.PathLike)) and plot != 'auto':
         history.plot(plot)
     return history
+
+
+def _make_trainer(net, learning_rate):
+    """The book's Adam trainer, its parameters in an order of the model's.
+
+    Given `net.collect_params()`, Gluon's `Trainer` sorts the parameters
+    by their global names (``dense0_weight``, ``dense10_weight``, ...),
+    which depend on how many blocks the process made before `net`.  The
+    optimizer states in a checkpoint are stored by position in that order,
+    so we sort by path in the model (``encoder.blks.0...``) instead.
+    """
+    params = net._collect_params_with_prefix()
+    return gluon.Trainer([params[name] for name in sorted(params)], 'adam',
+                         {'learning_rate': learning_rate})
 
 
 def _progress_bar(total, initial, enabled):

@@ -294,8 +294,7 @@ def test_checkpoint_round_trip_restores_params_trainer_and_rng(
     seed_all(123)
     other = BERTModel(len(vocab), dropout=0.0, **TINY)
     other.initialize(init.Xavier())
-    trainer = gluon.Trainer(other.collect_params(), 'adam',
-                            {'learning_rate': 0.01})
+    trainer = P._make_trainer(other, 0.01)
     meta = P.load_checkpoint(str(path), other, trainer, [mx.cpu()])
     assert meta['step'] == 2 and len(meta['history']['mlm']) == 2
     assert_same_params(net, other, atol=0)
