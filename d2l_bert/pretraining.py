@@ -249,8 +249,12 @@ class _InlineAnimator:
         self.display.display(self.fig)
         self.display.clear_output(wait=True)
 
-    def close(self):
+    def close(self, show=True):
+        """Show the final curves below the printed lines, then let go of
+        the figure (so the inline backend does not show it twice)."""
         from d2l import mxnet as d2l
+        if show:
+            self.display.display(self.fig)
         d2l.plt.close(self.fig)
 
 
@@ -600,15 +604,19 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps, *,
                 save_checkpoint(checkpoint, net, trainer, step, history,
                                 data_state=data.state(), mx_seed=mx_seed,
                                 config=config)
+    except BaseException:
+        if animator is not None:
+            animator.close(show=False)
+        raise
     finally:
         bar.close()
-        if animator is not None:
-            animator.close()
 
     print(f'MLM loss {history.mlm_loss:.3f}, '
           f'NSP loss {history.nsp_loss:.3f}')
     print(f'{history.pairs_per_sec:.1f} sentence pairs/sec on '
           f'{str(devices)}')
+    if animator is not None:
+        animator.close()
     if isinstance(plot, (str, os.PathLike)) and plot != 'auto':
         history.plot(plot)
     return history
