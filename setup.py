@@ -6,8 +6,6 @@ fresh machine resolves exactly the same versions every time.
 """
 import sys
 
-from setuptools import find_packages, setup
-
 SUPPORTED = ((3, 8), (3, 11))
 
 if not SUPPORTED[0] <= sys.version_info[:2] <= SUPPORTED[1]:
@@ -17,6 +15,8 @@ if not SUPPORTED[0] <= sys.version_info[:2] <= SUPPORTED[1]:
         "numpy 1.23.5 publish no wheels for newer Pythons. Install Python "
         "3.11 (pyenv, uv, conda or python.org) and follow README.md: "
         "`python3.11 run.py chapter`.")
+
+from setuptools import find_packages, setup  # noqa: E402  (after the check)
 
 INSTALL_REQUIRES = [
     'mxnet==1.9.1',
@@ -42,12 +42,15 @@ EXTRAS = {
     ],
 }
 
+with open('README.md', encoding='utf-8') as f:
+    README = f.read()
+
 setup(
     name='d2l-bert',
     version='0.1.0',
     description=('The BERT chapter of Dive into Deep Learning as a tested '
                  'MXNet/Gluon package'),
-    long_description=open('README.md', encoding='utf-8').read(),
+    long_description=README,
     long_description_content_type='text/markdown',
     packages=find_packages(include=['d2l_bert', 'd2l_bert.*']),
     include_package_data=True,

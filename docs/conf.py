@@ -1,0 +1,109 @@
+"""Sphinx configuration of the d2l-bert documentation.
+
+Build: ``python3 run.py docs`` (or, inside `.venv`,
+``sphinx-build -W -b html docs docs/_build/html``).  Pages are Markdown
+(myst-parser); the API reference comes from the numpy-doc docstrings
+(autodoc + napoleon).
+"""
+import os
+import sys
+
+from docutils import nodes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # document the checkout, installed or not
+
+project = 'd2l-bert'
+author = 'the d2l-bert developers'
+copyright = '2026, the d2l-bert developers'
+
+extensions = [
+    'myst_parser',
+    'sphinx.ext.autodoc',
+    'sphinx.ext.napoleon',
+    'sphinx.ext.viewcode',
+]
+source_suffix = {'.md': 'markdown', '.rst': 'restructuredtext'}
+root_doc = 'index'
+exclude_patterns = ['_build', 'Thumbs.db', '.DS_Store']
+
+myst_heading_anchors = 3
+
+# Docstrings are numpy-doc ("Parameters\n----------")
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+napoleon_use_rtype = False
+autodoc_member_order = 'bysource'
+autodoc_default_options = {'members': True}
+autodoc_typehints = 'none'
+
+html_theme = 'alabaster'
+html_static_path = ['_static']
+html_theme_options = {'description': 'The BERT chapter of Dive into Deep '
+                                     'Learning, tested, in MXNet/Gluon'}
+
+# ---------------------------------------------------------------------------
+# The book's cross-references in our docstrings
+#
+# Each object says which section of the book defines it, as the book does:
+# "Defined in :numref:`sec_bert`".  Those labels live in the book, not in
+# these pages, so they become links to the section on d2l.ai; a label we do
+# not know becomes plain text rather than a broken link.
+
+BOOK = 'https://d2l.ai/'
+_NLP_PRE = 'chapter_natural-language-processing-pretraining/'
+_NLP_APP = 'chapter_natural-language-processing-applications/'
+_ATTN = 'chapter_attention-mechanisms-and-transformers/'
+BOOK_PAGES = {
+    'sec_bert': _NLP_PRE + 'bert.html',
+    'subsec_bert_input_rep': _NLP_PRE + 'bert.html',
+    'subsec_bert_pretraining_tasks': _NLP_PRE + 'bert.html',
+    'subsec_mlm': _NLP_PRE + 'bert.html',
+    'subsec_nsp': _NLP_PRE + 'bert.html',
+    'sec_bert-dataset': _NLP_PRE + 'bert-dataset.html',
+    'subsec_prepare_mlm_data': _NLP_PRE + 'bert-dataset.html',
+    'sec_bert-pretraining': _NLP_PRE + 'bert-pretraining.html',
+    'sec_finetuning-bert': _NLP_APP + 'finetuning-bert.html',
+    'sec_natural-language-inference-bert':
+        _NLP_APP + 'natural-language-inference-bert.html',
+    'sec_natural-language-inference-attention':
+        _NLP_APP + 'natural-language-inference-attention.html',
+    'sec_natural-language-inference-and-dataset':
+        _NLP_APP + 'natural-language-inference-and-dataset.html',
+    'sec_attention-scoring-functions':
+        _ATTN + 'attention-scoring-functions.html',
+    'subsec_batch_dot': _ATTN + 'attention-scoring-functions.html',
+    'sec_multihead-attention': _ATTN + 'multihead-attention.html',
+    'sec_transformer': _ATTN + 'transformer.html',
+    'subsec_positionwise-ffn': _ATTN + 'transformer.html',
+    'sec_utils': 'chapter_appendix-tools-for-deep-learning/utils.html',
+    'sec_image_augmentation': 'chapter_computer-vision/'
+                              'image-augmentation.html',
+    'sec_multi_gpu_concise': 'chapter_computational-performance/'
+                             'multiple-gpus-concise.html',
+}
+
+
+def book_reference(app, env, node, contnode):
+    """Resolve ``:numref:`` to a book label as a link to d2l.ai."""
+    if node.get('reftype') != 'numref':
+        return None
+    label = node['reftarget']
+    text = f'the book, {label}'
+    if label not in BOOK_PAGES:
+        return nodes.literal(label, text)
+    link = nodes.reference('', '', internal=False,
+                           refuri=BOOK + BOOK_PAGES[label])
+    link += nodes.literal(label, text)
+    return link
+
+
+def cite_role(name, rawtext, text, lineno, inliner, options=None,
+              content=None):
+    """``:cite:`Key``` as in the book's sources: shown as the key."""
+    return [nodes.emphasis(rawtext, f'[{text}]')], []
+
+
+def setup(app):
+    app.connect('missing-reference', book_reference)
+    app.add_role('cite', cite_role)

