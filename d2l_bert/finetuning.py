@@ -53,8 +53,8 @@ def _pretrained_dir(pretrained_model):
             pretrained_model):
         return os.fspath(pretrained_model)
     raise ValueError(
-        f'pretrained_model must be {" or ".join(map(repr, PRETRAINED_CONFIGS))}'
-        ' or a directory holding pretrained.params and vocab.json (such as '
+        "pretrained_model must be 'bert.small' or 'bert.base' or a "
+        'directory holding pretrained.params and vocab.json (such as '
         f'`d2l-bert pretrain --out DIR` writes), got {pretrained_model!r}')
 
 
@@ -493,6 +493,35 @@ class BERTClassifier(nn.Block):
         encoded_X = self.encoder(tokens_X, segments_X, valid_lens_x)
         # 0 is the position of the `<cls>` token
         return self.output(self.hidden(encoded_X[:, 0, :]))  # (B, 3)
+
+
+def cls_spread(bert, dataset, num_examples=64):
+    """Measure how much the `<cls>` encoding varies across inputs.
+
+    A pretraining that collapsed gives every input the same encoding; the
+    classifier then starts from no information about the pair, and
+    fine-tuning may stay at chance.  This returns the mean over hidden
+    units of the standard deviation across the first `num_examples`
+    examples of `dataset`: about 0.1 for a randomly initialised model,
+    near 0 (below 1e-3) for a collapsed one.
+
+    Parameters
+    ----------
+    bert : BERTModel
+    dataset : SNLIBERTDataset
+    num_examples : int
+
+    Returns
+    -------
+    float
+    """
+    ctx = bert.encoder.token_embedding.weight.list_ctx()[0]
+    n = min(num_examples, len(dataset))
+    (tokens, segments, valid_lens), _ = dataset[0:n]
+    encoded_X = bert.encoder(tokens.as_in_context(ctx),
+                             segments.as_in_context(ctx),
+                             valid_lens.as_in_context(ctx))  # (n, T, H)
+    return float(encoded_X[:, 0, :].std(axis=0).mean())
 
 
 def split_batch_multi_inputs(X, y, devices):

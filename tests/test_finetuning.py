@@ -317,6 +317,23 @@ def test_text_longer_than_the_positions_is_a_clear_error(pretrained_dir,
         net((token_ids, segments, valid_len))
 
 
+def test_cls_spread_tells_a_collapsed_model(pretrained_dir, snli_dir):
+    bert, vocab = ft.load_pretrained_model(pretrained_dir, devices=mx.cpu(),
+                                           **TINY_NLI)
+    test_set = ft.SNLIBERTDataset(ft.read_snli(snli_dir, False), 28, vocab,
+                                  num_workers=0)
+    assert ft.cls_spread(bert, test_set) > 0.01
+    # every token, segment and position embedded alike: all inputs look
+    # the same to the encoder, as after a collapsed pretraining
+    encoder = bert.encoder
+    weight = encoder.token_embedding.weight
+    weight.set_data(np.ones(weight.shape) * 0.3)
+    encoder.segment_embedding.weight.set_data(
+        np.zeros(encoder.segment_embedding.weight.shape))
+    encoder.pos_embedding.set_data(np.zeros(encoder.pos_embedding.shape))
+    assert ft.cls_spread(bert, test_set) < 1e-5
+
+
 def test_fine_tuning_on_two_cpus_learns_synthetic_snli(pretrained_dir,
                                                       snli_dir):
     _seed(0)
