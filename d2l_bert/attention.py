@@ -7,11 +7,18 @@ exactly like the book's `nn.Block`s; after `hybridize()` the same code builds
 one symbolic graph.  In `hybrid_forward`, `F` is `mxnet.ndarray` or
 `mxnet.symbol`, and `F.np` / `F.npx` are the NumPy-style operators.
 
+Self-attention (queries, keys and values one and the same array, as in
+every transformer encoder block) takes a fused path beside the book's:
+one projection computes the queries, keys and values of all heads from
+`W_q`, `W_k` and `W_v`, and MXNet's interleaved attention operators
+attend without splitting the heads apart.  Same parameters, same
+numbers; the book's path stays as the test oracle (``fused = False``).
+
 Dimension key used in the shape comments:
 
 B: batch size, Q: number of queries, K: number of key-value pairs,
 D: query/key size, Dv: value size, H: num_hiddens, h: num_heads,
-d: H / h, the size of one head
+d: H / h, the size of one head, T: sequence length (self-attention)
 """
 import mxnet as mx
 from mxnet.gluon import nn
@@ -70,6 +77,45 @@ def masked_softmax(X, valid_lens):
     X = F.np.where(positions < lens, X,
                    F.np.full_like(X, -1e6))                  # (B, Q, K)
     return F.npx.softmax(X)                                  # (B, Q, K)
+
+
+def _param_value(F, param, X):
+    """A child's parameter inside `hybrid_forward`: a variable of the
+    graph, or its data on `X`'s context."""
+    return param.var() if F is mx.sym else param.data(X.ctx)
+
+
+def _softmax_with_lens(F, scores, valid_lens, num_heads):
+    """`masked_softmax` for self-attention scores, without a mask tensor.
+
+    MXNet's softmax takes the number of valid positions of each row and
+    leaves the rest at 0, which is what the book's -1e6 gives.  Only a
+    row with no valid position differs: 0 everywhere instead of uniform
+    weights (BERT's inputs always hold `<cls>`).
+
+    Parameters
+    ----------
+    scores : shape (B*h, T, T)
+    valid_lens : shape (B,) or (B, T) or None
+        Lengths of the B sequences (or of each query); a graph takes the
+        1-D form.
+
+    Returns
+    -------
+    shape (B*h, T, T)
+    """
+    if valid_lens is None:
+        return F.npx.softmax(scores)                            # (B*h, T, T)
+    # A fractional length lets the position below it through, as in the
+    # book's comparison `position < valid_len`
+    lens = F.np.ceil(valid_lens.astype('float32'))
+    lens = F.np.repeat(lens, num_heads, axis=0)                 # (B*h, .)
+    if F is mx.sym or lens.ndim == 1:
+        # One length for every query: (B*h, 1) + (T,)
+        lens = (F.npx.reshape(lens, (-1, 1))
+                + F.np.zeros_like(F.npx.arange_like(scores, axis=1)))
+    return F.npx.softmax(scores, length=lens.astype('int32'),
+                         use_length=True)                       # (B*h, T, T)
 
 
 class DotProductAttention(nn.HybridBlock):
@@ -133,7 +179,16 @@ class MultiHeadAttention(nn.HybridBlock):
         Dropout rate on the attention weights.
     use_bias : bool, default False
         Whether the projections `W_q`, `W_k`, `W_v`, `W_o` have biases.
+
+    Attributes
+    ----------
+    fused : bool, default True
+        Self-attention (``queries is keys is values``) takes the fused path
+        (`fused_self_attention`); False keeps the book's path for every
+        call.  Set it before `hybridize()`, or hybridize again after.
     """
+
+    fused = True
 
     def __init__(self, num_hiddens, num_heads, dropout, use_bias=False,
                  **kwargs):
@@ -142,7 +197,7 @@ class MultiHeadAttention(nn.HybridBlock):
             raise ValueError(
                 f'num_hiddens must be divisible by num_heads, got '
                 f'num_hiddens={num_hiddens} and num_heads={num_heads}')
-        self.num_heads = num_heads
+        self.num_hiddens, self.num_heads = num_hiddens, num_heads
         self.attention = DotProductAttention(dropout)
         self.W_q = nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
         self.W_k = nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
@@ -163,6 +218,9 @@ class MultiHeadAttention(nn.HybridBlock):
         -------
         shape (B, Q, H)
         """
+        if (self.fused and queries is keys and keys is values
+                and self._input_size_known()):
+            return self.fused_self_attention(F, queries, valid_lens)
         queries = self.transpose_qkv(self.W_q(queries))     # (B*h, Q, d)
         keys = self.transpose_qkv(self.W_k(keys))           # (B*h, K, d)
         values = self.transpose_qkv(self.W_v(values))       # (B*h, K, d)
@@ -174,6 +232,79 @@ class MultiHeadAttention(nn.HybridBlock):
                                 valid_lens)                    # (B*h, Q, d)
         output_concat = self.transpose_output(output)       # (B, Q, H)
         return self.W_o(output_concat)                         # (B, Q, H)
+
+    def _input_size_known(self):
+        """Whether `W_q`, `W_k`, `W_v` know their input size.
+
+        Without it (``Dense`` defers it to the first call) the fused
+        weight cannot be assembled; the book's path runs instead, and
+        gives the projections their size.
+        """
+        return all(size > 0 for dense in (self.W_q, self.W_k, self.W_v)
+                   for size in dense.weight.shape)
+
+    def qkv_weight(self, F, X):
+        """Stack `W_q`, `W_k` and `W_v` into one projection, head by head.
+
+        The interleaved attention operators expect, for each head in turn,
+        its query, key and value columns side by side: output rows
+        q_0, k_0, v_0, q_1, k_1, v_1, ... (d rows each).
+
+        Returns
+        -------
+        weight : shape (3*H, D)
+        bias : shape (3*H,), or None without biases
+        """
+        h, denses = self.num_heads, (self.W_q, self.W_k, self.W_v)
+        weights = [F.npx.reshape(_param_value(F, dense.weight, X),
+                                 (-6, h, -1, -2))            # (h, d, D)
+                   for dense in denses]
+        weight = F.np.stack(weights, axis=1)                 # (h, 3, d, D)
+        weight = F.npx.reshape(weight, (-5, -2, -2))         # (h*3, d, D)
+        weight = F.npx.reshape(weight, (-5, -2))             # (3*H, D)
+        if self.W_q.bias is None:
+            return weight, None
+        biases = [F.npx.reshape(_param_value(F, dense.bias, X),
+                                (-6, h, -1))                 # (h, d)
+                  for dense in denses]
+        bias = F.npx.reshape(F.np.stack(biases, axis=1), (-1,))  # (3*H,)
+        return weight, bias
+
+    def fused_self_attention(self, F, X, valid_lens=None):
+        """Self-attention of `X` with the fused operators.
+
+        Computes what the book's path computes for ``(X, X, X)``: the
+        same projections, scores divided by sqrt(d), softmax over the
+        valid positions, dropout on the weights, the output projection.
+
+        Parameters
+        ----------
+        X : shape (B, T, D)
+        valid_lens : shape (B,) or (B, T), optional
+
+        Returns
+        -------
+        shape (B, T, H)
+        """
+        h = self.num_heads
+        weight, bias = self.qkv_weight(F, X)
+        # The operators take the sequence axis first
+        X = F.np.transpose(X, (1, 0, 2))                     # (T, B, D)
+        qkv = F.npx.fully_connected(
+            X, weight, bias, num_hidden=3 * self.num_hiddens,
+            no_bias=bias is None, flatten=False)             # (T, B, 3*H)
+        qkv = qkv.as_nd_ndarray()  # the operators are not NumPy-style
+        # Queries are divided by sqrt(d) before the product
+        scores = F.contrib.interleaved_matmul_selfatt_qk(
+            qkv, heads=h).as_np_ndarray()                    # (B*h, T, T)
+        attention_weights = _softmax_with_lens(F, scores, valid_lens, h)
+        if not _is_symbol(attention_weights):
+            self.attention.attention_weights = attention_weights
+        dropped = self.attention.dropout(attention_weights)  # (B*h, T, T)
+        output = F.contrib.interleaved_matmul_selfatt_valatt(
+            qkv, dropped.as_nd_ndarray(), heads=h).as_np_ndarray()  # (T, B, H)
+        output = F.np.transpose(output, (1, 0, 2))           # (B, T, H)
+        return self.W_o(output)                              # (B, T, H)
 
     def transpose_qkv(self, X):
         """Split the last axis into heads and fold the heads into the batch.
