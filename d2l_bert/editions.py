@@ -84,6 +84,10 @@ class Cell:
         tab, line breaks that cannot be rebuilt); None if it can.
     notes : list of str
         How the cell was read, when that is worth saying.
+    tagged : bool
+        Markdown: the cell has a ``#@tab`` line.
+    panel : str or None
+        rst: the tab panel the cell sits in, if the file says.
     """
     code: str
     frameworks: tuple = ()
@@ -92,6 +96,8 @@ class Cell:
     output: str = None
     finding: str = None
     notes: list = field(default_factory=list)
+    tagged: bool = False
+    panel: str = None
 
     @property
     def is_mxnet(self):
@@ -316,11 +322,11 @@ def _assign_tabs(edition, default_tab):
         era = ('1.0-era convention: MXNet cells are tagged `#@tab mxnet`'
                if tagged_mxnet_alone else
                '0.17-era convention: no cell is tagged `#@tab mxnet` alone')
-        if any(not getattr(c, 'tagged', False) for c in edition.cells):
+        if any(not c.tagged for c in edition.cells):
             edition.notes.append(
                 f'untagged cells belong to {default_tab} ({era})')
     for cell in edition.cells:
-        if not getattr(cell, 'tagged', False) and not cell.finding:
+        if not cell.tagged and not cell.finding:
             cell.frameworks = (default_tab,)
 
 
@@ -500,7 +506,6 @@ def _collapsed_segments(text):
     """(kind, content, line) of a rendering with one line per block."""
     segments = []
     for number, line in enumerate(text.split('\n'), 1):
-        pos = 0
         matches = list(_DIRECTIVE.finditer(line))
         if not matches:
             segments.append(('text', line, number))
@@ -524,7 +529,6 @@ def _collapsed_segments(text):
                 segments.append(('raw', content, number))
             elif m.group('arg') in ('', 'python', 'python3', 'ipython'):
                 segments.append(('code', content, number))
-            pos = end
     return segments
 
 

@@ -179,8 +179,9 @@ class DataHooks:
     small : bool, optional
         Cap the step count of ``train_bert(...)`` calls to `steps`
         (default: whether `D2L_BERT_SMALL` is set).
-    steps : int
-        The cap.
+    steps : int or None
+        The cap; None leaves the step counts as they are (for notebooks
+        that choose their own small sizes).
 
     Notes
     -----
@@ -240,7 +241,7 @@ class DataHooks:
 
     def transform(self, tree):
         """Cap ``train_bert(...)`` step counts in a cell's syntax tree."""
-        if not self.small:
+        if not self.small or self.steps is None:
             return tree
         capper = _CapSteps(self.steps)
         tree = capper.visit(tree)

@@ -88,7 +88,8 @@ def test_unknown_d2l_name_says_where_it_was_looked_for(run):
     'import d2l.mxnet as d2l',
 ])
 def test_cell_imports_of_d2l_get_the_shim(run, line):
-    result = run(f'{line}\nimport d2l_bert\nd2l.BERTModel is d2l_bert.BERTModel')
+    result = run(f'{line}\nimport d2l_bert\n'
+                 'd2l.BERTModel is d2l_bert.BERTModel')
     assert result.output == 'True\n'
 
 
