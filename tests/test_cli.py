@@ -100,3 +100,15 @@ def test_python_m_d2l_bert_chapter_prints_the_books_shapes():
             f'prints {shape}  |  book {shape}  ok') for line in lines), final
     assert lines[-1].startswith('chapter: ')
     assert ' 0 MISMATCH' in lines[-1] and ' 0 error(s)' in lines[-1]
+
+
+def test_chapter_runs_only_the_sections_asked_for(capsys):
+    assert cli.main(['chapter', '--section', 'sec_bert']) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == 'sec_bert (bert.ipynb)'
+    assert lines[1].split() == ['cell', '5', 'encoded_X.shape', 'prints',
+                                '(2,', '8,', '768)', '|', 'book', '(2,',
+                                '8,', '768)', 'ok']
+    assert lines[-1].startswith('chapter: 1 section(s), 12 cells, 0 error(s)'
+                                '; 5 documented outputs: 5 ok, 0 MISMATCH, '
+                                '0 shown (')

@@ -65,6 +65,12 @@ def add_arguments(parser):
     parser.add_argument('--small', action='store_true',
                         help='small sizes for the dataset and pretraining '
                              'notebooks (as D2L_BERT_SMALL=1)')
+    parser.add_argument('--section', action='append', default=None,
+                        choices=[label for label, _ in SECTIONS],
+                        metavar='LABEL',
+                        help='run only this section (repeatable; default: '
+                             'every section whose notebook is present): '
+                             + ', '.join(label for label, _ in SECTIONS))
 
 
 def main(args):
@@ -81,7 +87,7 @@ def main(args):
     if args.small:
         os.environ[SMALL_ENV] = '1'  # the notebooks read it
     try:
-        return _run(folder, ctx, small_sizes())
+        return _run(folder, ctx, small_sizes(), args.section)
     finally:
         if saved is None:
             os.environ.pop(SMALL_ENV, None)
@@ -89,13 +95,15 @@ def main(args):
             os.environ[SMALL_ENV] = saved
 
 
-def _run(folder, ctx, small):
+def _run(folder, ctx, small, sections=None):
     from .. import editions
     from ..runner import DataHooks, Runner
 
     start = time.perf_counter()
     reports = []
     for label, name in SECTIONS:
+        if sections and label not in sections:
+            continue
         path = os.path.join(folder, name)
         if not os.path.isfile(path):
             continue
