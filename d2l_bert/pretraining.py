@@ -22,6 +22,7 @@ Dimension key used in the shape comments:
 B: batch size, T: sequence length, H: num_hiddens, V: vocab_size,
 P: predicted positions per sequence (``round(0.15 * max_len)``)
 """
+import functools
 import json
 import os
 import random
@@ -34,8 +35,10 @@ from collections import namedtuple
 import mxnet as mx
 import numpy as onp
 from mxnet import autograd, gluon, np
+from mxnet.gluon import nn
 
-from .bert import BERTModel, get_tokens_and_segments
+from .bert import (BERTModel, _check_encoder_inputs, _check_pred_positions,
+                   _finish_deferred_init, get_tokens_and_segments)
 
 # The small BERT the section pretrains, and its training settings
 BOOK_BERT_CONFIG = dict(num_hiddens=128, ffn_num_hiddens=256, num_heads=2,
@@ -103,7 +106,7 @@ def _get_batch_loss_bert(net, loss, vocab_size, tokens_X_shards,
         # Masked language modeling: padded predictions get weight 0
         mlm_l = loss(mlm_Y_hat.reshape((-1, vocab_size)),  # (B*P, V)
                      mlm_Y.reshape(-1),                    # (B*P,)
-                     mlm_weights_X.reshape((-1, 1)))       # (B*P,)
+                     mlm_weights_X.reshape((-1, 1)))       # (B*P, 1)
         mlm_l = mlm_l.sum() / (mlm_weights_X.sum() + 1e-8)  # ()
         # Next sentence prediction
         nsp_l = loss(nsp_Y_hat, nsp_y).mean()               # ()
@@ -111,6 +114,89 @@ def _get_batch_loss_bert(net, loss, vocab_size, tokens_X_shards,
         nsp_ls.append(nsp_l)
         ls.append(mlm_l + nsp_l)
     return mlm_ls, nsp_ls, ls
+
+
+class _BatchLossBERT(nn.HybridBlock):
+    """`_get_batch_loss_bert` for one shard, as one graph.
+
+    The same lines as `_get_batch_loss_bert`.  Hybridized (as
+    `train_bert` does), the model, both losses and, under
+    `autograd.record`, the backward pass run as one graph with static
+    memory: reshaping the MLM scores (B, P, V) copies nothing, and no
+    buffer is allocated again at each step.
+
+    Parameters
+    ----------
+    net : BERTModel
+    loss : gluon.loss.SoftmaxCELoss
+    vocab_size : int
+
+    Notes
+    -----
+    `net` and `loss` become children of this block, so hybridizing it
+    hybridizes them too.  Called with arrays, it checks them as
+    `BERTModel` does, and gives deferred parameters their shapes, before
+    running the graph.
+    """
+
+    def __init__(self, net, loss, vocab_size):
+        super().__init__()
+        self.net, self.loss, self.vocab_size = net, loss, vocab_size
+
+    def forward(self, tokens_X, segments_X, valid_lens_x, pred_positions_X,
+                *args):
+        """Check the inputs (when arrays), then run the graph."""
+        if not isinstance(tokens_X, mx.sym.Symbol):
+            _check_encoder_inputs(tokens_X, segments_X,
+                                  valid_lens_x.reshape(-1),
+                                  self.net.encoder.vocab_size,
+                                  self.net.encoder.max_len)
+            _check_pred_positions(pred_positions_X, *tokens_X.shape)
+            if self._active:
+                _finish_deferred_init(self.net, tokens_X, segments_X,
+                                      valid_lens_x.reshape(-1))
+        return super().forward(tokens_X, segments_X, valid_lens_x,
+                               pred_positions_X, *args)
+
+    def hybrid_forward(self, F, tokens_X, segments_X, valid_lens_x,
+                       pred_positions_X, mlm_weights_X, mlm_Y, nsp_y):
+        """Return ``(mlm_l, nsp_l, mlm_l + nsp_l)``, each of shape ()."""
+        _, mlm_Y_hat, nsp_Y_hat = self.net(
+            tokens_X, segments_X, valid_lens_x.reshape(-1),
+            pred_positions_X)                        # (B, P, V), (B, 2)
+        mlm_l = self.loss(
+            mlm_Y_hat.reshape((-1, self.vocab_size)),  # (B*P, V)
+            mlm_Y.reshape(-1),                         # (B*P,)
+            mlm_weights_X.reshape((-1, 1)))            # (B*P, 1)
+        mlm_l = mlm_l.sum() / (mlm_weights_X.sum() + 1e-8)  # ()
+        nsp_l = self.loss(nsp_Y_hat, nsp_y).mean()           # ()
+        return mlm_l, nsp_l, mlm_l + nsp_l
+
+
+def _batch_loss_function(net, loss, vocab_size):
+    """Return ``f(*shards) -> (mlm_ls, nsp_ls, ls)``, what
+    ``_get_batch_loss_bert(net, loss, vocab_size, *shards)`` returns.
+
+    For our `BERTModel` and a Gluon loss (both `HybridBlock`s), `f` runs
+    `_BatchLossBERT` hybridized; for anything else (d2l's `nn.Block`
+    model, say), `_get_batch_loss_bert` itself.
+    """
+    if not (isinstance(net, BERTModel)
+            and isinstance(loss, gluon.HybridBlock)):
+        return functools.partial(_get_batch_loss_bert, net, loss,
+                                 vocab_size)
+    graph = _BatchLossBERT(net, loss, vocab_size)
+    graph.hybridize(static_alloc=True, static_shape=True)
+
+    def batch_loss(*shards):
+        mlm_ls, nsp_ls, ls = [], [], []
+        for shard in zip(*shards):
+            mlm_l, nsp_l, l = graph(*shard)
+            mlm_ls.append(mlm_l)
+            nsp_ls.append(nsp_l)
+            ls.append(l)
+        return mlm_ls, nsp_ls, ls
+    return batch_loss
 
 
 # ---------------------------------------------------------------------------
@@ -550,6 +636,8 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps, *,
         raise ValueError('resume=True needs checkpoint=PATH')
     devices = list(devices)
     trainer = _make_trainer(net, learning_rate)
+    # `_get_batch_loss_bert`, as one hybridized graph for our model
+    batch_loss = _batch_loss_function(net, loss, vocab_size)
     history = PretrainingHistory(devices)
     data = _DataPosition(train_iter)
     step, mx_seed = 0, None
@@ -581,8 +669,7 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps, *,
                 mx.random.seed((mx_seed + step) % 2**31)
             start = time.perf_counter()
             with autograd.record():
-                mlm_ls, nsp_ls, ls = _get_batch_loss_bert(
-                    net, loss, vocab_size, *shards)
+                mlm_ls, nsp_ls, ls = batch_loss(*shards)
             for l in ls:
                 l.backward()
             trainer.step(1)

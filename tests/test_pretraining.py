@@ -149,11 +149,17 @@ def test_train_bert_rejects_bad_step_counts(small_corpus):
                      resume=True)
 
 
-# The learning test's settings and thresholds, chosen from measurements
-# (seed 0; see the module's docstring for the numbers measured)
-LEARN_STEPS, LEARN_BATCH, LEARN_LR = 150, 64, 0.002
-MLM_LOSS_DROP = 1.0       # first 10 steps' mean minus last 10 steps' mean
-NSP_ACCURACY = 0.60       # held-out, chance is 0.5
+# The learning test: 350 steps of a BERT with 32 hidden units on 1500
+# paragraphs of the embedded corpus, Adam at 2e-3 (the book's 0.01 stalls
+# at this size).  Measured (held-out NSP accuracy after 250 / 350 steps):
+# seed 0: 0.750 / 0.802, seed 1: 0.664 / 0.823, seed 2: 0.611 / 0.746; the
+# NSP accuracy stays at chance for the first 150 steps.  The MLM loss of
+# the last 10 steps was 5.04, 5.08, 4.98 against log(V) = 7.09 at the start
+LEARN_STEPS, LEARN_BATCH, LEARN_LR = 350, 64, 0.002
+LEARN_BERT = dict(num_hiddens=32, ffn_num_hiddens=64, num_heads=2,
+                  num_blks=2, dropout=0.1)
+MLM_LOSS_DROP = 1.5       # log(V) minus the mean loss of the last 10 steps
+NSP_ACCURACY = 0.65       # held-out, chance is 0.5
 
 
 def test_pretraining_learns_on_the_embedded_corpus(learning_corpus):
@@ -162,15 +168,15 @@ def test_pretraining_learns_on_the_embedded_corpus(learning_corpus):
                                        corpus=learning_corpus, seed=0)
     valid_iter, _ = load_data_wiki(256, 64, corpus=learning_corpus,
                                    split='valid', vocab=vocab)
-    net = BERTModel(len(vocab), dropout=0.1, **dict(TINY, num_hiddens=64,
-                                                   ffn_num_hiddens=128))
+    net = BERTModel(len(vocab), **LEARN_BERT)
     net.initialize(init.Xavier())
     history = P.train_bert(train_iter, net, gluon.loss.SoftmaxCELoss(),
                            len(vocab), [mx.cpu()], LEARN_STEPS,
                            learning_rate=LEARN_LR, progress=False)
-    drop = onp.mean(history.mlm[:10]) - onp.mean(history.mlm[-10:])
-    assert drop > MLM_LOSS_DROP
+    assert onp.log(len(vocab)) - onp.mean(history.mlm[-10:]) > \
+        MLM_LOSS_DROP
     accuracy = P.evaluate_bert(net, valid_iter, len(vocab), [mx.cpu()])
+    assert accuracy.num_pairs > 500
     assert accuracy.nsp_accuracy > NSP_ACCURACY
 
 
