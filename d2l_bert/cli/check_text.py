@@ -22,9 +22,10 @@ def add_arguments(parser):
     parser.add_argument('--ctx', default='cpu',
                         help='device the cells run on: cpu, gpu or gpu:N '
                              '(default: cpu)')
-    parser.add_argument('--small', action='store_true',
-                        help='small sizes for data and training cells (as '
-                             'D2L_BERT_SMALL=1): train_bert steps capped')
+    parser.add_argument('--book-sizes', action='store_true',
+                        help="train for the book's step counts (slow on a "
+                             'CPU); by default every train_bert(...) call is '
+                             'capped to a few steps and its numbers shown')
     parser.add_argument('--layout-from', action='append', default=[],
                         metavar='MD',
                         help='markdown edition whose cells give the line '
@@ -55,8 +56,7 @@ def main(args):
             print(f'd2l-bert check-text: {e}', file=sys.stderr)
             status = 2
             continue
-        hooks = DataHooks(small=True) if args.small else DataHooks()
-        runner = Runner(ctx, hooks)
+        runner = Runner(ctx, DataHooks(small=not args.book_sizes))
         if not args.json:
             print(f'== {path} ({edition.format}, section '
                   f'{edition.label or "without a label"})')
