@@ -32,3 +32,6 @@ from .hf import load_pretrained_bert, PretrainedBERT  # noqa: E402,F401
 from .finetuning import (  # noqa: E402,F401
     DATA_HUB, DATA_URL, load_pretrained_model, read_snli, SNLIBERTDataset,
     BERTClassifier)
+from .pretraining import (  # noqa: E402,F401
+    _get_batch_loss_bert, train_bert, get_bert_encoding, evaluate_bert,
+    save_pretrained, load_pretrained)
