@@ -451,11 +451,12 @@ NOTEBOOK = os.path.join(os.path.dirname(os.path.dirname(__file__)),
 
 
 def test_notebook_is_committed_without_outputs():
-    nbformat = pytest.importorskip('nbformat')
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == 'code':
-            assert cell.outputs == [] and cell.execution_count is None
+    with open(NOTEBOOK, encoding='utf-8') as f:
+        cells = json.load(f)['cells']
+    code = [cell for cell in cells if cell['cell_type'] == 'code']
+    assert len(code) >= 9  # the book's nine MXNet cells, and ours
+    for cell in code:
+        assert cell['outputs'] == [] and cell['execution_count'] is None
 
 
 def test_notebook_runs_offline_at_small_sizes(tmp_path, monkeypatch):
