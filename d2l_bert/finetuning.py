@@ -8,8 +8,9 @@ representation (`BERTClassifier`) and train the whole network
 
 Dimension key used in the shape comments:
 
-B: batch size, T: sequence length (`max_len`), H: num_hiddens,
-C: number of classes (3: entailment, contradiction, neutral)
+N: number of examples, B: batch size, T: sequence length (`max_len`),
+H: num_hiddens, C: number of classes (3: entailment, contradiction,
+neutral)
 """
 import json
 import multiprocessing
