@@ -309,8 +309,7 @@ class BERTModel(nn.HybridBlock):
                 _check_pred_positions(pred_positions, *tokens.shape)
             _clear_cache_if_structure_changed(self, valid_lens,
                                               pred_positions)
-            if pred_positions is None:
-                _finish_deferred_init(self, tokens, segments, valid_lens)
+            _finish_deferred_init(self, tokens, segments, valid_lens)
         with warnings.catch_warnings():
             # Without `pred_positions` the graph leaves `mlm` unused, as
             # it should: Gluon's warning about that would only confuse
@@ -464,7 +463,9 @@ def _finish_deferred_init(net, tokens, segments, valid_lens):
 
     A graph without `pred_positions` leaves `mlm` out, and Gluon cannot
     infer shapes for a graph that misses some of the block's parameters;
-    one imperative pass gives the deferred ones their shapes instead.
+    the fused self-attention needs the projections' input size to build
+    its graph.  One imperative pass gives the deferred parameters their
+    shapes instead (as the book's imperative first call does).
     """
     if not any(p._deferred_init for p in net.collect_params().values()):
         return

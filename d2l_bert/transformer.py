@@ -116,12 +116,6 @@ class TransformerEncoderBlock(nn.HybridBlock):
         super().__init__(**kwargs)
         self.attention = MultiHeadAttention(num_hiddens, num_heads, dropout,
                                             use_bias)
-        # The block's input has num_hiddens features (the residual adds
-        # it to the attention's output): telling the projections now lets
-        # the fused self-attention be built before any call
-        for dense in (self.attention.W_q, self.attention.W_k,
-                      self.attention.W_v, self.attention.W_o):
-            dense.weight.shape = (num_hiddens, num_hiddens)
         self.addnorm1 = AddNorm(dropout, epsilon)
         self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens, activation)
         self.addnorm2 = AddNorm(dropout, epsilon)
