@@ -1,0 +1,179 @@
+"""Shared pieces of the benchmark scripts (not a test module).
+
+Import this module BEFORE `mxnet`: `set_threads` must set the OpenMP
+thread count before MXNet reads it, and MXNet reads it once, when it is
+imported.
+
+- `set_threads`: all cores by default (MXNet alone would give OpenMP half
+  of them, one thread on a 2-core machine);
+- `book_batch`: a random batch shaped and typed like the book's
+  pretraining batches (lengths spread like real data);
+- `gemm_rate`: the float32 matrix multiply rate of this machine, measured
+  with the MLM output layer's shapes;
+- `alternate`: time several functions in turn, so that a machine shared
+  with other work slows them all alike; report medians;
+- `pretrain_step_flops`, `encode_flops`: the arithmetic of a step.
+"""
+import os
+import platform
+import statistics
+import sys
+import time
+
+# The book's pretraining settings (sec_bert-pretraining)
+BOOK = dict(batch_size=512, max_len=64, num_hiddens=128, ffn_num_hiddens=256,
+            num_heads=2, num_blks=2, vocab_size=20256, num_preds=10,
+            dropout=0.2)
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def set_threads(num_threads=None):
+    """Set OpenMP's thread count for MXNet; call before importing `mxnet`.
+
+    Returns a one-line description of the choice.
+    """
+    if 'mxnet' in sys.modules:
+        raise RuntimeError('set_threads must run before `import mxnet`')
+    # Load d2l_bert/_threads.py by path: importing the package would
+    # import mxnet
+    import importlib.util
+    path = os.path.join(os.path.dirname(_HERE), 'd2l_bert', '_threads.py')
+    spec = importlib.util.spec_from_file_location('_d2l_bert_threads', path)
+    threads = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(threads)
+    return threads.use_all_cores(num_threads)
+
+
+def machine():
+    """Describe the CPU, the core count and the load, in one line."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    model = line.split(':', 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
+    return (f'{model}, {os.cpu_count()} logical CPUs, load average '
+            f'{load:.1f}, Python {platform.python_version()}')
+
+
+def book_batch(batch_size=512, max_len=64, vocab_size=20256, num_preds=10,
+               seed=0):
+    """A random pretraining batch typed and shaped like the book's.
+
+    Returns numpy arrays ``(tokens_X, segments_X, valid_lens_x,
+    pred_positions_X, mlm_weights_X, mlm_Y, nsp_y)``: int32 (B, T), int32
+    (B, T), float32 (B,), int32 (B, P), float32 (B, P), int32 (B, P),
+    int32 (B,).  Valid lengths are spread between 12 and T, as WikiText
+    sentence pairs are; about 15% of a sequence is predicted, so short
+    sequences pad `pred_positions` with 0 and weight 0, as the book does.
+    """
+    import numpy as onp
+    rng = onp.random.RandomState(seed)
+    B, T, P = batch_size, max_len, num_preds
+    valid_lens = rng.randint(min(12, T), T + 1, size=B)
+    tokens = rng.randint(5, vocab_size, size=(B, T)).astype('int32')
+    segments = onp.zeros((B, T), 'int32')
+    pred_positions = onp.zeros((B, P), 'int32')
+    mlm_weights = onp.zeros((B, P), 'float32')
+    mlm_Y = onp.zeros((B, P), 'int32')
+    for i, n in enumerate(valid_lens):
+        tokens[i, 0], tokens[i, n - 1] = 2, 3            # <cls>, last <sep>
+        tokens[i, n:] = 1                                # <pad>
+        first_sep = max(1, n // 2)
+        tokens[i, first_sep] = 3
+        segments[i, first_sep + 1:n] = 1
+        num = min(P, max(1, round(n * 0.15)))
+        candidates = [j for j in range(1, n - 1) if j != first_sep]
+        pos = onp.sort(rng.choice(candidates, num, replace=False))
+        pred_positions[i, :num] = pos
+        mlm_weights[i, :num] = 1
+        mlm_Y[i, :num] = tokens[i, pos]
+    nsp_y = rng.randint(0, 2, size=B).astype('int32')
+    return (tokens, segments, valid_lens.astype('float32'), pred_positions,
+            mlm_weights, mlm_Y, nsp_y)
+
+
+def pretrain_step_flops(batch_size=512, max_len=64, num_hiddens=128,
+                        ffn_num_hiddens=256, num_blks=2, vocab_size=20256,
+                        num_preds=10, **_):
+    """Floating-point operations of one training step (matrix products).
+
+    Forward: per block, the four projections, the FFN and the two batched
+    products of attention; then the MLM head on B*P rows and the NSP head.
+    Backward costs twice the forward (gradients of inputs and weights).
+    """
+    N, H, F = batch_size * max_len, num_hiddens, ffn_num_hiddens
+    block = (2 * N * H * 4 * H + 2 * N * H * F * 2
+             + 2 * 2 * batch_size * max_len * max_len * H)
+    M = batch_size * num_preds
+    heads = 2 * M * H * H + 2 * M * H * vocab_size + 2 * batch_size * H * H
+    return 3 * (num_blks * block + heads)
+
+
+def encode_flops(batch_size=64, max_len=128, num_hiddens=128,
+                 ffn_num_hiddens=256, num_blks=2, **_):
+    """Floating-point operations of encoding a batch (forward only)."""
+    N, H, F = batch_size * max_len, num_hiddens, ffn_num_hiddens
+    block = (2 * N * H * 4 * H + 2 * N * H * F * 2
+             + 2 * 2 * batch_size * max_len * max_len * H)
+    return num_blks * block
+
+
+def gemm_rate():
+    """Return a function that runs one float32 GEMM and its FLOP count.
+
+    The shapes are the MLM output layer's: (5120, 128) times (128, 20256),
+    through `npx.fully_connected` (oneDNN), the kernel Gluon's `Dense`
+    uses.  The output array is reused, so no time goes to allocation.
+    """
+    import mxnet as mx
+    from mxnet import np, npx
+    M, K, N = 5120, 128, 20256
+    X = np.random.uniform(-1, 1, size=(M, K))
+    W = np.random.uniform(-1, 1, size=(N, K))
+    out = np.zeros((M, N))
+
+    def run():
+        mx.nd.FullyConnected(X.as_nd_ndarray(), W.as_nd_ndarray(),
+                             no_bias=True, num_hidden=N,
+                             out=out.as_nd_ndarray())
+        out.wait_to_read()
+    return run, 2 * M * K * N
+
+
+def alternate(functions, repeats=5, warmup=1, progress=True):
+    """Time each function `repeats` times, taking turns; return medians.
+
+    Parameters
+    ----------
+    functions : dict of name -> callable
+        Each call is timed until MXNet has finished all its work.
+    repeats, warmup : int
+
+    Returns
+    -------
+    dict of name -> (median seconds, list of seconds)
+    """
+    from mxnet import npx
+    for name, f in functions.items():
+        for _ in range(warmup):
+            f()
+            npx.waitall()
+    times = {name: [] for name in functions}
+    for r in range(repeats):
+        for name, f in functions.items():
+            start = time.perf_counter()
+            f()
+            # Reading a loss back does not wait for the update
+            npx.waitall()
+            times[name].append(time.perf_counter() - start)
+        if progress:
+            line = ', '.join(f'{n} {t[-1] * 1e3:.0f} ms'
+                             for n, t in times.items())
+            print(f'  round {r + 1}/{repeats}: {line}', flush=True)
+    return {name: (statistics.median(t), t) for name, t in times.items()}

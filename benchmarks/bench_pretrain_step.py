@@ -1,0 +1,166 @@
+"""Time one pretraining step: d2l 1.0.3's `BERTModel` against d2l_bert's.
+
+::
+
+    python benchmarks/bench_pretrain_step.py               # all cores
+    python benchmarks/bench_pretrain_step.py --threads 1
+    python benchmarks/bench_pretrain_step.py --profile     # where time goes
+
+At the book's settings (batch 512, max_len 64, the small BERT, vocabulary
+20256, 10 predictions per sequence, Adam with learning rate 0.01), one
+step is: the forward pass and both losses as `_get_batch_loss_bert`
+computes them, the backward pass, `trainer.step(1)` and reading the two
+losses back.  d2l's step is the book's code; ours is what
+`d2l_bert.pretraining.train_bert` runs.  Both models start from the same
+parameters.
+
+The two steps and a float32 GEMM of the MLM output layer's shape take
+turns, in one process with the same thread settings, so that a machine
+shared with other work slows them alike; medians are reported.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402  (before mxnet: sets the thread count)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--threads', type=int, default=None,
+                   help='OpenMP threads (default: every core)')
+    p.add_argument('--repeats', type=int, default=5,
+                   help='timed rounds (5); the median is reported')
+    p.add_argument('--batch-size', type=int, default=512)
+    p.add_argument('--profile', action='store_true',
+                   help="print MXNet's operator profile of one step of "
+                        'each model instead of timing')
+    p.add_argument('--top', type=int, default=15,
+                   help='operators shown by --profile (15)')
+    return p.parse_args(argv)
+
+
+def build(args):
+    """Return the two step functions, sharing parameters and the batch."""
+    import mxnet as mx
+    from mxnet import autograd, gluon, init, np
+    from d2l import mxnet as d2l
+
+    import d2l_bert
+    from d2l_bert import pretraining
+
+    cfg = dict(_common.BOOK, batch_size=args.batch_size)
+    V = cfg['vocab_size']
+    batch = [np.array(a) for a in _common.book_batch(
+        cfg['batch_size'], cfg['max_len'], V, cfg['num_preds'])]
+    loss = gluon.loss.SoftmaxCELoss()
+    model_args = (V, cfg['num_hiddens'], cfg['ffn_num_hiddens'],
+                  cfg['num_heads'], cfg['num_blks'], cfg['dropout'])
+
+    mx.random.seed(0)
+    ref = d2l.BERTModel(*model_args)
+    ref.initialize(init.Xavier())
+    ref(*batch[:2], batch[2], batch[3])       # finish deferred shapes
+    ours = d2l_bert.BERTModel(*model_args)
+    ours.initialize(init.Xavier())
+    ours(*batch[:2], batch[2], batch[3])
+    # Same starting point: the parameter names are the same
+    ours_params = ours._collect_params_with_prefix()
+    for name, p in ref._collect_params_with_prefix().items():
+        ours_params[name].set_data(p.data())
+
+    def d2l_step():
+        # The book's `train_bert` body, one device
+        with autograd.record():
+            mlm_ls, nsp_ls, ls = d2l._get_batch_loss_bert(
+                ref, loss, V, *[[b] for b in batch])
+        for l in ls:
+            l.backward()
+        ref_trainer.step(1)
+        return float(mlm_ls[0]), float(nsp_ls[0])
+    ref_trainer = gluon.Trainer(ref.collect_params(), 'adam',
+                                {'learning_rate': 0.01})
+
+    def ours_step():
+        # What `d2l_bert.pretraining.train_bert` runs for one step
+        with autograd.record():
+            mlm_ls, nsp_ls, ls = batch_loss(*[[b] for b in batch])
+        for l in ls:
+            l.backward()
+        ours_trainer.step(1)
+        return float(mlm_ls[0]), float(nsp_ls[0])
+    ours_trainer = pretraining._make_trainer(ours, 0.01)
+    batch_loss = pretraining._batch_loss_function(
+        ours, gluon.loss.SoftmaxCELoss(), V)
+
+    # The same numbers: both losses with dropout off, before training
+    mlm, nsp, _ = d2l._get_batch_loss_bert(ref, loss, V,
+                                           *[[b] for b in batch])
+    ref_l = float(mlm[0]), float(nsp[0])
+    mlm, nsp, _ = batch_loss(*[[b] for b in batch])
+    ours_l = float(mlm[0]), float(nsp[0])
+    return d2l_step, ours_step, ref_l, ours_l, cfg
+
+
+def profile(fn, label, top):
+    """Print the `top` operators of one call of `fn`, with their share."""
+    import mxnet as mx
+    from mxnet import npx
+    fn()
+    npx.waitall()
+    mx.profiler.set_config(profile_all=True, aggregate_stats=True,
+                           filename=os.devnull)
+    mx.profiler.set_state('run')
+    fn()
+    npx.waitall()
+    mx.profiler.set_state('stop')
+    stats = mx.profiler.dumps(reset=True, format='json')
+    import json
+    ops = json.loads(stats)['Time'].get('operator', {})
+    total = sum(v['Total'] for v in ops.values())
+    rows = sorted(ops.items(), key=lambda kv: -kv[1]['Total'])[:top]
+    print(f'\n{label}: {total:.0f} ms of operator time')
+    for name, v in rows:
+        print(f"  {name[:40]:40s} {v['Count']:4d} x {v['Total']:9.1f} ms "
+              f"{100 * v['Total'] / total:5.1f}%")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    threads = _common.set_threads(args.threads)
+    if args.profile:
+        # One operator per engine job, so each gets its own time
+        os.environ['MXNET_EXEC_BULK_EXEC_TRAIN'] = '0'
+    print(threads)
+    print(_common.machine())
+    d2l_step, ours_step, ref_l, ours_l, cfg = build(args)
+    print(f'losses before training, dropout off (mlm, nsp): d2l '
+          f'{ref_l[0]:.5f}, {ref_l[1]:.5f}; ours {ours_l[0]:.5f}, '
+          f'{ours_l[1]:.5f}')
+    if args.profile:
+        profile(d2l_step, "d2l 1.0.3 BERTModel step", args.top)
+        profile(ours_step, 'd2l_bert step', args.top)
+        return 0
+    gemm, gemm_flops = _common.gemm_rate()
+    res = _common.alternate({'d2l': d2l_step, 'ours': ours_step,
+                             'gemm': gemm}, repeats=args.repeats)
+    flops = _common.pretrain_step_flops(**cfg)
+    peak = gemm_flops / res['gemm'][0] / 1e9
+    print(f"\nstep arithmetic: {flops / 1e9:.0f} GFLOP; float32 GEMM "
+          f"peak in this run: {peak:.0f} GFLOP/s "
+          f"({res['gemm'][0] * 1e3:.0f} ms for 5120x128 @ 128x20256)")
+    print(f"{'':18s}{'ms/step':>9s}{'pairs/s':>9s}{'GFLOP/s':>9s}"
+          f"{'of GEMM':>9s}")
+    for name, label in (('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert')):
+        t = res[name][0]
+        rate = flops / t / 1e9
+        print(f'{label:18s}{t * 1e3:9.0f}{cfg["batch_size"] / t:9.0f}'
+              f'{rate:9.1f}{100 * rate / peak:8.0f}%')
+    print(f"speed-up of d2l_bert over d2l 1.0.3: "
+          f"{res['d2l'][0] / res['ours'][0]:.2f}x")
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
