@@ -1,0 +1,112 @@
+"""Time encoding (forward only): d2l 1.0.3's `BERTModel` against ours.
+
+::
+
+    python benchmarks/bench_encode.py               # all cores
+    python benchmarks/bench_encode.py --threads 1
+    python benchmarks/bench_encode.py --profile     # where time goes
+
+The book's small BERT (vocabulary 20256, 128 hidden units, 2 heads, 2
+blocks) encodes a batch of 64 sequences of 128 tokens, as `BERTModel`
+does without `pred_positions`: the encodings and the NSP scores.  Ours is
+hybridized (`net.hybridize()`, nothing else); both start from the same
+parameters and their encodings are compared.  The two and a float32 GEMM
+take turns in one process; medians are reported.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402  (before mxnet: sets the thread count)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--threads', type=int, default=None,
+                   help='OpenMP threads (default: every core)')
+    p.add_argument('--repeats', type=int, default=7,
+                   help='timed rounds (7); the median is reported')
+    p.add_argument('--batch-size', type=int, default=64)
+    p.add_argument('--seq-len', type=int, default=128)
+    p.add_argument('--profile', action='store_true',
+                   help="print MXNet's operator profile of one call of "
+                        'each model instead of timing')
+    p.add_argument('--top', type=int, default=15)
+    return p.parse_args(argv)
+
+
+def build(args):
+    """Return the two encode functions and the largest output gap."""
+    import mxnet as mx
+    from mxnet import init, np
+    from d2l import mxnet as d2l
+
+    import d2l_bert
+
+    cfg = dict(_common.BOOK, batch_size=args.batch_size,
+               max_len=args.seq_len)
+    V = cfg['vocab_size']
+    tokens, segments, valid_lens, pred_positions = [
+        np.array(a) for a in _common.book_batch(
+            cfg['batch_size'], cfg['max_len'], V, cfg['num_preds'])[:4]]
+    model_args = (V, cfg['num_hiddens'], cfg['ffn_num_hiddens'],
+                  cfg['num_heads'], cfg['num_blks'], cfg['dropout'])
+    mx.random.seed(0)
+    ref = d2l.BERTModel(*model_args)
+    ref.initialize(init.Xavier())
+    # One call with `pred_positions` gives every parameter its shape
+    ref(tokens, segments, valid_lens, pred_positions)
+    ours = d2l_bert.BERTModel(*model_args)
+    ours.initialize(init.Xavier())
+    ours(tokens, segments, valid_lens, pred_positions)
+    ours_params = ours._collect_params_with_prefix()
+    for name, p in ref._collect_params_with_prefix().items():
+        ours_params[name].set_data(p.data())
+    ours.hybridize()
+
+    def d2l_encode():
+        return ref(tokens, segments, valid_lens)[0]
+
+    def ours_encode():
+        return ours(tokens, segments, valid_lens)[0]
+    gap = float(abs(d2l_encode() - ours_encode()).max())
+    return d2l_encode, ours_encode, gap, cfg
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    threads = _common.set_threads(args.threads)
+    if args.profile:
+        os.environ['MXNET_EXEC_BULK_EXEC_INFERENCE'] = '0'
+    print(threads)
+    print(_common.machine())
+    d2l_encode, ours_encode, gap, cfg = build(args)
+    print(f'largest difference between the two encodings: {gap:.2e}')
+    if args.profile:
+        from bench_pretrain_step import profile
+        profile(d2l_encode, 'd2l 1.0.3 BERTModel encoding', args.top)
+        profile(ours_encode, 'd2l_bert encoding', args.top)
+        return 0
+    gemm, gemm_flops = _common.gemm_rate()
+    res = _common.alternate({'d2l': d2l_encode, 'ours': ours_encode,
+                             'gemm': gemm}, repeats=args.repeats)
+    flops = _common.encode_flops(**cfg)
+    peak = gemm_flops / res['gemm'][0] / 1e9
+    print(f"\nencoding arithmetic: {flops / 1e9:.1f} GFLOP "
+          f"({cfg['batch_size']} x {cfg['max_len']} tokens); float32 GEMM "
+          f"peak in this run: {peak:.0f} GFLOP/s")
+    print(f"{'':18s}{'ms/batch':>9s}{'seqs/s':>9s}{'GFLOP/s':>9s}"
+          f"{'of GEMM':>9s}")
+    for name, label in (('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert')):
+        t = res[name][0]
+        rate = flops / t / 1e9
+        print(f'{label:18s}{t * 1e3:9.0f}{cfg["batch_size"] / t:9.0f}'
+              f'{rate:9.1f}{100 * rate / peak:8.0f}%')
+    print(f"speed-up of d2l_bert over d2l 1.0.3: "
+          f"{res['d2l'][0] / res['ours'][0]:.2f}x")
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
