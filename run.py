@@ -358,7 +358,7 @@ def set_up(test):
 
 
 def run_in_venv(vpy, args):
-    say('$ ' + ' '.join(args))
+    say('$ ' + ' '.join([os.path.relpath(vpy, ROOT)] + args))
     try:
         return subprocess.call([vpy] + args, cwd=ROOT)
     except KeyboardInterrupt:
