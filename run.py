@@ -394,7 +394,8 @@ def main(argv):
         return run_in_venv(vpy, ['-m', 'd2l_bert', 'chapter'] + rest)
     if command == 'test':
         return run_in_venv(vpy, ['-m', 'pytest'] + rest)
-    return run_in_venv(vpy, ['-m', 'sphinx', '-W', '-b', 'html', 'docs',
+    return run_in_venv(vpy, ['-m', 'sphinx', '-W', '--keep-going', '-b',
+                             'html', 'docs',
                              os.path.join('docs', '_build', 'html')] + rest)
 
 
