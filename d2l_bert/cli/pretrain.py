@@ -119,12 +119,14 @@ def main(args):
 
     from mxnet import gluon, init
 
+    from .. import CPU_THREADS
     from ..bert import BERTModel
     from ..dataset import load_data_wiki
     from ..pretraining import (evaluate_bert, save_pretrained,
                                train_bert)
 
     _seed_everything(args.seed)
+    print(CPU_THREADS)
     print(f'loading the {args.corpus} corpus (batch size '
           f'{args.batch_size}, max_len {args.max_len}) ...', flush=True)
     start = time.perf_counter()
