@@ -52,9 +52,15 @@ setup(
                  'MXNet/Gluon package'),
     long_description=README,
     long_description_content_type='text/markdown',
-    packages=find_packages(include=['d2l_bert', 'd2l_bert.*']),
+    # The notebooks are the package's own edition of the chapter, which
+    # `d2l-bert chapter` runs: a regular install copies them into
+    # d2l_bert/notebooks/ (an editable one finds them in the checkout)
+    packages=find_packages(include=['d2l_bert', 'd2l_bert.*'])
+    + ['d2l_bert.notebooks'],
+    package_dir={'d2l_bert.notebooks': 'notebooks'},
     include_package_data=True,
-    package_data={'d2l_bert': ['data/*', 'data/**/*']},
+    package_data={'d2l_bert': ['data/*', 'data/embedded/*', 'data/**/*'],
+                  'd2l_bert.notebooks': ['*.ipynb']},
     python_requires='>=3.8,<3.12',
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS,

@@ -249,9 +249,12 @@ class BERTModel(nn.HybridBlock):
 
     Parameters
     ----------
-    vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout,
-    max_len
+    vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks : int
         As for `BERTEncoder` (`num_layers` is accepted for `num_blks`).
+    dropout : float
+        Dropout rate.
+    max_len : int, default 1000
+        Number of learnable positions.
     activation : {'relu', 'gelu'}, default 'relu'
         Activation of the FFNs and of the MLM head.
     epsilon : float, default 1e-5

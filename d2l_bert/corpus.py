@@ -11,10 +11,10 @@ format, so that `_read_wiki` reads it exactly like the real thing::
     <blank line>
      = = Course = =
 
-Every line starts with a space and ends with `` \\n``; tokens are separated
-by spaces, hyphens and digit groups are split as `` @-@ ``, `` @,@ `` and
-`` @.@ ``, rare scientific names appear as ``<unk>`` and every sentence ends
-with `` . ``.
+Every line starts with a space and ends with ``' \\n'``; tokens are
+separated by spaces, hyphens and digit groups are split as ``' @-@ '``,
+``' @,@ '`` and ``' @.@ '``, rare scientific names appear as ``<unk>`` and
+every sentence ends with ``' . '``.
 
 The text is invented, but it is built to carry the two signals that BERT's
 pretraining tasks look for:

@@ -108,7 +108,7 @@ class TransformerEncoderBlock(nn.HybridBlock):
     activation : {'relu', 'gelu'}, default 'relu'
         Activation of the FFN.
     epsilon : float, default 1e-5
-        LayerNorm epsilon of both `AddNorm`s.
+        LayerNorm epsilon of both `AddNorm` layers.
     """
 
     def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout,
