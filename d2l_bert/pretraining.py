@@ -665,9 +665,12 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps, *,
             shards = [gluon.utils.split_and_load(elem, devices,
                                                  even_split=False)
                       for elem in batch]
+            # Timed from here, as the book does: the previous step's
+            # backward pass and update, which run asynchronously, finish
+            # inside this step (reseeding waits for them)
+            start = time.perf_counter()
             if mx_seed is not None:
                 mx.random.seed((mx_seed + step) % 2**31)
-            start = time.perf_counter()
             with autograd.record():
                 mlm_ls, nsp_ls, ls = batch_loss(*shards)
             for l in ls:
