@@ -7,6 +7,7 @@ import mxnet as mx
 import pytest
 
 from d2l_bert import cli, corpus
+from d2l_bert import pretraining as P
 from d2l_bert.pretraining import read_checkpoint_meta
 
 TINY_ARGS = ['--batch-size', '32', '--num-hiddens', '32',
@@ -39,6 +40,14 @@ def test_pretrain_defaults_are_the_books_settings():
     assert (args.num_hiddens, args.ffn_num_hiddens, args.num_heads,
             args.num_blks, args.dropout) == (128, 256, 2, 2, 0.2)
     assert args.lr == 0.01 and args.corpus == 'embedded'
+    # The same values as the section module's named presets
+    assert dict(num_hiddens=args.num_hiddens,
+                ffn_num_hiddens=args.ffn_num_hiddens,
+                num_heads=args.num_heads, num_blks=args.num_blks,
+                dropout=args.dropout) == P.BOOK_BERT_CONFIG
+    assert (args.batch_size, args.max_len, args.steps, args.lr) == (
+        P.BOOK_BATCH_SIZE, P.BOOK_MAX_LEN, P.BOOK_NUM_STEPS,
+        P.BOOK_LEARNING_RATE)
 
 
 @pytest.mark.parametrize('devices, message', [
