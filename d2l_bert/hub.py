@@ -123,6 +123,38 @@ def _fetch(url, file_name, desc):
     return received
 
 
+def reachable(name, timeout=5.0):
+    """Return whether `name` can be had: cached already, or its server
+    answers within `timeout` seconds.
+
+    Lets a notebook choose its offline stand-ins up front instead of
+    failing halfway.
+
+    Parameters
+    ----------
+    name : str
+        A key of `DATA_HUB` or a URL.
+    timeout : float, default 5.0
+        Seconds to wait for the server.
+
+    Returns
+    -------
+    bool
+    """
+    url, _, _ = _lookup(name)
+    if os.path.exists(os.path.join(data_home(), url.split('/')[-1])):
+        return True
+    try:
+        with urllib.request.urlopen(
+                urllib.request.Request(url, method='HEAD'), timeout=timeout):
+            return True
+    except urllib.error.HTTPError as e:
+        return e.code < 400
+    except (urllib.error.URLError, socket.timeout, ConnectionError,
+            http.client.HTTPException, ValueError):
+        return False
+
+
 def download(name, folder=None, sha1_hash=None):
     """Download a `DATA_HUB` file (or a URL) into `folder`; return its path.
 

@@ -43,6 +43,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body[:len(body) // 2] if truncated else body)
 
+    def do_HEAD(self):
+        body = self.files.get(self.path)
+        self.send_response(200 if body is not None else 404)
+        self.send_header('Content-Length', str(len(body or b'')))
+        self.end_headers()
+
     def log_message(self, *args):
         pass
 
@@ -191,3 +197,20 @@ def test_stale_cached_file_is_downloaded_again(server, cache, monkeypatch):
 def test_unknown_name_is_a_clear_error():
     with pytest.raises(ValueError, match="one of DATA_HUB .* got 'bert.tiny'"):
         hub.download('bert.tiny')
+
+
+def test_reachable_tells_served_cached_and_offline_apart(server, cache,
+                                                         monkeypatch):
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.fake',
+                        (server + '/bert.fake.zip', ARCHIVE_SHA1))
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.gone',
+                        (server + '/bert.gone.zip', ARCHIVE_SHA1))
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.offline',
+                        (_closed_port_url('bert.offline.zip'), ARCHIVE_SHA1))
+    assert hub.reachable('bert.fake') is True
+    assert hub.reachable('bert.gone') is False
+    assert hub.reachable('bert.offline', timeout=2) is False
+    # once in the cache, no network is needed
+    os.makedirs(cache)
+    (cache / 'bert.offline.zip').write_bytes(ARCHIVE)
+    assert hub.reachable('bert.offline', timeout=2) is True
