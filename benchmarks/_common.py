@@ -157,7 +157,9 @@ def alternate(functions, repeats=5, warmup=1, progress=True):
 
     Returns
     -------
-    dict of name -> (median seconds, list of seconds)
+    dict of name -> (median seconds, list of seconds, median CPU seconds)
+        CPU seconds count the work of every thread of the process: on a
+        machine shared with other jobs they vary less than wall time.
     """
     from mxnet import npx
     for name, f in functions.items():
@@ -165,15 +167,18 @@ def alternate(functions, repeats=5, warmup=1, progress=True):
             f()
             npx.waitall()
     times = {name: [] for name in functions}
+    cpu = {name: [] for name in functions}
     for r in range(repeats):
         for name, f in functions.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             f()
             # Reading a loss back does not wait for the update
             npx.waitall()
             times[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
         if progress:
             line = ', '.join(f'{n} {t[-1] * 1e3:.0f} ms'
                              for n, t in times.items())
             print(f'  round {r + 1}/{repeats}: {line}', flush=True)
-    return {name: (statistics.median(t), t) for name, t in times.items()}
+    return {name: (statistics.median(t), t, statistics.median(cpu[name]))
+            for name, t in times.items()}

@@ -97,12 +97,12 @@ def main(argv=None):
           f"({cfg['batch_size']} x {cfg['max_len']} tokens); float32 GEMM "
           f"peak in this run: {peak:.0f} GFLOP/s")
     print(f"{'':18s}{'ms/batch':>9s}{'seqs/s':>9s}{'GFLOP/s':>9s}"
-          f"{'of GEMM':>9s}")
+          f"{'of GEMM':>9s}{'CPU s':>8s}")
     for name, label in (('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert')):
         t = res[name][0]
         rate = flops / t / 1e9
         print(f'{label:18s}{t * 1e3:9.0f}{cfg["batch_size"] / t:9.0f}'
-              f'{rate:9.1f}{100 * rate / peak:8.0f}%')
+              f'{rate:9.1f}{100 * rate / peak:8.0f}%{res[name][2]:8.2f}')
     print(f"speed-up of d2l_bert over d2l 1.0.3: "
           f"{res['d2l'][0] / res['ours'][0]:.2f}x")
     return 0

@@ -10,8 +10,9 @@ one symbolic graph.  In `hybrid_forward`, `F` is `mxnet.ndarray` or
 Self-attention (queries, keys and values one and the same array, as in
 every transformer encoder block) takes a fused path beside the book's:
 one projection computes the queries, keys and values of all heads from
-`W_q`, `W_k` and `W_v`, and MXNet's interleaved attention operators
-attend without splitting the heads apart.  Same parameters, same
+`W_q`, `W_k` and `W_v`, MXNet's interleaved attention operators attend
+without splitting the heads apart, and an additive mask replaces the
+book's masking.  Same parameters, same
 numbers; the book's path stays as the test oracle (``fused = False``).
 
 Dimension key used in the shape comments:
@@ -86,12 +87,18 @@ def _param_value(F, param, X):
 
 
 def _softmax_with_lens(F, scores, valid_lens, num_heads):
-    """`masked_softmax` for self-attention scores, without a mask tensor.
+    """`masked_softmax` for self-attention scores, with an additive mask.
 
-    MXNet's softmax takes the number of valid positions of each row and
-    leaves the rest at 0, which is what the book's -1e6 gives.  Only a
-    row with no valid position differs: 0 everywhere instead of uniform
-    weights (BERT's inputs always hold `<cls>`).
+    The book replaces the scores past the valid length by -1e6; here -1e6
+    is added to them.  Either way their weight is exp(-1e6 - max) = 0 in
+    float32, and the other weights are the same.  Only a row with no valid
+    position differs: the book's weights are then uniform, these are the
+    softmax of the unmasked scores (BERT's inputs always hold `<cls>`).
+
+    The mask is spread to the scores' shape and added elementwise, so the
+    backward pass hands the gradient through unchanged (NumPy-style
+    broadcasting would reduce over it); the softmax then runs on MXNet's
+    oneDNN kernel.
 
     Parameters
     ----------
@@ -106,16 +113,19 @@ def _softmax_with_lens(F, scores, valid_lens, num_heads):
     """
     if valid_lens is None:
         return F.npx.softmax(scores)                            # (B*h, T, T)
-    # A fractional length lets the position below it through, as in the
-    # book's comparison `position < valid_len`
-    lens = F.np.ceil(valid_lens.astype('float32'))
-    lens = F.np.repeat(lens, num_heads, axis=0)                 # (B*h, .)
+    positions = F.npx.arange_like(scores, axis=-1)              # (T,)
+    lens = F.np.repeat(valid_lens.astype('float32'), num_heads,
+                       axis=0)                                  # (B*h, .)
     if F is mx.sym or lens.ndim == 1:
-        # One length for every query: (B*h, 1) + (T,)
-        lens = (F.npx.reshape(lens, (-1, 1))
-                + F.np.zeros_like(F.npx.arange_like(scores, axis=1)))
-    return F.npx.softmax(scores, length=lens.astype('int32'),
-                         use_length=True)                       # (B*h, T, T)
+        lens = F.npx.reshape(lens, (-1, 1, 1))                  # (B*h, 1, 1)
+    else:
+        lens = F.np.expand_dims(lens, -1)                       # (B*h, T, 1)
+    # As in the book, position j is valid when j < valid_len
+    mask = (positions >= lens).astype('float32') * -1e6        # (B*h, ., T)
+    scores = scores.as_nd_ndarray()
+    mask = F.broadcast_like(mask.as_nd_ndarray(), scores)       # (B*h, T, T)
+    scores = F.elemwise_add(scores, mask).as_np_ndarray()       # (B*h, T, T)
+    return F.npx.softmax(scores)                                # (B*h, T, T)
 
 
 class DotProductAttention(nn.HybridBlock):
