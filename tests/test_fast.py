@@ -18,7 +18,9 @@ import numpy as onp
 import pytest
 from mxnet import autograd, gluon, np
 
-from d2l_bert import BERTModel, MultiHeadAttention, TransformerEncoderBlock
+from d2l_bert import (AddNorm, BERTEncoder, BERTModel, DotProductAttention,
+                      MaskLM, MultiHeadAttention, NextSentencePred,
+                      PositionWiseFFN, TransformerEncoderBlock)
 from d2l_bert import _threads
 from d2l_bert import pretraining as P
 
@@ -241,6 +243,57 @@ def test_bert_model_equals_itself_fused_or_not_hybridized_or_not(
             assert a.shape == b.shape
             assert_close(a, b)
         assert_grads_close(gradients, oracle[1])
+
+
+def block_cases():
+    """(name, block factory, input factory): every block of the chapter."""
+    X = lambda: np.random.normal(size=(3, 5, 8))  # noqa: E731
+    tokens = lambda: np.random.randint(0, 20, (3, 5)).astype('int32')  # noqa
+    lens = lambda: np.array([5, 2, 3], 'float32')  # noqa: E731
+    return [
+        ('DotProductAttention', lambda: DotProductAttention(0.0),
+         lambda: (X(), X(), X(), lens())),
+        ('MultiHeadAttention', lambda: MultiHeadAttention(8, 2, 0.0, True),
+         lambda: (X(), X(), X(), lens())),
+        ('PositionWiseFFN', lambda: PositionWiseFFN(12, 8), lambda: (X(),)),
+        ('AddNorm', lambda: AddNorm(0.0), lambda: (X(), X())),
+        ('TransformerEncoderBlock',
+         lambda: TransformerEncoderBlock(8, 12, 2, 0.0, True),
+         lambda: (X(), lens())),
+        ('BERTEncoder', lambda: BERTEncoder(20, 8, 12, 2, 2, 0.0, 10),
+         lambda: (tokens(), np.zeros((3, 5), 'int32'), lens())),
+        ('MaskLM', lambda: MaskLM(20, 8),
+         lambda: (X(), np.array([[0, 4], [1, 1], [2, 0]], 'int32'))),
+        ('NextSentencePred', lambda: NextSentencePred(),
+         lambda: (np.random.normal(size=(3, 8)),)),
+    ]
+
+
+@pytest.mark.parametrize('name,make_block,make_inputs', block_cases(),
+                         ids=[case[0] for case in block_cases()])
+def test_every_block_hybridized_equals_itself_imperative(
+        name, make_block, make_inputs):
+    block, inputs = make_block(), make_inputs()
+    block.initialize()
+    block(*inputs)                    # gives deferred parameters a shape
+    randomize(block, 0.3)
+    float_inputs = [x for x in inputs if x.dtype == onp.float32][:1]
+    results = []
+    for hybridize in (False, True):
+        block.hybridize(active=hybridize)
+        for x in float_inputs:
+            x.attach_grad()
+        with autograd.record():
+            Y = block(*inputs)
+        head = np.ones_like(Y) * np.arange(Y.shape[-1])
+        Y.backward(head)
+        results.append((Y, [x.grad.copy() for x in float_inputs],
+                        grads(block)))
+    (Y0, dX0, g0), (Y1, dX1, g1) = results
+    assert_close(Y1, Y0)
+    for a, b in zip(dX1, dX0):
+        assert_close(a, b)
+    assert_grads_close(g1, g0)
 
 
 def test_hybridize_keeps_buffers_unless_told_otherwise():
