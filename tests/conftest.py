@@ -1,4 +1,5 @@
 """Shared fixtures: a tiny BERT configuration and seeded randomness."""
+import os
 import random
 
 import mxnet as mx
@@ -37,3 +38,19 @@ def tiny_batch():
     pred_positions = np.array([[1, 5, 10], [2, 3, 0], [8, 0, 0]],
                               dtype='int32')
     return tokens, segments, valid_lens, pred_positions
+
+
+def write_small_corpus(directory, num_train=60, num_valid=30):
+    """Write the first paragraphs of the embedded corpus's two splits to
+    `directory` (WikiText's file names) and return it as a string."""
+    from d2l_bert import corpus
+    os.makedirs(directory, exist_ok=True)
+    for split, count in (('train', num_train), ('valid', num_valid)):
+        name = corpus.FILE_NAMES[split]
+        with open(os.path.join(corpus.DATA_DIR, name),
+                  encoding='utf-8') as f:
+            lines = [line for line in f if len(line.split(' . ')) >= 2]
+        with open(os.path.join(directory, name), 'w',
+                  encoding='utf-8') as f:
+            f.writelines(lines[:count])
+    return str(directory)

@@ -6,26 +6,14 @@ import re
 import mxnet as mx
 import pytest
 
-from d2l_bert import cli, corpus
+from d2l_bert import cli
 from d2l_bert import pretraining as P
 from d2l_bert.pretraining import read_checkpoint_meta
 
+from conftest import write_small_corpus
+
 TINY_ARGS = ['--batch-size', '32', '--num-hiddens', '32',
              '--ffn-num-hiddens', '48', '--num-heads', '2']
-
-
-def write_small_corpus(directory, num_train=60, num_valid=30):
-    """The first paragraphs of the embedded corpus's two splits."""
-    os.makedirs(directory, exist_ok=True)
-    for split, count in (('train', num_train), ('valid', num_valid)):
-        name = corpus.FILE_NAMES[split]
-        with open(os.path.join(corpus.DATA_DIR, name),
-                  encoding='utf-8') as f:
-            lines = [line for line in f if len(line.split(' . ')) >= 2]
-        with open(os.path.join(directory, name), 'w',
-                  encoding='utf-8') as f:
-            f.writelines(lines[:count])
-    return str(directory)
 
 
 def run(argv, capsys):

@@ -15,26 +15,14 @@ import pytest
 from d2l import mxnet as d2l
 from mxnet import gluon, init, np
 
-from d2l_bert import BERTModel, corpus
+from d2l_bert import BERTModel
 from d2l_bert import pretraining as P
 from d2l_bert.dataset import load_data_wiki
 
+from conftest import write_small_corpus
+
 # A BERT small enough for tests: 32 hidden units, 2 heads, 2 blocks
 TINY = dict(num_hiddens=32, ffn_num_hiddens=48, num_heads=2, num_blks=2)
-
-
-def write_small_corpus(directory, num_train, num_valid):
-    """The first paragraphs of the embedded corpus's two splits."""
-    os.makedirs(directory, exist_ok=True)
-    for split, count in (('train', num_train), ('valid', num_valid)):
-        name = corpus.FILE_NAMES[split]
-        with open(os.path.join(corpus.DATA_DIR, name),
-                  encoding='utf-8') as f:
-            lines = [line for line in f if len(line.split(' . ')) >= 2]
-        with open(os.path.join(directory, name), 'w',
-                  encoding='utf-8') as f:
-            f.writelines(lines[:count])
-    return str(directory)
 
 
 @pytest.fixture(scope='module')
