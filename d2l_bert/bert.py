@@ -287,18 +287,18 @@ class BERTModel(nn.HybridBlock):
             self.encoder.token_embedding if tie_weights else None)
         self.nsp = NextSentencePred()
 
-    def hybridize(self, active=True, **kwargs):
+    def hybridize(self, active=True, backend=None, clear=True,
+                  static_alloc=True, static_shape=True, *args, **kwargs):
         """Compile the model into one graph, with static memory by default.
 
-        As Gluon's `HybridBlock.hybridize`, but ``static_alloc`` and
-        ``static_shape`` default to True: the graph keeps its buffers from
-        one call to the next instead of allocating them again (a call with
-        other shapes still works, planned anew).  Pass them as False to
-        get Gluon's defaults.
+        As Gluon's `HybridBlock.hybridize` (same arguments), but
+        ``static_alloc`` and ``static_shape`` default to True: the graph
+        keeps its buffers from one call to the next instead of allocating
+        them again (a call with other shapes still works, planned anew).
+        Pass them as False to get Gluon's defaults.
         """
-        kwargs.setdefault('static_alloc', True)
-        kwargs.setdefault('static_shape', True)
-        super().hybridize(active, **kwargs)
+        super().hybridize(active, backend, clear, static_alloc,
+                          static_shape, *args, **kwargs)
 
     def forward(self, tokens, segments, valid_lens=None,
                 pred_positions=None):

@@ -337,6 +337,21 @@ def test_export_then_imports_gives_the_same_outputs(tmp_path, tiny_batch):
         assert_close(a, b, atol=1e-6)
 
 
+def test_optimize_for_onednn_gives_the_same_encodings(tiny_batch):
+    # Gluon's `optimize_for` calls `hybridize` with positional arguments
+    tokens, segments, valid_lens, _ = tiny_batch
+    net = BERTModel(**TINY)
+    net.initialize()
+    net(*tiny_batch)
+    randomize(net, 0.2)
+    expected = net(tokens, segments, valid_lens)
+    net.optimize_for(tokens, segments, valid_lens, backend='MKLDNN')
+    outputs = net(tokens, segments, valid_lens)
+    assert outputs[1] is None
+    assert_close(outputs[0], expected[0])
+    assert_close(outputs[2], expected[2])
+
+
 # --- One pretraining graph ---------------------------------------------------
 
 def test_pretraining_graph_equals_get_batch_loss_bert(tiny_batch):
