@@ -247,9 +247,14 @@ def test_bert_model_equals_itself_fused_or_not_hybridized_or_not(
 
 def block_cases():
     """(name, block factory, input factory): every block of the chapter."""
-    X = lambda: np.random.normal(size=(3, 5, 8))  # noqa: E731
-    tokens = lambda: np.random.randint(0, 20, (3, 5)).astype('int32')  # noqa
-    lens = lambda: np.array([5, 2, 3], 'float32')  # noqa: E731
+    def X():
+        return np.random.normal(size=(3, 5, 8))
+
+    def tokens():
+        return np.random.randint(0, 20, (3, 5)).astype('int32')
+
+    def lens():
+        return np.array([5, 2, 3], 'float32')
     return [
         ('DotProductAttention', lambda: DotProductAttention(0.0),
          lambda: (X(), X(), X(), lens())),
