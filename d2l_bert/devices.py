@@ -47,7 +47,7 @@ def parse_ctx(text):
                 if available else 'no GPU that MXNet can use')
         raise ValueError(
             f"device {text!r} is not available: this machine has {have}; "
-            "use --ctx cpu, or install a CUDA build of MXNet (see the "
+            "ask for cpu instead, or install a CUDA build of MXNet (see the "
             "docs' install page)")
     return mx.gpu(index)
 
