@@ -228,8 +228,32 @@ class DataHooks:
             from . import corpus
             self.used.add('WikiText-2 read from the embedded corpus')
             return corpus.DATA_DIR
-        from .hub import download_extract
+        from .hub import download_extract, reachable
+        if self.small and name in OFFLINE_STAND_INS and not reachable(name):
+            return self._stand_in(name)
         return download_extract(name, folder)
+
+    def _stand_in(self, name):
+        """Return the directory of an offline stand-in for hub file `name`.
+
+        SNLI: synthetic pairs in SNLI's layout.  `bert.small`, `bert.base`:
+        an untrained `BERTModel` of the hub model's sizes with the embedded
+        corpus's vocabulary, in the d2l layout, so the book's cells run and
+        their shapes can be checked; trained numbers mean nothing then.
+        """
+        from .hub import data_home
+        folder = os.path.join(data_home(), 'offline-stand-ins', name)
+        if name == 'SNLI':
+            from .snli_synthetic import make_snli_synthetic
+            self.used.add('SNLI replaced by synthetic pairs in its format '
+                          '(no network)')
+            return make_snli_synthetic(folder, num_train=512, num_dev=16,
+                                       num_test=128)
+        self.used.add(f'{name} replaced by an untrained model of its sizes '
+                      'with the embedded vocabulary (no network)')
+        if not os.path.isfile(os.path.join(folder, 'pretrained.params')):
+            _save_untrained_bert(folder, OFFLINE_STAND_INS[name])
+        return folder
 
     def _wrap_load(self, load):
         @functools.wraps(load)
@@ -248,6 +272,35 @@ class DataHooks:
         if capper.capped:
             self.used.add(f'train_bert steps capped to {self.steps}')
         return ast.fix_missing_locations(tree)
+
+
+#: Hub files a small run may replace when they cannot be downloaded; for
+#: the models, the sizes the book loads them with
+OFFLINE_STAND_INS = {
+    'SNLI': None,
+    'bert.small': dict(num_hiddens=256, ffn_num_hiddens=512, num_heads=4,
+                       num_blks=2, max_len=512),
+    'bert.base': dict(num_hiddens=768, ffn_num_hiddens=3072, num_heads=12,
+                      num_blks=12, max_len=512),
+}
+
+
+def _save_untrained_bert(folder, sizes):
+    """Save an initialized, untrained `BERTModel` in the d2l layout."""
+    import mxnet as mx
+    from mxnet import np
+
+    from .bert import BERTModel
+    from .dataset import load_data_wiki
+    from .pretraining import save_pretrained
+    _, vocab = load_data_wiki(64, 32, corpus='embedded', seed=0)
+    net = BERTModel(len(vocab), dropout=0.1, **sizes)
+    net.initialize(mx.init.Xavier())
+    # One call gives the deferred parameters their shapes
+    tokens = np.zeros((1, 4), dtype='int32')
+    net(tokens, tokens, np.array([4.0]), np.zeros((1, 1), dtype='int32'))
+    save_pretrained(net, vocab, folder, dict(sizes, vocab_size=len(vocab),
+                                             dropout=0.1))
 
 
 def _accepts(fn, name):
@@ -336,6 +389,9 @@ class Runner:
     '2\\n3\\n'
     """
 
+    _count = 0  # runners made, for unique module names
+
+
     def __init__(self, ctx=None, hooks=None):
         _settle_matplotlib()
         self.ctx = ctx
@@ -345,8 +401,15 @@ class Runner:
         package = _D2LPackage(self.d2l)
         cell_builtins = dict(vars(builtins))
         cell_builtins['__import__'] = functools.partial(_import, package)
-        self.namespace = {'__name__': '__main__',
-                          '__builtins__': cell_builtins, 'd2l': self.d2l}
+        # The namespace is a registered module's, so that pickle finds the
+        # classes cells define (the book's `SNLIBERTDataset` hands its
+        # methods to a `multiprocessing.Pool`)
+        Runner._count += 1
+        module = types.ModuleType(f'__d2l_bert_cells_{Runner._count}__')
+        sys.modules[module.__name__] = module
+        self.namespace = vars(module)
+        self.namespace.update({'__builtins__': cell_builtins,
+                               'd2l': self.d2l})
         self.count = 0
 
     def run(self, source):

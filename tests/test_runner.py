@@ -165,3 +165,32 @@ def test_books_animator_draws_outside_a_notebook(run):
     result = run("animator = d2l.Animator(xlabel='step', xlim=[1, 2], "
                  "legend=['mlm'])\nanimator.add(1, (0.5,))")
     assert (result.status, result.error, result.figures) == ('ran', None, 1)
+
+
+def test_small_runs_replace_unreachable_hub_files_with_stand_ins(
+        tmp_path, monkeypatch):
+    from mxnet import np
+
+    from d2l_bert import hub, runner
+    from d2l_bert.finetuning import load_pretrained_model, read_snli
+    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
+    monkeypatch.setattr(hub, 'reachable', lambda name, timeout=5.0: False)
+    hooks = runner.DataHooks(small=True)
+    snli = hooks._download_extract('SNLI')
+    premises, hypotheses, labels = read_snli(snli, True)
+    assert len(premises) == len(hypotheses) == len(labels) > 400
+    model_dir = hooks._download_extract('bert.small')
+    # the sizes the book loads bert.small with
+    bert, vocab = load_pretrained_model(
+        model_dir, num_hiddens=256, ffn_num_hiddens=512, num_heads=4,
+        num_blks=2, dropout=0.1, max_len=512, devices=[mx.cpu()])
+    tokens = np.array([[vocab['<cls>'], vocab['the'], vocab['<sep>']]],
+                      dtype='int32')
+    encoded, _, _ = bert(tokens, np.zeros((1, 3), dtype='int32'))
+    assert encoded.shape == (1, 3, 256)
+    assert any('bert.small replaced' in u for u in hooks.used)
+    # a run at the book's sizes asks the hub, as the book does
+    monkeypatch.setattr(hub, 'download_extract',
+                        lambda name, folder=None: f'hub:{name}')
+    assert runner.DataHooks(small=False)._download_extract(
+        'bert.small') == 'hub:bert.small'
