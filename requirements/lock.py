@@ -68,8 +68,8 @@ def find_pythons():
     return found
 
 
-def direct_requirements(workdir):
-    """Write the pins of `setup.py` (all extras) to a file; return its path.
+def setup_requirements():
+    """Return the requirements of `setup.py`, every extra included.
 
     `setup.py` cannot be imported (it calls `setup`), so its two literal
     lists are read with `ast`
@@ -82,9 +82,16 @@ def direct_requirements(workdir):
             name = getattr(node.targets[0], 'id', None)
             if name in ('INSTALL_REQUIRES', 'EXTRAS'):
                 found[name] = ast.literal_eval(node.value)
-    pins = list(found['INSTALL_REQUIRES'])
-    for extra in ('test', 'docs'):
-        pins += found['EXTRAS'][extra]
+    requirements = list(found['INSTALL_REQUIRES'])
+    for extra in found['EXTRAS'].values():
+        requirements += extra
+    return requirements
+
+
+def direct_requirements(workdir):
+    """Write the pins of `setup.py` (all extras) to a file; return its path.
+    """
+    pins = setup_requirements()
     path = os.path.join(workdir, 'direct.in')
     with open(path, 'w', encoding='utf-8') as f:
         f.write('\n'.join(pins) + '\n')

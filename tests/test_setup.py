@@ -3,7 +3,6 @@
 `run.py` is loaded as a module for the tests of its steps; nothing here
 creates a virtual environment or calls pip.
 """
-import ast
 import glob
 import importlib.util
 import os
@@ -43,20 +42,14 @@ def _normalize(name):
 
 
 def setup_pins():
-    """`name -> version` of every pin in setup.py (all extras)."""
-    with open(os.path.join(ROOT, 'setup.py'), encoding='utf-8') as f:
-        tree = ast.parse(f.read())
-    lists = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            name = getattr(node.targets[0], 'id', None)
-            if name in ('INSTALL_REQUIRES', 'EXTRAS'):
-                lists[name] = ast.literal_eval(node.value)
-    requirements = list(lists['INSTALL_REQUIRES'])
-    for extra in lists['EXTRAS'].values():
-        requirements += extra
+    """`name -> version` of every pin in setup.py (all extras), read by
+    the lock script's own reader."""
+    spec = importlib.util.spec_from_file_location(
+        'lock_py', os.path.join(ROOT, 'requirements', 'lock.py'))
+    lock = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lock)
     pins = {}
-    for requirement in requirements:
+    for requirement in lock.setup_requirements():
         match = PIN.match(requirement)
         assert match, f'setup.py: {requirement!r} is not pinned with =='
         pins[_normalize(match.group(1))] = match.group(2)
