@@ -132,7 +132,7 @@ def gemm_rate():
     uses.  The output array is reused, so no time goes to allocation.
     """
     import mxnet as mx
-    from mxnet import np, npx
+    from mxnet import np
     M, K, N = 5120, 128, 20256
     X = np.random.uniform(-1, 1, size=(M, K))
     W = np.random.uniform(-1, 1, size=(N, K))

@@ -470,10 +470,12 @@ def _finish_deferred_init(net, tokens, segments, valid_lens):
     its graph.  One imperative pass gives the deferred parameters their
     shapes instead (as the book's imperative first call does).
     """
-    if not any(p._deferred_init for p in net.collect_params().values()):
-        return
-    net._active = False
-    try:
-        nn.HybridBlock.forward(net, tokens, segments, valid_lens)
-    finally:
-        net._active = True
+    if getattr(net, '_shapes_known', False):
+        return  # shapes do not become deferred again: look once
+    if any(p._deferred_init for p in net.collect_params().values()):
+        net._active = False
+        try:
+            nn.HybridBlock.forward(net, tokens, segments, valid_lens)
+        finally:
+            net._active = True
+    net._shapes_known = True

@@ -1,6 +1,5 @@
 """Tests of d2l_bert.bert: the book's outputs, parity with d2l 1.0.3,
 contexts, the original-BERT options and clear errors on bad input."""
-import os
 
 import mxnet as mx
 import numpy as onp
