@@ -1,0 +1,401 @@
+"""Time one pretraining step: PyTorch's Hugging Face BERT against d2l_bert.
+
+Issue 5 (speed) takes as its reference "PyTorch with Hugging Face's
+`BertForPreTraining` at the same configuration, with the prediction head
+on the 10 gathered positions as the book does" and asks that d2l_bert's
+training step beat it.  This script measures that reference on this
+machine, taking turns with d2l_bert's step, so that the ratio compares
+the two under the same load.
+
+How to run
+----------
+torch and transformers are not dependencies of the project: install them
+in a separate virtual environment and point the script at its Python::
+
+    python -m venv /tmp/hfref
+    /tmp/hfref/bin/pip install torch==2.13.0 \\
+        --index-url https://download.pytorch.org/whl/cpu
+    /tmp/hfref/bin/pip install transformers==5.23.0
+    python benchmarks/bench_torch.py --torch-python /tmp/hfref/bin/python
+    python benchmarks/bench_torch.py --torch-python ... --threads 1
+
+Without ``--torch-python`` the current interpreter is used if it can
+import both; otherwise the script says how to install them and exits
+with status 2.
+
+What is timed
+-------------
+The book's pretraining settings (`_common.BOOK`: batch 512, max_len 64,
+num_hiddens 128, ffn_num_hiddens 256, 2 heads, 2 blocks, vocabulary
+20256, 10 predictions per sequence, dropout 0.2) and Adam with learning
+rate 0.01, on the same random batch (`_common.book_batch`).
+
+- d2l_bert: what `d2l_bert.pretraining.train_bert` runs for one step
+  (forward, both losses, backward, `trainer.step(1)`, reading the two
+  losses back), as in ``bench_pretrain_step.py``.
+- PyTorch: `transformers.BertForPreTraining` (train mode, dropout 0.2 on
+  hidden states and attention), but with the MLM head applied only to the
+  gathered `pred_positions` (B*P rows, not B*T): ``model.bert`` encodes,
+  the hidden states at `pred_positions` go through
+  ``model.cls.predictions``, the pooled output through
+  ``model.cls.seq_relationship``; the MLM cross-entropy is weighted by
+  `mlm_weights` and divided by their sum plus 1e-8, the NSP one averaged,
+  as the book's `_get_batch_loss_bert`; then backward, `torch.optim.Adam`
+  (lr 0.01) and reading the two losses back.  `torch.set_num_threads` gets
+  our thread count.
+
+The Hugging Face model is not quite the book's: it adds a LayerNorm after
+the embeddings, uses GELU (the book: ReLU in the FFN), ties the MLM
+decoder to the token embedding and initializes differently.  The matrix
+products are the same (the book also has a tanh layer before NSP and a
+hidden layer in its MLM head), so both steps are credited with
+`_common.pretrain_step_flops`.  It is the issue's stated reference.
+
+How the two take turns
+----------------------
+The PyTorch step runs in a child process (the ``--torch-python``
+interpreter, this file with ``--worker``), driven through a pipe: each
+round runs our step here, then asks the child for one step and waits for
+its own timing (wall and CPU seconds, measured inside the child), then a
+float32 GEMM of the MLM output layer's shape in each framework.  One
+process would be fragile: MXNet and torch each bring a ``libgomp.so.1``;
+loaded together, the first one loaded serves both (importing mxnet first
+left torch on MXNet's OpenMP runtime with 1 thread instead of 2), and the
+project's environment cannot import torch anyway.  While one side works
+the other blocks on the pipe; a short pause (``--pause``) between turns
+lets threads that a side leaves spinning go to sleep before the other
+starts.  Medians of the rounds are reported.
+"""
+import argparse
+import importlib.util
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402  (before mxnet: sets the thread count)
+
+TORCH_PINS = 'torch==2.13.0 transformers==5.23.0'
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--torch-python', default=None,
+                   help='a Python that can import torch and transformers '
+                        '(default: this one, if it can)')
+    p.add_argument('--threads', type=int, default=None,
+                   help='threads for both (default: every core)')
+    p.add_argument('--repeats', type=int, default=5,
+                   help='timed rounds (5); the median is reported')
+    p.add_argument('--warmup', type=int, default=1,
+                   help='untimed steps of each before timing (1)')
+    p.add_argument('--batch-size', type=int, default=512)
+    p.add_argument('--pause', type=float, default=0.2,
+                   help='seconds of idle between turns (0.2)')
+    p.add_argument('--worker', action='store_true', help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+# ---------------------------------------------------------------------
+# The child: PyTorch and transformers, no MXNet
+# ---------------------------------------------------------------------
+
+def _torch_step_function(cfg, batch, num_threads):
+    """Build the Hugging Face model and return ``(step, gemm, info)``."""
+    import torch
+    import transformers
+    from torch.nn import functional as F
+    torch.set_num_threads(num_threads)
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=cfg['vocab_size'], hidden_size=cfg['num_hiddens'],
+        num_hidden_layers=cfg['num_blks'],
+        num_attention_heads=cfg['num_heads'],
+        intermediate_size=cfg['ffn_num_hiddens'],
+        hidden_dropout_prob=cfg['dropout'],
+        attention_probs_dropout_prob=cfg['dropout'],
+        max_position_embeddings=1000)              # the book's max_len
+    model = transformers.BertForPreTraining(config)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    (tokens_X, segments_X, valid_lens_x, pred_positions_X, mlm_weights_X,
+     mlm_Y, nsp_y) = [torch.tensor(a) for a in batch]
+    tokens_X, segments_X = tokens_X.long(), segments_X.long()
+    B, T = tokens_X.shape
+    P = pred_positions_X.shape[1]
+    attention_mask = (torch.arange(T)[None, :]
+                      < valid_lens_x[:, None]).long()       # (B, T)
+    batch_idx = torch.arange(B).repeat_interleave(P)        # (B*P,)
+    pred_positions = pred_positions_X.long().reshape(-1)    # (B*P,)
+    mlm_Y, nsp_y = mlm_Y.long().reshape(-1), nsp_y.long()
+    mlm_weights = mlm_weights_X.reshape(-1)                 # (B*P,)
+
+    def losses():
+        out = model.bert(input_ids=tokens_X, token_type_ids=segments_X,
+                         attention_mask=attention_mask)
+        masked_X = out.last_hidden_state[batch_idx, pred_positions]
+        mlm_Y_hat = model.cls.predictions(masked_X)         # (B*P, V)
+        nsp_Y_hat = model.cls.seq_relationship(out.pooler_output)  # (B, 2)
+        mlm_l = F.cross_entropy(mlm_Y_hat, mlm_Y, reduction='none')
+        mlm_l = (mlm_l * mlm_weights).sum() / (mlm_weights.sum() + 1e-8)
+        nsp_l = F.cross_entropy(nsp_Y_hat, nsp_y)
+        return mlm_l, nsp_l
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        mlm_l, nsp_l = losses()
+        (mlm_l + nsp_l).backward()
+        optimizer.step()
+        return mlm_l.item(), nsp_l.item()
+
+    X = torch.empty(5120, 128).uniform_(-1, 1)
+    W = torch.empty(20256, 128).uniform_(-1, 1)
+    Y = torch.empty(5120, 20256)
+
+    def gemm():
+        torch.matmul(X, W.t(), out=Y)
+
+    model.eval()
+    with torch.no_grad():
+        before = [float(v) for v in losses()]
+    model.train()
+    # Plain `str`: `torch.__version__` would need torch to unpickle
+    info = dict(torch=str(torch.__version__),
+                transformers=str(transformers.__version__),
+                threads=torch.get_num_threads(),
+                python=sys.version.split()[0], losses=before)
+    return step, gemm, info
+
+
+def worker():
+    """Serve the parent: read pickled commands on stdin, answer on stdout.
+
+    Commands: ``('setup', cfg, batch, num_threads)``, ``('step',)``,
+    ``('gemm',)``, ``('quit',)``.  Each answer is a tuple; timings are
+    ``(wall seconds, CPU seconds of this process)``.
+    """
+    # Keep stdout for answers: whatever a library prints goes to stderr
+    out = os.fdopen(os.dup(1), 'wb')
+    os.dup2(2, 1)
+    inp = sys.stdin.buffer
+
+    def send(*answer):
+        pickle.dump(answer, out, protocol=4)
+        out.flush()
+
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        send('error', f'{type(e).__name__}: {e}')
+        return 2
+    fns = {}
+    while True:
+        try:
+            command = pickle.load(inp)
+        except EOFError:
+            return 0
+        if command[0] == 'setup':
+            step, gemm, info = _torch_step_function(*command[1:])
+            fns = dict(step=step, gemm=gemm)
+            send('ready', info)
+        elif command[0] in fns:
+            start, start_cpu = time.perf_counter(), time.process_time()
+            result = fns[command[0]]()
+            send(command[0], time.perf_counter() - start,
+                 time.process_time() - start_cpu, result)
+        elif command[0] == 'quit':
+            return 0
+        else:
+            send('error', f'unknown command {command[0]!r}')
+
+
+# ---------------------------------------------------------------------
+# The parent: d2l_bert, and the child through a pipe
+# ---------------------------------------------------------------------
+
+def find_torch_python(path):
+    """Return the interpreter to run PyTorch with, or None."""
+    if path is not None:
+        return path
+    if all(importlib.util.find_spec(m) for m in ('torch', 'transformers')):
+        return sys.executable
+    return None
+
+
+def install_hint(python):
+    return (f'torch and transformers cannot be imported by {python}.\n'
+            'They are not dependencies of d2l-bert; install them in a '
+            'separate virtual environment:\n'
+            '    python -m venv /tmp/hfref\n'
+            '    /tmp/hfref/bin/pip install torch==2.13.0 --index-url '
+            'https://download.pytorch.org/whl/cpu\n'
+            '    /tmp/hfref/bin/pip install transformers==5.23.0\n'
+            'then run this script with --torch-python '
+            '/tmp/hfref/bin/python')
+
+
+class TorchChild:
+    """The PyTorch side, in a child process driven through a pipe."""
+
+    def __init__(self, python):
+        self.proc = subprocess.Popen(
+            [python, os.path.abspath(__file__), '--worker'],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def ask(self, *command):
+        try:
+            pickle.dump(command, self.proc.stdin, protocol=4)
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass                    # it ended: its last words are below
+        try:
+            answer = pickle.load(self.proc.stdout)
+        except EOFError:
+            raise RuntimeError('the PyTorch process ended (see its '
+                               'messages above)') from None
+        if answer[0] == 'error':
+            raise RuntimeError(answer[1])
+        return answer
+
+    def close(self):
+        try:
+            pickle.dump(('quit',), self.proc.stdin, protocol=4)
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def build_ours(cfg, batch):
+    """Return d2l_bert's step and its losses before training."""
+    from mxnet import autograd, gluon, init, np
+
+    import d2l_bert
+    from d2l_bert import pretraining
+
+    V = cfg['vocab_size']
+    batch = [np.array(a) for a in batch]
+    net = d2l_bert.BERTModel(V, cfg['num_hiddens'], cfg['ffn_num_hiddens'],
+                             cfg['num_heads'], cfg['num_blks'],
+                             cfg['dropout'])
+    net.initialize(init.Xavier())
+    batch_loss = pretraining._batch_loss_function(
+        net, gluon.loss.SoftmaxCELoss(), V)
+    trainer = pretraining._make_trainer(net, 0.01)
+
+    def step():
+        # What `d2l_bert.pretraining.train_bert` runs for one step
+        with autograd.record():
+            mlm_ls, nsp_ls, ls = batch_loss(*[[b] for b in batch])
+        for l in ls:
+            l.backward()
+        trainer.step(1)
+        return float(mlm_ls[0]), float(nsp_ls[0])
+
+    mlm, nsp, _ = batch_loss(*[[b] for b in batch])      # dropout off
+    return step, (float(mlm[0]), float(nsp[0]))
+
+
+def timed(f):
+    """Run `f` here until MXNet is done; return (wall s, CPU s)."""
+    from mxnet import npx
+    start, start_cpu = time.perf_counter(), time.process_time()
+    f()
+    npx.waitall()
+    return time.perf_counter() - start, time.process_time() - start_cpu
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.worker:
+        return worker()
+    python = find_torch_python(args.torch_python)
+    if python is None:
+        print(install_hint(sys.executable), file=sys.stderr)
+        return 2
+    print(_common.set_threads(args.threads))
+    num_threads = int(os.environ.get('OMP_NUM_THREADS', '1'))
+    print(_common.machine())
+    cfg = dict(_common.BOOK, batch_size=args.batch_size)
+    batch = _common.book_batch(cfg['batch_size'], cfg['max_len'],
+                               cfg['vocab_size'], cfg['num_preds'])
+
+    try:
+        child = TorchChild(python)
+    except OSError as e:
+        print(f'cannot run --torch-python {python}: {e}', file=sys.stderr)
+        return 2
+    try:
+        try:
+            info = child.ask('setup', cfg, [a.tolist() for a in batch],
+                             num_threads)[1]
+        except RuntimeError as e:
+            if 'No module named' in str(e):
+                print(install_hint(python), file=sys.stderr)
+                return 2
+            raise
+        return run(args, cfg, batch, child, info, num_threads)
+    finally:
+        child.close()
+
+
+def run(args, cfg, batch, child, info, num_threads):
+    print(f"PyTorch {info['torch']}, transformers {info['transformers']}, "
+          f"{info['threads']} threads (Python {info['python']}, child "
+          f'process); d2l_bert: {num_threads} threads')
+    ours_step, ours_l = build_ours(cfg, batch)
+    gemm, gemm_flops = _common.gemm_rate()
+    t_l = info['losses']
+    print(f'losses before training, dropout off (mlm, nsp): torch '
+          f'{t_l[0]:.5f}, {t_l[1]:.5f}; ours {ours_l[0]:.5f}, '
+          f'{ours_l[1]:.5f}')
+
+    def torch_turn(command):
+        return lambda: child.ask(command)[1:3]          # (wall s, CPU s)
+    turns = {'ours': lambda: timed(ours_step), 'torch': torch_turn('step'),
+             'gemm': lambda: timed(gemm), 'torch gemm': torch_turn('gemm')}
+    for _ in range(args.warmup):
+        for f in turns.values():
+            f()
+            time.sleep(args.pause)
+    times = {name: [] for name in turns}
+    for r in range(args.repeats):
+        for name, f in turns.items():
+            times[name].append(f())
+            time.sleep(args.pause)
+        line = ', '.join(f'{n} {t[-1][0] * 1e3:.0f} ms'
+                         for n, t in times.items())
+        print(f'  round {r + 1}/{args.repeats}: {line}', flush=True)
+    wall = {n: statistics.median(w for w, _ in t) for n, t in times.items()}
+    cpu = {n: statistics.median(c for _, c in t) for n, t in times.items()}
+
+    flops = _common.pretrain_step_flops(**cfg)
+    peak = gemm_flops / wall['gemm'] / 1e9
+    torch_peak = gemm_flops / wall['torch gemm'] / 1e9
+    print(f"\nstep arithmetic: {flops / 1e9:.0f} GFLOP; float32 GEMM "
+          f"5120x128 @ 128x20256 in this run: MXNet {peak:.0f} GFLOP/s "
+          f"({wall['gemm'] * 1e3:.0f} ms), torch {torch_peak:.0f} GFLOP/s "
+          f"({wall['torch gemm'] * 1e3:.0f} ms); shares below are of "
+          f'MXNet\'s, as in bench_pretrain_step.py')
+    print(f"{'':22s}{'ms/step':>9s}{'pairs/s':>9s}{'GFLOP/s':>9s}"
+          f"{'of GEMM':>9s}{'CPU s':>8s}")
+    for name, label in (('torch', 'HF BERT (PyTorch)'),
+                        ('ours', 'd2l_bert (MXNet)')):
+        t = wall[name]
+        rate = flops / t / 1e9
+        print(f'{label:22s}{t * 1e3:9.0f}{cfg["batch_size"] / t:9.0f}'
+              f'{rate:9.1f}{100 * rate / peak:8.0f}%{cpu[name]:8.2f}')
+    print(f"ratio torch/ours (ms/step): {wall['torch'] / wall['ours']:.2f}"
+          f" (above 1: d2l_bert is faster)")
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
