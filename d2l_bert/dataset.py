@@ -19,23 +19,15 @@ Dimension key used in the shapes below:
 N: number of examples, B: batch size, T: `max_len`,
 P: ``round(max_len * 0.15)`` predicted positions per sequence
 """
-import hashlib
-import http.client
 import os
 import random
-import shutil
-import tempfile
-import urllib.error
-import urllib.request
-import zipfile
 
 import numpy as onp
 from mxnet import gluon, np
-from tqdm import tqdm
 
+from . import hub
 from .bert import get_tokens_and_segments
 from .corpus import DATA_DIR as EMBEDDED_DIR
-from .hub import sha1_of
 
 # WikiText-2 :cite:`Merity.Xiong.Bradbury.ea.2016`.  The book's s3 address
 # (tried last) no longer serves the archive (d2l-en issue 2588)
@@ -449,80 +441,16 @@ class _WikiTextDataset(gluon.data.Dataset):
 # Finding the corpus: the shipped one, WikiText-2 on disk or downloaded, or
 # the user's files
 
-class _DownloadFailed(Exception):
-    """One mirror did not give the expected archive."""
-
-
-def _download(url, file_name, sha1_hash, timeout):
-    """Download `url` to `file_name` if its SHA-1 is `sha1_hash`.
-
-    The bytes go to a temporary file beside `file_name`, which replaces
-    `file_name` only once complete and checked.
-    """
-    folder = os.path.dirname(file_name) or '.'
-    fd, tmp = tempfile.mkstemp(
-        dir=folder, prefix=f'.{os.path.basename(file_name)}.',
-        suffix='.part')
-    try:
-        sha1 = hashlib.sha1()
-        with os.fdopen(fd, 'wb') as f:
-            try:
-                with urllib.request.urlopen(url, timeout=timeout) as r:
-                    total = int(r.headers.get('Content-Length') or 0)
-                    with tqdm(total=total or None, unit='B',
-                              unit_scale=True, desc='WikiText-2') as bar:
-                        for chunk in iter(lambda: r.read(1 << 16), b''):
-                            f.write(chunk)
-                            sha1.update(chunk)
-                            bar.update(len(chunk))
-            except (urllib.error.URLError, http.client.HTTPException,
-                    OSError, ValueError) as e:
-                reason = getattr(e, 'reason', None) or e
-                raise _DownloadFailed(str(reason)) from None
-        if sha1.hexdigest() != sha1_hash:
-            raise _DownloadFailed(
-                f'the file has SHA-1 {sha1.hexdigest()}, not {sha1_hash}')
-        os.replace(tmp, file_name)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def _extract_wikitext2(zip_name, root):
-    """Unzip WikiText-2 into ``root/wikitext-2``, train file last."""
-    tmp_dir = tempfile.mkdtemp(dir=root, prefix='.wikitext-2.')
-    try:
-        try:
-            with zipfile.ZipFile(zip_name) as zf:
-                zf.extractall(tmp_dir)
-        except zipfile.BadZipFile as e:
-            raise CorpusUnavailableError(
-                f'{zip_name!r} is not a valid zip archive ({e}); delete '
-                f'it and try again') from None
-        src = os.path.join(tmp_dir, 'wikitext-2')
-        if not os.path.isfile(os.path.join(src, 'wiki.train.tokens')):
-            raise CorpusUnavailableError(
-                f'{zip_name!r} holds no wikitext-2/wiki.train.tokens')
-        data_dir = os.path.join(root, 'wikitext-2')
-        os.makedirs(data_dir, exist_ok=True)
-        # The train file marks a complete copy, so it comes last
-        for name in sorted(os.listdir(src),
-                           key=lambda name: name == 'wiki.train.tokens'):
-            os.replace(os.path.join(src, name), os.path.join(data_dir, name))
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-    return data_dir
-
-
 def download_wikitext2(root=DATA_ROOT, urls=WIKITEXT2_URLS,
                        sha1_hash=WIKITEXT2_SHA1, timeout=30):
     """Return the WikiText-2 directory, downloading it if needed.
 
     Looks for ``root/wikitext-2/wiki.train.tokens`` (where the book's
-    `d2l.download_extract` puts it), then for a checked
-    ``root/wikitext-2-v1.zip``, then tries each of `urls` in turn, showing
-    progress and checking the archive's SHA-1.  Nothing half-written is
-    ever left in `root`.
+    `d2l.download_extract` puts it); otherwise `d2l_bert.hub.download`
+    fetches ``root/wikitext-2-v1.zip`` (a checked copy already there is
+    used as is), trying each of `urls` in turn, and the archive is
+    unpacked with `d2l_bert.hub.extract`.  Nothing half-written is ever
+    left in `root`.
 
     Parameters
     ----------
@@ -543,37 +471,36 @@ def download_wikitext2(root=DATA_ROOT, urls=WIKITEXT2_URLS,
     Raises
     ------
     CorpusUnavailableError
-        When no mirror gives the archive (for example without network); the
-        message lists the other ways to get a corpus.
+        When no mirror gives the archive (for example without network);
+        the message names each mirror tried, why it failed, and the other
+        ways to get a corpus.  Also when the archive holds no
+        ``wikitext-2/wiki.train.tokens``.
     """
     data_dir = os.path.join(root, 'wikitext-2')
-    if os.path.isfile(os.path.join(data_dir, 'wiki.train.tokens')):
+    train_file = os.path.join(data_dir, 'wiki.train.tokens')
+    if os.path.isfile(train_file):
         return data_dir
-    zip_name = os.path.join(root, 'wikitext-2-v1.zip')
-    if not (os.path.isfile(zip_name) and sha1_of(zip_name) == sha1_hash):
-        failures = []
-        try:
-            os.makedirs(root, exist_ok=True)
-        except OSError as e:
-            failures.append(f'cannot create {root!r}: {e}')
-        else:
-            for url in urls:
-                try:
-                    _download(url, zip_name, sha1_hash, timeout)
-                    break
-                except _DownloadFailed as e:
-                    failures.append(f'{url}: {e}')
-        if not os.path.isfile(zip_name):
-            raise CorpusUnavailableError(
-                'could not get WikiText-2 (' + '; '.join(failures) + '). '
-                "Without network, use corpus='embedded' (the small corpus "
-                'shipped with d2l_bert; `--corpus embedded` on the command '
-                'line), or pass corpus=PATH, a directory holding '
-                'wiki.train.tokens (or that file), or put WikiText-2 where '
-                f'the book keeps it: unzip wikitext-2-v1.zip into '
-                f'{os.path.abspath(root)!r} so that '
-                f'{os.path.abspath(data_dir)!r} holds wiki.train.tokens.')
-    return _extract_wikitext2(zip_name, root)
+    offline_hint = (
+        "use corpus='embedded' (the small corpus shipped with d2l_bert; "
+        '`--corpus embedded` on the command line), or pass corpus=PATH, a '
+        'directory holding wiki.train.tokens (or that file), or put '
+        'WikiText-2 where the book keeps it: unzip wikitext-2-v1.zip into '
+        f'{os.path.abspath(root)!r} so that {os.path.abspath(data_dir)!r} '
+        'holds wiki.train.tokens')
+    failure = None
+    try:
+        zip_name = hub.download(urls, root, sha1_hash, timeout,
+                                offline_hint)
+    except hub.DownloadError as e:
+        failure = str(e)
+    # Raised outside the `except`, so no urllib traceback is chained
+    if failure is not None:
+        raise CorpusUnavailableError(f'WikiText-2: {failure}')
+    hub.extract(zip_name, root)
+    if not os.path.isfile(train_file):
+        raise CorpusUnavailableError(
+            f'{zip_name!r} holds no wikitext-2/wiki.train.tokens')
+    return data_dir
 
 
 def _locate_corpus(corpus, split, root):

@@ -6,6 +6,8 @@ against its SHA-1 and unpacked next to it.  This module keeps those names
 and that behaviour, and adds what a classroom needs:
 
 - a progress bar;
+- mirrors: a file may have several addresses, tried in order until one
+  gives the right bytes;
 - the archive is written to a temporary file in the cache directory and
   renamed into place only once its length and SHA-1 are right, so an
   interrupted, truncated or corrupt download leaves nothing behind;
@@ -16,6 +18,8 @@ and that behaviour, and adds what a classroom needs:
   into the cache by hand).
 
 The cache is ``$D2L_BERT_DATA`` if set, else ``~/.cache/d2l_bert``.
+Every download of the package goes through `download` here, WikiText-2's
+(`d2l_bert.dataset.download_wikitext2`) included.
 """
 import hashlib
 import http.client
@@ -30,7 +34,8 @@ import zipfile
 
 DATA_URL = 'http://d2l-data.s3-accelerate.amazonaws.com/'
 
-# name -> (url, SHA-1 of the file), as `d2l.DATA_HUB`
+# name -> (url, SHA-1 of the file), as `d2l.DATA_HUB`; the url may also be
+# a tuple of mirrors, tried in order
 DATA_HUB = {
     'bert.base': (DATA_URL + 'bert.base.zip',
                   '7b3820b35da691042e5d34c0971ac3edbd80d3f4'),
@@ -91,100 +96,135 @@ def sha1_of(file_name):
 
 
 def _lookup(name):
-    """Return ``(url, sha1_hash, name)`` for a `DATA_HUB` name or a URL."""
-    if name in DATA_HUB:
-        url, sha1_hash = DATA_HUB[name]
-        return url, sha1_hash, name
-    if isinstance(name, str) and name.startswith(('http://', 'https://')):
-        return name, None, name
-    raise ValueError(
-        f'name must be one of DATA_HUB {sorted(DATA_HUB)} or a URL, '
-        f'got {name!r}')
+    """Return ``(urls, sha1_hash, label)`` for `download`'s `name`.
+
+    `urls` is a tuple of mirrors, `label` what error messages call the
+    file: the `DATA_HUB` key, else the file name.
+    """
+    if isinstance(name, str) and name in DATA_HUB:
+        urls, sha1_hash = DATA_HUB[name]
+        urls = (urls,) if isinstance(urls, str) else tuple(urls)
+        return urls, sha1_hash, name
+    urls = (name,) if isinstance(name, str) else tuple(name)
+    if not urls or not all(isinstance(url, str) and url.startswith(
+            ('http://', 'https://')) for url in urls):
+        raise ValueError(
+            f'name must be one of DATA_HUB {sorted(DATA_HUB)}, a URL or a '
+            f'non-empty list of URLs (mirrors), got {name!r}')
+    return urls, None, urls[0].split('/')[-1]
 
 
-def _fetch(url, file_name, desc):
-    """Stream `url` into `file_name` with a progress bar.
+def _fetch(url, file_name, sha1_hash, timeout):
+    """Stream `url` into `file_name` with a progress bar and check it.
 
-    Returns the number of bytes written; raises `DownloadError` when the
-    server sends fewer bytes than it announced.
+    Raises `DownloadError` saying why when the server cannot be reached or
+    refuses, sends fewer bytes than it announced, or the SHA-1 is not
+    `sha1_hash` (None: not checked).
     """
     from tqdm import tqdm
-    with urllib.request.urlopen(url, timeout=TIMEOUT) as r:
-        length = r.headers.get('Content-Length')
-        total = int(length) if length and length.isdigit() else None
-        received = 0
-        with open(file_name, 'wb') as f, tqdm(
-                total=total, unit='B', unit_scale=True, desc=desc,
-                file=sys.stderr, leave=False) as bar:
-            while True:
-                try:
-                    data = r.read(CHUNK)
-                except http.client.IncompleteRead as e:
-                    f.write(e.partial)
-                    received += len(e.partial)
-                    break
-                if not data:
-                    break
-                f.write(data)
-                received += len(data)
-                bar.update(len(data))
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            length = r.headers.get('Content-Length')
+            total = int(length) if length and length.isdigit() else None
+            received = 0
+            with open(file_name, 'wb') as f, tqdm(
+                    total=total, unit='B', unit_scale=True, file=sys.stderr,
+                    desc=os.path.basename(url), leave=False) as bar:
+                while True:
+                    try:
+                        data = r.read(CHUNK)
+                    except http.client.IncompleteRead as e:
+                        f.write(e.partial)
+                        received += len(e.partial)
+                        break
+                    if not data:
+                        break
+                    f.write(data)
+                    received += len(data)
+                    bar.update(len(data))
+    except urllib.error.HTTPError as e:
+        raise DownloadError(
+            f'the server answered {e.code} {e.reason}') from e
+    except (urllib.error.URLError, socket.timeout, ConnectionError,
+            http.client.HTTPException) as e:
+        raise DownloadError(f'no network? {e}') from e
     if total is not None and received != total:
         raise DownloadError(
-            f'download of {url} was truncated: received {received} of '
-            f'{total} bytes; nothing was saved, run the same command '
-            'again')
-    return received
+            f'truncated: received {received} of {total} bytes')
+    if sha1_hash is not None:
+        got = sha1_of(file_name)
+        if got != sha1_hash:
+            raise DownloadError(
+                f'SHA-1 mismatch: expected {sha1_hash}, got {got} (a '
+                'corrupt download, or the file on the server changed)')
 
 
 def reachable(name, timeout=5.0):
-    """Return whether `name` can be had: cached already, or its server
-    answers within `timeout` seconds.
+    """Return whether `name` can be had: cached already, or one of its
+    mirrors answers within `timeout` seconds.
 
     Lets a notebook choose its offline stand-ins up front instead of
     failing halfway.
 
     Parameters
     ----------
-    name : str
-        A key of `DATA_HUB` or a URL.
+    name : str or sequence of str
+        A key of `DATA_HUB`, a URL or a list of mirrors.
     timeout : float, default 5.0
-        Seconds to wait for the server.
+        Seconds to wait for each server.
 
     Returns
     -------
     bool
     """
-    url, _, _ = _lookup(name)
-    if os.path.exists(os.path.join(data_home(), url.split('/')[-1])):
+    urls, _, _ = _lookup(name)
+    if os.path.exists(os.path.join(data_home(), urls[0].split('/')[-1])):
         return True
-    try:
-        with urllib.request.urlopen(
-                urllib.request.Request(url, method='HEAD'), timeout=timeout):
-            return True
-    except urllib.error.HTTPError as e:
-        return e.code < 400
-    except (urllib.error.URLError, socket.timeout, ConnectionError,
-            http.client.HTTPException, ValueError):
-        return False
+    for url in urls:
+        try:
+            with urllib.request.urlopen(
+                    urllib.request.Request(url, method='HEAD'),
+                    timeout=timeout):
+                return True
+        except urllib.error.HTTPError as e:
+            if e.code < 400:
+                return True
+        except (urllib.error.URLError, socket.timeout, ConnectionError,
+                http.client.HTTPException, ValueError):
+            pass
+    return False
 
 
-def download(name, folder=None, sha1_hash=None):
+def download(name, folder=None, sha1_hash=None, timeout=TIMEOUT,
+             offline_hint=None):
     """Download a `DATA_HUB` file (or a URL) into `folder`; return its path.
 
     Defined in :numref:`sec_utils` (as `d2l.download`).
 
     A file already in `folder` whose SHA-1 matches is used as is, so an
-    archive copied there by hand works without a network.
+    archive copied there by hand works without a network.  Otherwise the
+    mirrors are tried in order: one that cannot be reached, sends a
+    truncated file or a file with the wrong SHA-1 passes the turn to the
+    next.  Each attempt writes to a temporary file in `folder`, renamed
+    into place only once complete and checked, so nothing half-written is
+    ever left there.
 
     Parameters
     ----------
-    name : str
+    name : str or sequence of str
         A key of `DATA_HUB` (``'bert.small'``, ``'bert.base'``,
-        ``'SNLI'``) or a URL.
+        ``'SNLI'``), a URL, or a list of URLs of the same file (mirrors).
+        The file is saved under the last part of the first URL.
     folder : str, optional
         Cache directory; `data_home()` by default.
     sha1_hash : str, optional
-        Expected SHA-1 (taken from `DATA_HUB` for a name).
+        Expected SHA-1 (taken from `DATA_HUB` for a name); None: the file
+        is not checked.
+    timeout : float, default 30
+        Seconds without a byte before a mirror is given up.
+    offline_hint : str, optional
+        What to do instead when no mirror works, for the error message
+        (`OFFLINE_HINTS` has those of the `DATA_HUB` names).
 
     Returns
     -------
@@ -194,55 +234,50 @@ def download(name, folder=None, sha1_hash=None):
     Raises
     ------
     DownloadError
-        No network, a truncated download, or a SHA-1 mismatch.  The
-        partial file is deleted in each case.
+        No mirror gave the file; the message names each mirror, why it
+        failed and what to do offline.
     """
-    return _download(name, folder, sha1_hash)[0]
+    return _download(name, folder, sha1_hash, timeout, offline_hint)[0]
 
 
-def _download(name, folder=None, sha1_hash=None):
+def _download(name, folder=None, sha1_hash=None, timeout=TIMEOUT,
+              offline_hint=None):
     """`download`, also telling whether the file was fetched just now."""
-    url, hub_sha1, name = _lookup(name)
+    urls, hub_sha1, label = _lookup(name)
     sha1_hash = sha1_hash or hub_sha1
     folder = folder or data_home()
     os.makedirs(folder, exist_ok=True)
-    fname = os.path.join(folder, url.split('/')[-1])
+    base_name = urls[0].split('/')[-1]
+    fname = os.path.join(folder, base_name)
     if os.path.exists(fname):
         if sha1_hash is None or sha1_of(fname) == sha1_hash:
             return fname, False
         print(f'{fname} does not match its SHA-1; downloading it again',
               file=sys.stderr)
-    print(f'Downloading {fname} from {url}...', file=sys.stderr)
-    fd, tmp = tempfile.mkstemp(
-        dir=folder, prefix=f'.{os.path.basename(fname)}.', suffix='.part')
-    os.close(fd)
-    try:
+    failures = []
+    for url in urls:
+        print(f'Downloading {fname} from {url}...', file=sys.stderr)
+        fd, tmp = tempfile.mkstemp(
+            dir=folder, prefix=f'.{base_name}.', suffix='.part')
+        os.close(fd)
         try:
-            _fetch(url, tmp, os.path.basename(fname))
-        except (urllib.error.URLError, socket.timeout, ConnectionError,
-                http.client.HTTPException) as e:
-            hint = OFFLINE_HINTS.get(name)
-            why = (f'the server answered {e.code} {e.reason}'
-                   if isinstance(e, urllib.error.HTTPError)
-                   else f'no network? {e}')
-            raise DownloadError(
-                f'could not download {name!r} from {url} ({why}). '
-                'Instead: ' + (f'{hint}; or ' if hint else '') +
-                f'copy {os.path.basename(fname)} into {folder} by hand '
-                '(it is checked against its SHA-1)') from e
-        if sha1_hash is not None:
-            got = sha1_of(tmp)
-            if got != sha1_hash:
-                raise DownloadError(
-                    f'SHA-1 mismatch for {url}: expected {sha1_hash}, got '
-                    f'{got}; the download is corrupt or the file on the '
-                    'server changed. Nothing was saved; run the same '
-                    'command again')
-        os.replace(tmp, fname)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return fname, True
+            _fetch(url, tmp, sha1_hash, timeout)
+            os.replace(tmp, fname)
+            return fname, True
+        except DownloadError as e:
+            failures.append(f'{url}: {e}')
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+    # Raised here, outside the `except`, so no urllib traceback is chained
+    hint = offline_hint or OFFLINE_HINTS.get(label)
+    mirrors = f' from any of its {len(urls)} mirrors' if len(urls) > 1 else ''
+    raise DownloadError(
+        f'could not download {label!r}{mirrors}: ' + '; '.join(failures) +
+        '. Nothing was saved. Check the network and run the same command '
+        'again, or instead: ' + (f'{hint}; or ' if hint else '') +
+        f'copy {base_name} into {folder} by hand (it is checked against '
+        'its SHA-1)')
 
 
 def extract(file_name, folder=None):

@@ -1,9 +1,11 @@
 """Hub downloads against a tiny HTTP server on 127.0.0.1: checked by SHA-1
-and length, unpacked whole, never half-written, clear when offline."""
+and length, mirrors tried in order, unpacked whole, never half-written,
+clear when offline.  Every download of the package goes through here."""
 import hashlib
 import http.server
 import io
 import os
+import re
 import socket
 import threading
 import zipfile
@@ -55,10 +57,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server(monkeypatch):
-    """Base URL of a server holding /bert.fake.zip and /not-a-zip.zip."""
+    """Base URL of a server holding /bert.fake.zip, a different file under
+    /other/bert.fake.zip, and /not-a-zip.zip."""
     for var in ('http_proxy', 'HTTP_PROXY', 'all_proxy', 'ALL_PROXY'):
         monkeypatch.delenv(var, raising=False)
     _Handler.files = {'/bert.fake.zip': ARCHIVE,
+                      '/other/bert.fake.zip': b'another file, same name',
                       '/not-a-zip.zip': b'this is not a zip archive'}
     httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -124,12 +128,31 @@ def test_archive_copied_by_hand_is_used_without_network(cache, monkeypatch):
     assert os.path.isfile(os.path.join(data_dir, 'pretrained.params'))
 
 
+def test_mirrors_are_tried_in_order_until_one_is_right(server, cache,
+                                                      monkeypatch, capsys):
+    mirrors = (_closed_port_url('bert.fake.zip'),   # offline
+               server + '/missing/bert.fake.zip',   # 404
+               server + '/truncated/bert.fake.zip',
+               server + '/other/bert.fake.zip',     # wrong SHA-1
+               server + '/bert.fake.zip')
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.fake', (mirrors, ARCHIVE_SHA1))
+    path = hub.download('bert.fake')
+    assert path == str(cache / 'bert.fake.zip')
+    assert hub.sha1_of(path) == ARCHIVE_SHA1
+    # every mirror was tried, in order, and each failure left nothing
+    tried = [line.split(' from ')[1].rstrip('.')
+             for line in capsys.readouterr().err.splitlines()
+             if line.startswith('Downloading ')]
+    assert tried == list(mirrors)
+    assert os.listdir(cache) == ['bert.fake.zip']
+
+
 def test_checksum_mismatch_is_an_error_and_leaves_nothing(server, cache,
                                                           monkeypatch):
     monkeypatch.setitem(hub.DATA_HUB, 'bert.fake',
                         (server + '/bert.fake.zip', '0' * 40))
     with pytest.raises(hub.DownloadError,
-                       match=f'SHA-1 mismatch .* expected 0{{40}}, got '
+                       match=f'SHA-1 mismatch: expected 0{{40}}, got '
                              f'{ARCHIVE_SHA1}'):
         hub.download_extract('bert.fake')
     assert os.listdir(cache) == []
@@ -146,16 +169,23 @@ def test_truncated_download_is_an_error_and_leaves_nothing(server, cache,
     assert os.listdir(cache) == []
 
 
-def test_offline_error_names_the_alternatives(cache, monkeypatch):
+def test_offline_error_names_every_mirror_and_the_alternatives(
+        cache, monkeypatch):
+    mirrors = (_closed_port_url('bert.small.zip'),
+               _closed_port_url('bert.small.zip'))
     monkeypatch.setitem(hub.DATA_HUB, 'bert.small',
-                        (_closed_port_url('bert.small.zip'),
-                         hub.DATA_HUB['bert.small'][1]))
+                        (mirrors, hub.DATA_HUB['bert.small'][1]))
     with pytest.raises(hub.DownloadError) as info:
         hub.download_extract('bert.small')
     message = str(info.value)
-    assert "could not download 'bert.small'" in message
+    assert "could not download 'bert.small' from any of its 2 mirrors" in (
+        message)
+    for url in mirrors:
+        assert f'{url}: no network?' in message
     assert 'd2l-bert pretrain --out DIR' in message
     assert f'copy bert.small.zip into {cache}' in message
+    # raised once all mirrors failed: no urllib traceback chained
+    assert info.value.__context__ is None and info.value.__cause__ is None
     assert os.listdir(cache) == []
 
 
@@ -194,9 +224,11 @@ def test_stale_cached_file_is_downloaded_again(server, cache, monkeypatch):
     assert hub.sha1_of(path) == ARCHIVE_SHA1
 
 
-def test_unknown_name_is_a_clear_error():
-    with pytest.raises(ValueError, match="one of DATA_HUB .* got 'bert.tiny'"):
-        hub.download('bert.tiny')
+@pytest.mark.parametrize('name', ['bert.tiny', [], ['ftp://x/y.zip']])
+def test_unknown_name_is_a_clear_error(name):
+    got = re.escape(repr(name))
+    with pytest.raises(ValueError, match=f'one of DATA_HUB .* got {got}'):
+        hub.download(name)
 
 
 def test_reachable_tells_served_cached_and_offline_apart(server, cache,
@@ -207,7 +239,11 @@ def test_reachable_tells_served_cached_and_offline_apart(server, cache,
                         (server + '/bert.gone.zip', ARCHIVE_SHA1))
     monkeypatch.setitem(hub.DATA_HUB, 'bert.offline',
                         (_closed_port_url('bert.offline.zip'), ARCHIVE_SHA1))
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.mirrored',
+                        ((_closed_port_url('bert.fake.zip'),
+                          server + '/bert.fake.zip'), ARCHIVE_SHA1))
     assert hub.reachable('bert.fake') is True
+    assert hub.reachable('bert.mirrored', timeout=2) is True
     assert hub.reachable('bert.gone') is False
     assert hub.reachable('bert.offline', timeout=2) is False
     # once in the cache, no network is needed
