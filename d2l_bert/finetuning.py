@@ -599,8 +599,24 @@ def train_ch13(net, train_iter, test_iter, loss, trainer, num_epochs,
     Defined in :numref:`sec_image_augmentation`.
 
     Prints the same two lines as the book (final loss and accuracies,
-    then examples/sec); instead of an animated plot it returns the
-    history, which `plot_history` draws.
+    then examples/sec) and, like the book's, returns None, so that a
+    notebook cell ending with the call shows just those lines.  The
+    figures along the way (the book's animated plot) are returned by
+    `train_ch13_history`, which runs the same loop; `plot_history` draws
+    them.  Parameters are those of `train_ch13_history`.
+    """
+    train_ch13_history(net, train_iter, test_iter, loss, trainer,
+                       num_epochs, devices, split_f, progress)
+
+
+def train_ch13_history(net, train_iter, test_iter, loss, trainer,
+                       num_epochs, devices, split_f=split_batch_multi_inputs,
+                       progress=False):
+    """`train_ch13`, returning the training history.
+
+    Prints what `train_ch13` prints; the history takes the place of the
+    book's animated plot (`plot_history` draws it, ``d2l-bert finetune``
+    saves it).
 
     Parameters
     ----------

@@ -344,9 +344,9 @@ def test_fine_tuning_on_two_cpus_learns_synthetic_snli(pretrained_dir,
     net.output.initialize(ctx=TWO_CPUS)
     trainer = gluon.Trainer(net.collect_params(), 'adam',
                             {'learning_rate': 1e-3})
-    history = ft.train_ch13(net, train_iter, test_iter,
-                            gluon.loss.SoftmaxCrossEntropyLoss(), trainer, 3,
-                            TWO_CPUS)
+    history = ft.train_ch13_history(net, train_iter, test_iter,
+                                    gluon.loss.SoftmaxCrossEntropyLoss(),
+                                    trainer, 3, TWO_CPUS)
     # chance is 1/3 and the first loss about ln 3 = 1.1; this seed reaches
     # 0.757
     assert history['test acc'][-1] > 0.6
@@ -355,9 +355,10 @@ def test_fine_tuning_on_two_cpus_learns_synthetic_snli(pretrained_dir,
     assert history['epoch'][-1] == pytest.approx(3.0)
 
 
-def test_train_ch13_prints_what_d2l_train_ch13_prints(pretrained_dir,
-                                                     snli_dir, capsys):
-    # same start, no dropout, no shuffling: both loops must agree
+def test_train_ch13_prints_and_returns_what_d2l_train_ch13_does(
+        pretrained_dir, snli_dir, capsys):
+    # same start, no dropout, no shuffling: both loops must agree; both
+    # return None, so a cell ending with the call shows only the printout
     def run(train_ch13, split_f):
         _seed(0)
         bert, vocab = ft.load_pretrained_model(
@@ -369,16 +370,17 @@ def test_train_ch13_prints_what_d2l_train_ch13_prints(pretrained_dir,
         trainer = gluon.Trainer(net.collect_params(), 'adam',
                                 {'learning_rate': 1e-3})
         capsys.readouterr()
-        train_ch13(net, train_iter, test_iter,
-                   gluon.loss.SoftmaxCrossEntropyLoss(), trainer, 1,
-                   [mx.cpu()], split_f)
+        returned = train_ch13(net, train_iter, test_iter,
+                              gluon.loss.SoftmaxCrossEntropyLoss(), trainer,
+                              1, [mx.cpu()], split_f)
         out = capsys.readouterr().out
         return re.search(r'loss [\d.]+, train acc [\d.]+, test acc [\d.]+',
-                         out).group()
+                         out).group(), returned
 
     ours = run(ft.train_ch13, ft.split_batch_multi_inputs)
     book = run(d2l.train_ch13, d2l.split_batch_multi_inputs)
     assert ours == book
+    assert ours[1] is None
 
 
 def test_plot_history_writes_a_png(tmp_path):

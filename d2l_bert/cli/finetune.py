@@ -188,9 +188,9 @@ def run(args):
     trainer = gluon.Trainer(net.collect_params(), 'adam',
                             {'learning_rate': args.lr})
     loss = gluon.loss.SoftmaxCrossEntropyLoss()
-    history = ft.train_ch13(net, train_iter, test_iter, loss, trainer,
-                            args.epochs, devices,
-                            progress=not args.no_progress)
+    history = ft.train_ch13_history(net, train_iter, test_iter, loss,
+                                    trainer, args.epochs, devices,
+                                    progress=not args.no_progress)
     seconds = time.time() - start
 
     os.makedirs(args.out, exist_ok=True)
