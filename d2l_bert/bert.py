@@ -11,7 +11,8 @@ import mxnet as mx
 import numpy as onp
 from mxnet.gluon import nn
 
-from .transformer import TransformerEncoderBlock, _check_activation
+from .transformer import (LayerNorm, TransformerEncoderBlock,
+                          _check_activation)
 
 #: Keyword arguments that give the book's classes the original BERT's
 #: architecture (GELU, LayerNorm after the embeddings, epsilon 1e-12)
@@ -105,7 +106,7 @@ class BERTEncoder(nn.HybridBlock):
         self.pos_embedding = self.params.get('pos_embedding',
                                              shape=(1, max_len, num_hiddens))
         if embedding_norm:
-            self.embedding_norm = nn.LayerNorm(epsilon=epsilon)
+            self.embedding_norm = LayerNorm(epsilon=epsilon)
             self.embedding_dropout = nn.Dropout(dropout)
         else:
             self.embedding_norm = self.embedding_dropout = None
@@ -184,7 +185,7 @@ class MaskLM(nn.HybridBlock):
         if activation == 'gelu':
             # Keep the book's indices mlp.0, mlp.1, mlp.2 for the weights
             self.mlp[0].act = nn.GELU()
-        self.mlp.add(nn.LayerNorm(epsilon=epsilon, in_channels=num_hiddens))
+        self.mlp.add(LayerNorm(epsilon=epsilon, in_channels=num_hiddens))
         shared = None if tied_embedding is None else tied_embedding.params
         self.mlp.add(nn.Dense(vocab_size, flatten=False, in_units=num_hiddens,
                               params=shared))

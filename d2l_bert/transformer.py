@@ -17,6 +17,7 @@ B: batch size, T: sequence length, H: num_hiddens, F: ffn_num_hiddens
 """
 from mxnet.gluon import nn
 
+from . import _kernels
 from .attention import MultiHeadAttention
 
 ACTIVATIONS = ('relu', 'gelu')
@@ -64,6 +65,25 @@ class PositionWiseFFN(nn.HybridBlock):
         return self.dense2(Y)                                # (B, T, H)
 
 
+class LayerNorm(nn.LayerNorm):
+    """Gluon's `nn.LayerNorm`, with a faster gradient in `train_bert`.
+
+    The same block, parameters (`gamma`, `beta`) and outputs as
+    `nn.LayerNorm`.  While `train_bert`'s one-graph step is traced
+    (`_kernels.training_graph`), a LayerNorm over the last axis computes
+    its backward pass with a compiled loop (`_kernels.layer_norm`):
+    MXNet 1.9's own is about 20 times slower than its forward pass.
+    Anywhere else, `nn.LayerNorm` runs as it is.
+    """
+
+    def hybrid_forward(self, F, data, gamma, beta):
+        """Parameters: data, shape (..., H). Returns shape (..., H)."""
+        if not _kernels.in_training_graph() or self._axis != -1:
+            return super().hybrid_forward(F, data, gamma, beta)
+        return _kernels.layer_norm(F, data, gamma, beta,
+                                   self._epsilon)            # (..., H)
+
+
 class AddNorm(nn.HybridBlock):
     """Residual connection followed by layer normalization.
 
@@ -80,7 +100,7 @@ class AddNorm(nn.HybridBlock):
     def __init__(self, dropout, epsilon=1e-5, **kwargs):
         super().__init__(**kwargs)
         self.dropout = nn.Dropout(dropout)
-        self.ln = nn.LayerNorm(epsilon=epsilon)
+        self.ln = LayerNorm(epsilon=epsilon)
 
     def hybrid_forward(self, F, X, Y):
         """Parameters: X, Y of shape (B, T, H). Returns shape (B, T, H)."""

@@ -1,0 +1,417 @@
+"""Fast gradients for the pretraining step: LayerNorm and the MLM loss.
+
+Two pieces of the book's pretraining step cost far more on a CPU than
+their arithmetic: MXNet 1.9's LayerNorm backward goes through its generic
+broadcast and reduce kernels (about 20 times its forward pass), and the
+MLM loss's `log_softmax` backward through oneDNN's reference loop over
+the 5120 x 20256 scores.  Here both get a gradient computed by compiled
+loops (`d2l_bert._numba_kernels`), wrapped as MXNet custom operators so
+that they run inside the hybridized graph of `train_bert`'s step:
+
+- `layer_norm(F, X, gamma, beta, epsilon)`: the forward pass is MXNet's
+  own `LayerNorm` (the same numbers as the book's); the backward pass is
+  one compiled loop over the rows.
+- `softmax_ce(F, scores, labels)`: the per-row loss of Gluon's
+  `SoftmaxCELoss` with integer labels (``-log_softmax(scores)[label]``),
+  forward and backward each one pass over the scores.
+
+They are used only while `train_bert`'s one-graph step is traced (the
+`training_graph` context of `pretraining._BatchLossBERT`): a model
+exported, or called on its own, keeps MXNet's operators only.  The plain
+path stays the test oracle (`tests/test_kernels.py`).
+
+The kernels need numba; without it, on a device other than the CPU, or
+with ``D2L_BERT_KERNELS=0`` in the environment, the plain path runs.
+Inside the operators, arrays on another device or of another type than
+float32 take a slower path built from MXNet operators, with the same
+results.
+"""
+import contextlib
+import ctypes
+import os
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import mxnet as mx
+import numpy as onp
+from mxnet.base import _LIB, check_call
+
+_state = threading.local()
+_available = None
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def available():
+    """Whether the compiled kernels can be used: numba imports and
+    ``D2L_BERT_KERNELS`` is not '0'."""
+    global _available
+    if os.environ.get('D2L_BERT_KERNELS', '1') == '0':
+        return False
+    if _available is None:
+        try:
+            _smoke_test()
+            _available = True
+        except Exception as e:  # no numba, or it cannot compile here
+            warnings.warn(f'd2l_bert: the compiled pretraining kernels are '
+                          f'not available ({type(e).__name__}: {e}); '
+                          f"MXNet's operators are used instead (slower)",
+                          RuntimeWarning, stacklevel=2)
+            _available = False
+    return _available
+
+
+def _smoke_test():
+    """Compile (or load from numba's cache) and run each loop once on a
+    tiny input, checking one number of each."""
+    from . import _numba_kernels as K
+    X = onp.array([[0.0, 1.0, 2.0]], onp.float32)
+    y = onp.array([2], onp.int32)
+    loss, lse = onp.empty(1, onp.float32), onp.empty(1, onp.float32)
+    K.softmax_ce_forward(X, y, loss, lse, 0, 1)
+    dX = onp.empty_like(X)
+    K.softmax_ce_backward(X, y, lse, onp.ones(1, onp.float32), dX, 0, 1)
+    expected = onp.log(onp.exp(X[0].astype(onp.float64)).sum()) - 2.0
+    dY, gamma = onp.ones((1, 3), onp.float32), onp.ones(3, onp.float32)
+    acc = onp.zeros((2, 3))
+    K.layer_norm_backward(dY, X, onp.ones(1, onp.float32),
+                          onp.ones(1, onp.float32), gamma, dX.copy(),
+                          acc[0], acc[1], 0, 1)
+    if not (abs(loss[0] - expected) < 1e-5 and abs(dX.sum()) < 1e-5
+            and acc[1].tolist() == [1.0, 1.0, 1.0]):
+        raise RuntimeError('a compiled loop gave a wrong result')
+
+
+@contextlib.contextmanager
+def training_graph(active=True):
+    """While active, `layer_norm` and `softmax_ce` build the custom
+    operators; otherwise the plain operators."""
+    previous = getattr(_state, 'active', False)
+    _state.active = bool(active)
+    try:
+        yield
+    finally:
+        _state.active = previous
+
+
+def in_training_graph():
+    """Whether `training_graph` is active in this thread."""
+    return getattr(_state, 'active', False)
+
+
+# ---------------------------------------------------------------------------
+# What the blocks call
+# ---------------------------------------------------------------------------
+
+def layer_norm(F, X, gamma, beta, epsilon):
+    """LayerNorm over the last axis, as `nn.LayerNorm` computes it.
+
+    Parameters
+    ----------
+    F : the operator namespace of `hybrid_forward`
+    X : shape (..., C)
+    gamma, beta : shape (C,)
+    epsilon : float
+
+    Returns
+    -------
+    shape (..., C)
+    """
+    if not in_training_graph():
+        return F.npx.layer_norm(X, gamma, beta, axis=-1, eps=epsilon)
+    Y = F.Custom(X.as_nd_ndarray(), gamma.as_nd_ndarray(),
+                 beta.as_nd_ndarray(),
+                   epsilon=repr(float(epsilon)),
+                   op_type='d2l_bert_layer_norm')[0]
+    return Y.as_np_ndarray()                                 # (..., C)
+
+
+def softmax_ce(F, scores, labels):
+    """``-log_softmax(scores)[label]`` per row: `SoftmaxCELoss`'s loss
+    before weighting.
+
+    Parameters
+    ----------
+    F : the operator namespace of `hybrid_forward`
+    scores : shape (N, V)
+    labels : shape (N,), integer values (clipped to [0, V) as `pick`
+        does)
+
+    Returns
+    -------
+    shape (N,)
+    """
+    if not in_training_graph():
+        return -F.npx.pick(F.npx.log_softmax(scores, axis=-1), labels,
+                           axis=-1)                          # (N,)
+    loss = F.Custom(scores.as_nd_ndarray(), labels.as_nd_ndarray(),
+                      op_type='d2l_bert_softmax_ce')[0]
+    return loss.as_np_ndarray()                              # (N,)
+
+
+# ---------------------------------------------------------------------------
+# Running the compiled loops
+# ---------------------------------------------------------------------------
+
+def _threads():
+    """Threads for the loops: ``OMP_NUM_THREADS`` if set (as MXNet's
+    operators), else every physical core."""
+    try:
+        return max(1, int(os.environ.get('OMP_NUM_THREADS', '')))
+    except ValueError:
+        from ._threads import physical_cores
+        return physical_cores()
+
+
+def _split(num_rows):
+    """Row ranges, one per thread."""
+    n = min(_threads(), max(num_rows, 1))
+    bounds = onp.linspace(0, num_rows, n + 1).astype(int)
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _run(kernel, num_rows, *args, per_chunk=None):
+    """Run `kernel(*args, r0, r1)` over the rows, chunks in parallel.
+
+    `per_chunk(k)` gives extra leading-after-args arrays for chunk k
+    (its own accumulators)."""
+    global _pool
+    chunks = _split(num_rows)
+    if len(chunks) == 1:
+        extra = per_chunk(0) if per_chunk else ()
+        kernel(*args, *extra, *chunks[0])
+        return
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(_threads(),
+                                       thread_name_prefix='d2l_bert')
+    futures = [_pool.submit(kernel, *args,
+                            *(per_chunk(k) if per_chunk else ()), r0, r1)
+               for k, (r0, r1) in enumerate(chunks)]
+    for f in futures:
+        f.result()
+
+
+def _host(arr):
+    """A NumPy view of a CPU array's memory (no copy), as 2-D rows.
+
+    The custom operator runs once its inputs are ready and before anyone
+    reads its outputs, so the memory can be used directly.
+    """
+    shape = arr.shape
+    dtype = onp.dtype(arr.dtype)
+    size = int(onp.prod(shape)) if shape else 1
+    if size == 0:
+        return onp.empty(shape, dtype)
+    ptr = ctypes.c_void_p()
+    check_call(_LIB.MXNDArrayGetData(arr.handle, ctypes.byref(ptr)))
+    buf = (ctypes.c_char * (size * dtype.itemsize)).from_address(ptr.value)
+    return onp.frombuffer(buf, dtype=dtype).reshape(shape)
+
+
+def _compiled(arrays):
+    """Whether the compiled loops can serve these arrays: float32 on the
+    CPU, with numba present."""
+    return (available() and all(
+        a.context.device_type == 'cpu' for a in arrays)
+        and arrays[0].dtype == onp.float32
+        and not getattr(_state, 'force_fallback', False))
+
+
+def _assign(dst, req, value):
+    """Store `value` (a NumPy array) into the MXNet array `dst` as `req`
+    asks ('null', 'write', 'inplace' or 'add')."""
+    if req == 'null':
+        return
+    out = _host(dst).reshape(value.shape)
+    if req == 'add':
+        out += value
+    else:
+        out[...] = value
+
+
+# ---------------------------------------------------------------------------
+# The custom operators
+# ---------------------------------------------------------------------------
+
+def _all_arrays(out_grad, in_data, out_data):
+    """Every array as a backward dependency.
+
+    MXNet 1.9 keeps the dependencies of the custom operator declared last
+    for all of them (`_registry.result_deps`), and fails on an array left
+    out by one operator but named by another; declaring every array keeps
+    the two operators here from tripping each other.
+    """
+    return list(out_grad) + list(in_data) + list(out_data)
+
+
+class _LayerNorm(mx.operator.CustomOp):
+    def __init__(self, epsilon):
+        super().__init__()
+        self.epsilon = epsilon
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        X, gamma, beta = [a.as_nd_ndarray() for a in in_data]
+        if all(r in ('write', 'inplace') for r in req):
+            # Y (..., C), mean and std (..., 1) written in place
+            mx.nd.LayerNorm(X, gamma, beta, axis=-1, eps=self.epsilon,
+                            output_mean_var=True,
+                            out=[o.as_nd_ndarray() for o in out_data])
+            return
+        results = mx.nd.LayerNorm(X, gamma, beta, axis=-1, eps=self.epsilon,
+                                  output_mean_var=True)
+        for k in range(3):
+            self.assign(out_data[k], req[k], results[k].as_np_ndarray())
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        X, gamma = in_data[0], in_data[1]
+        mean, std = out_data[1], out_data[2]
+        if not _compiled([X, gamma, out_grad[0]]):
+            return self._backward_plain(req, out_grad[0], X, gamma, mean,
+                                        std, in_grad)
+        from . import _numba_kernels as K
+        C = X.shape[-1]
+        dY = _host(out_grad[0]).reshape(-1, C)               # (N, C)
+        X2 = _host(X).reshape(-1, C)                         # (N, C)
+        mean1, std1 = _host(mean).reshape(-1), _host(std).reshape(-1)
+        N = X2.shape[0]
+        direct = req[0] in ('write', 'inplace')
+        dX = (_host(in_grad[0]).reshape(-1, C) if direct
+              else onp.empty((N, C), onp.float32))           # (N, C)
+        chunks = len(_split(N))
+        acc = onp.zeros((chunks, 2, C), onp.float64)
+        _run(K.layer_norm_backward, N, dY, X2, mean1, std1, _host(gamma),
+             dX, per_chunk=lambda k: (acc[k, 0], acc[k, 1]))
+        if not direct:
+            _assign(in_grad[0], req[0], dX)
+        sums = acc.sum(axis=0).astype(onp.float32)           # (2, C)
+        _assign(in_grad[1], req[1], sums[0])
+        _assign(in_grad[2], req[2], sums[1])
+
+    def _backward_plain(self, req, dY, X, gamma, mean, std, in_grad):
+        """The same gradient from MXNet operators (any device, type)."""
+        nd = mx.nd
+        dY, X, gamma = dY.as_nd_ndarray(), X.as_nd_ndarray(), \
+            gamma.as_nd_ndarray()
+        mean, std = mean.as_nd_ndarray(), std.as_nd_ndarray()
+        xhat = nd.broadcast_div(nd.broadcast_sub(X, mean), std)
+        dxhat = nd.broadcast_mul(dY, gamma)
+        a = nd.mean(dxhat, axis=-1, keepdims=True)
+        b = nd.mean(dxhat * xhat, axis=-1, keepdims=True)
+        dX = nd.broadcast_div(
+            nd.broadcast_sub(dxhat, a) - nd.broadcast_mul(xhat, b), std)
+        axes = tuple(range(X.ndim - 1))
+        self.assign(in_grad[0], req[0], dX.as_np_ndarray())
+        self.assign(in_grad[1], req[1],
+                    nd.sum(dY * xhat, axis=axes).as_np_ndarray())
+        self.assign(in_grad[2], req[2], nd.sum(dY, axis=axes).as_np_ndarray())
+
+
+@mx.operator.register('d2l_bert_layer_norm')
+class _LayerNormProp(mx.operator.CustomOpProp):
+    def __init__(self, epsilon='1e-05'):
+        super().__init__(need_top_grad=True)
+        self.epsilon = float(epsilon)
+
+    def list_arguments(self):
+        return ['data', 'gamma', 'beta']
+
+    def list_outputs(self):
+        return ['output', 'mean', 'std']
+
+    def infer_shape(self, in_shape):
+        data = tuple(in_shape[0])
+        C = data[-1]
+        stat = data[:-1] + (1,)
+        return [data, (C,), (C,)], [data, stat, stat], []
+
+    def infer_type(self, in_type):
+        t = in_type[0]
+        return [t, t, t], [t, t, t], []
+
+    def declare_backward_dependency(self, out_grad, in_data, out_data):
+        return _all_arrays(out_grad, in_data, out_data)
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _LayerNorm(self.epsilon)
+
+
+class _SoftmaxCE(mx.operator.CustomOp):
+    def forward(self, is_train, req, in_data, out_data, aux):
+        scores, labels = in_data
+        if not _compiled([scores]):
+            return self._forward_plain(req, scores, labels, out_data)
+        from . import _numba_kernels as K
+        X = _host(scores)                                    # (N, V)
+        N = X.shape[0]
+        y = _host(labels).astype(onp.int32)                  # (N,)
+        loss = onp.empty(N, onp.float32)
+        lse = onp.empty(N, onp.float32)
+        _run(K.softmax_ce_forward, N, X, y, loss, lse)
+        _assign(out_data[0], req[0], loss)
+        _assign(out_data[1], req[1], lse)
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        scores, labels = in_data
+        if req[1] != 'null':
+            self.assign(in_grad[1], req[1], mx.np.zeros_like(labels))
+        if req[0] == 'null':
+            return
+        if not _compiled([scores, out_grad[0]]):
+            return self._backward_plain(req, out_grad[0], scores, labels,
+                                        in_grad)
+        from . import _numba_kernels as K
+        X = _host(scores)                                    # (N, V)
+        N = X.shape[0]
+        y = _host(labels).astype(onp.int32)                  # (N,)
+        g = onp.ascontiguousarray(_host(out_grad[0]))        # (N,)
+        lse = _host(out_data[1])                             # (N,)
+        direct = req[0] in ('write', 'inplace')
+        dX = _host(in_grad[0]) if direct else onp.empty_like(X)
+        _run(K.softmax_ce_backward, N, X, y, lse, g, dX)
+        if not direct:
+            _assign(in_grad[0], req[0], dX)
+
+    def _forward_plain(self, req, scores, labels, out_data):
+        nd = mx.nd
+        X, y = scores.as_nd_ndarray(), labels.as_nd_ndarray()
+        loss = -nd.pick(nd.log_softmax(X, axis=-1), y, axis=-1)
+        lse = loss + nd.pick(X, y, axis=-1)
+        self.assign(out_data[0], req[0], loss.as_np_ndarray())
+        self.assign(out_data[1], req[1], lse.as_np_ndarray())
+
+    def _backward_plain(self, req, g, scores, labels, in_grad):
+        nd = mx.nd
+        X, y = scores.as_nd_ndarray(), labels.as_nd_ndarray()
+        V = X.shape[-1]
+        y = nd.clip(y, 0, V - 1)
+        dX = nd.broadcast_mul(
+            nd.softmax(X, axis=-1) - nd.one_hot(y, V, dtype=X.dtype),
+            g.as_nd_ndarray().reshape((-1, 1)))
+        self.assign(in_grad[0], req[0], dX.as_np_ndarray())
+
+
+@mx.operator.register('d2l_bert_softmax_ce')
+class _SoftmaxCEProp(mx.operator.CustomOpProp):
+    def __init__(self):
+        super().__init__(need_top_grad=True)
+
+    def list_arguments(self):
+        return ['scores', 'labels']
+
+    def list_outputs(self):
+        return ['loss', 'lse']
+
+    def infer_shape(self, in_shape):
+        N = in_shape[0][0]
+        return [tuple(in_shape[0]), (N,)], [(N,), (N,)], []
+
+    def infer_type(self, in_type):
+        return in_type, [in_type[0], in_type[0]], []
+
+    def declare_backward_dependency(self, out_grad, in_data, out_data):
+        return _all_arrays(out_grad, in_data, out_data)
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _SoftmaxCE()
