@@ -609,10 +609,8 @@ def load_checkpoint(path, net, trainer, devices, *, config=None):
 # Training
 # ---------------------------------------------------------------------------
 
-def train_bert(train_iter, net, loss, vocab_size, devices, num_steps, *,
-               learning_rate=BOOK_LEARNING_RATE, plot='auto', progress=True,
-               checkpoint=None, checkpoint_every=10, resume=False,
-               config=None):
+def train_bert(train_iter, net, loss, vocab_size, devices, num_steps,
+               **kwargs):
     """Pretrain BERT on masked language modeling and next sentence
     prediction for `num_steps` steps.
 
@@ -620,7 +618,23 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps, *,
 
     Every batch is split across `devices`; Adam updates the parameters
     once per batch.  At the end, prints the MLM and NSP losses averaged
-    over all steps and the throughput, as the book does.
+    over all steps and the throughput and, like the book's, returns None,
+    so that a notebook cell ending with the call shows just that.  The
+    per-step losses are returned by `train_bert_history`, which runs the
+    same loop; its parameters are these.
+    """
+    train_bert_history(train_iter, net, loss, vocab_size, devices,
+                       num_steps, **kwargs)
+
+
+def train_bert_history(train_iter, net, loss, vocab_size, devices,
+                       num_steps, *, learning_rate=BOOK_LEARNING_RATE,
+                       plot='auto', progress=True, checkpoint=None,
+                       checkpoint_every=10, resume=False, config=None):
+    """`train_bert`, returning the per-step losses.
+
+    Prints what `train_bert` prints, and draws the loss curves as it
+    does.
 
     Parameters
     ----------

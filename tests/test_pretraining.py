@@ -99,10 +99,18 @@ def test_batch_loss_equals_d2l_1_0_3_on_each_shard(small_corpus):
 # train_bert
 # ---------------------------------------------------------------------------
 
+def test_train_bert_returns_none_as_the_books_does(small_corpus, capsys):
+    train_iter, vocab, net = make_run(small_corpus)
+    assert P.train_bert(train_iter, net, gluon.loss.SoftmaxCELoss(),
+                        len(vocab), [mx.cpu()], 1, progress=False) is None
+    assert capsys.readouterr().out.startswith('MLM loss ')
+
+
 def test_train_bert_prints_the_books_two_lines(small_corpus, capsys):
     train_iter, vocab, net = make_run(small_corpus)
-    history = P.train_bert(train_iter, net, gluon.loss.SoftmaxCELoss(),
-                           len(vocab), [mx.cpu()], 3)
+    history = P.train_bert_history(
+        train_iter, net, gluon.loss.SoftmaxCELoss(), len(vocab), [mx.cpu()],
+        3)
     out = capsys.readouterr().out.splitlines()
     assert re.fullmatch(r'MLM loss \d+\.\d{3}, NSP loss \d+\.\d{3}', out[0])
     assert re.fullmatch(r'\d+\.\d sentence pairs/sec on \[cpu\(0\)\]',
@@ -117,8 +125,8 @@ def test_train_bert_prints_the_books_two_lines(small_corpus, capsys):
 def test_train_bert_saves_the_loss_plot_as_png(small_corpus, tmp_path):
     train_iter, vocab, net = make_run(small_corpus)
     png = tmp_path / 'loss.png'
-    history = P.train_bert(train_iter, net, gluon.loss.SoftmaxCELoss(),
-                           len(vocab), [mx.cpu()], 2, plot=str(png))
+    history = P.train_bert_history(train_iter, net, gluon.loss.SoftmaxCELoss(),
+                                   len(vocab), [mx.cpu()], 2, plot=str(png))
     with open(png, 'rb') as f:
         assert f.read(8) == b'\x89PNG\r\n\x1a\n'
     steps, mlm, nsp = history.running_means()
@@ -160,9 +168,9 @@ def test_pretraining_learns_on_the_embedded_corpus(learning_corpus):
                                    split='valid', vocab=vocab)
     net = BERTModel(len(vocab), **LEARN_BERT)
     net.initialize(init.Xavier())
-    history = P.train_bert(train_iter, net, gluon.loss.SoftmaxCELoss(),
-                           len(vocab), [mx.cpu()], LEARN_STEPS,
-                           learning_rate=LEARN_LR, progress=False)
+    history = P.train_bert_history(train_iter, net, gluon.loss.SoftmaxCELoss(),
+                                   len(vocab), [mx.cpu()], LEARN_STEPS,
+                                   learning_rate=LEARN_LR, progress=False)
     assert onp.log(len(vocab)) - onp.mean(history.mlm[-10:]) > \
         MLM_LOSS_DROP
     accuracy = P.evaluate_bert(net, valid_iter, len(vocab), [mx.cpu()])
@@ -204,8 +212,9 @@ def test_two_cpu_contexts_train_like_one(capsys):
         seed_all(0)
         net = BERTModel(vocab_size, dropout=0.0, **TINY)
         net.initialize(init.Xavier(), ctx=devices)
-        history = P.train_bert(batches, net, gluon.loss.SoftmaxCELoss(),
-                               vocab_size, devices, 4, progress=False)
+        history = P.train_bert_history(
+            batches, net, gluon.loss.SoftmaxCELoss(), vocab_size, devices, 4,
+            progress=False)
         results.append((history, net))
     (one, net_one), (two, net_two) = results
     # float32 sums in another order, over 4 Adam steps
@@ -235,9 +244,9 @@ def test_train_bert_on_a_gpu_like_on_the_cpu():
         seed_all(0)
         net = BERTModel(vocab_size, dropout=0.0, **TINY)
         net.initialize(init.Xavier(), ctx=devices)
-        results.append(P.train_bert(batches, net,
-                                    gluon.loss.SoftmaxCELoss(), vocab_size,
-                                    devices, 2, progress=False))
+        results.append(P.train_bert_history(
+            batches, net, gluon.loss.SoftmaxCELoss(), vocab_size, devices, 2,
+            progress=False))
     onp.testing.assert_allclose(results[0].mlm, results[1].mlm, atol=1e-3)
 
 
@@ -249,10 +258,10 @@ def train_with_checkpoint(corpus_dir, num_steps, path, resume=False,
                           config=None):
     # Dropout on: resuming must also repeat MXNet's random masks
     train_iter, vocab, net = make_run(corpus_dir, dropout=0.2)
-    history = P.train_bert(train_iter, net, gluon.loss.SoftmaxCELoss(),
-                           len(vocab), [mx.cpu()], num_steps,
-                           checkpoint=str(path), checkpoint_every=3,
-                           resume=resume, config=config, progress=False)
+    history = P.train_bert_history(
+        train_iter, net, gluon.loss.SoftmaxCELoss(), len(vocab), [mx.cpu()],
+        num_steps, checkpoint=str(path), checkpoint_every=3, resume=resume,
+        config=config, progress=False)
     return history, net
 
 

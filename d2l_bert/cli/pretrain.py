@@ -123,7 +123,7 @@ def main(args):
     from ..bert import BERTModel
     from ..dataset import load_data_wiki
     from ..pretraining import (evaluate_bert, save_pretrained,
-                               train_bert)
+                               train_bert_history)
 
     _seed_everything(args.seed)
     print(CPU_THREADS)
@@ -164,7 +164,7 @@ def main(args):
     print(f'pretraining {args.steps} steps on {devices} ...', flush=True)
     plot = os.path.join(out, PLOT_FILE)
     try:
-        history = train_bert(
+        history = train_bert_history(
             train_iter, net, loss, len(vocab), devices, args.steps,
             learning_rate=args.lr, plot=plot, checkpoint=checkpoint,
             checkpoint_every=args.checkpoint_every, resume=args.resume,
