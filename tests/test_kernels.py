@@ -246,6 +246,7 @@ def test_softmax_ce_takes_the_fallback_for_float64(compiled_calls,
                    "custom operator runs on MXNet's own threads: it never "
                    'sees it')
 def test_force_fallback_reaches_the_operator(monkeypatch):
+    # The hook the module offers for forcing the fallback on float32
     calls = []
     original = K._SoftmaxCE._forward_plain
 
@@ -292,12 +293,9 @@ def layer_norm_run(block, X, head, grad_req='write', times=1):
         with autograd.record():
             Y = block(X)
         Y.backward(head)
-    return [a.asnumpy() for a in (Y, X.grad, block.block.gamma.grad()
-                                  if isinstance(block, Traced)
-                                  else block.gamma.grad(),
-                                  block.block.beta.grad()
-                                  if isinstance(block, Traced)
-                                  else block.beta.grad())]
+    norm = block.block if isinstance(block, Traced) else block
+    return [a.asnumpy() for a in (Y, X.grad, norm.gamma.grad(),
+                                  norm.beta.grad())]
 
 
 def layer_norm_case(shape, epsilon):
@@ -510,7 +508,8 @@ def test_pretraining_step_keeps_a_weighted_loss(tiny_batch):
     assert_steps_close(got, expected)
 
 
-def test_two_cpu_contexts_with_kernels_equal_one(tiny_batch):
+def test_two_cpu_contexts_with_kernels_equal_one(tiny_batch,
+                                                 compiled_calls):
     devices = [mx.cpu(0), mx.cpu(1)]
     net2 = make_net(tiny_batch, devices)
     net1 = make_net(tiny_batch)
@@ -523,6 +522,10 @@ def test_two_cpu_contexts_with_kernels_equal_one(tiny_batch):
     with autograd.record():
         mlm_ls, nsp_ls, ls = batch_loss(*shards)
     autograd.backward(ls)
+    mx.nd.waitall()
+    # One loss per shard, on its own context
+    assert compiled_calls.count('softmax_ce_backward') == 2
+    assert [l.context for l in ls] == devices
     got_grads = {name: [g.asnumpy() for g in p.list_grad()]
                  for name, p in net2._collect_params_with_prefix().items()
                  if p.grad_req != 'null'}
