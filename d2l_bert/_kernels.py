@@ -215,8 +215,7 @@ def _compiled(arrays):
     CPU, with numba present."""
     return (available() and all(
         a.context.device_type == 'cpu' for a in arrays)
-        and arrays[0].dtype == onp.float32
-        and not getattr(_state, 'force_fallback', False))
+        and arrays[0].dtype == onp.float32)
 
 
 def _assign(dst, req, value):

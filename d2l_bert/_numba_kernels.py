@@ -20,8 +20,10 @@ Dimension key: N rows, V vocabulary size, C channels (num_hiddens).
 import numba
 import numpy as onp
 
-# fastmath without 'nnan' and 'ninf': a NaN or an infinity in the scores
-# must still give a NaN loss, as the plain path does
+# fastmath without 'nnan' and 'ninf': a NaN or an infinity anywhere in a
+# row of scores gives that row a NaN loss and gradient (MXNet's
+# `log_softmax` gives NaN only where the label's score is NaN), so a
+# diverging run shows at once
 FASTMATH = {'reassoc', 'contract', 'arcp', 'nsz', 'afn'}
 
 _LOG2E = onp.float32(1.4426950408889634)
