@@ -62,6 +62,23 @@ def available():
     return _available
 
 
+def describe(devices=None):
+    """One line saying whether `train_bert` will use the compiled
+    gradients on `devices` (a list of contexts; default: the CPU), and
+    why not."""
+    devices = list(devices) if devices is not None else [mx.cpu()]
+    if os.environ.get('D2L_BERT_KERNELS', '1') == '0':
+        why = 'off (D2L_BERT_KERNELS=0)'
+    elif any(d.device_type != 'cpu' for d in devices):
+        why = "off on a GPU (MXNet's own operators run there)"
+    elif not available():
+        why = "off (numba is missing or failed; MXNet's operators run)"
+    else:
+        import numba
+        why = f'on (numba {numba.__version__}, {_threads()} threads)'
+    return f'compiled LayerNorm and MLM-loss gradients: {why}'
+
+
 def _smoke_test():
     """Compile (or load from numba's cache) and run each loop once on a
     tiny input, checking one number of each."""

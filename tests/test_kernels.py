@@ -592,3 +592,11 @@ def test_unavailable_kernels_warn_with_the_reason(monkeypatch, tiny_batch):
 
 def test_smoke_test_passes_here():
     K._smoke_test()
+
+
+def test_describe_says_whether_the_kernels_run(monkeypatch):
+    assert K.describe().startswith(
+        'compiled LayerNorm and MLM-loss gradients: on (numba ')
+    assert 'off on a GPU' in K.describe([mx.cpu(), mx.gpu(0)])
+    monkeypatch.setenv('D2L_BERT_KERNELS', '0')
+    assert K.describe().endswith('off (D2L_BERT_KERNELS=0)')

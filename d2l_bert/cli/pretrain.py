@@ -119,7 +119,7 @@ def main(args):
 
     from mxnet import gluon, init
 
-    from .. import CPU_THREADS
+    from .. import CPU_THREADS, _kernels
     from ..bert import BERTModel
     from ..dataset import load_data_wiki
     from ..pretraining import (evaluate_bert, save_pretrained,
@@ -161,6 +161,7 @@ def main(args):
     checkpoint = os.path.join(out, CHECKPOINT_FILE)
     if args.resume and not os.path.exists(checkpoint):
         print(f'no checkpoint at {checkpoint}: starting from step 0')
+    print(_kernels.describe(devices))
     print(f'pretraining {args.steps} steps on {devices} ...', flush=True)
     plot = os.path.join(out, PLOT_FILE)
     try:
