@@ -15,9 +15,11 @@ that they run inside the hybridized graph of `train_bert`'s step:
   `SoftmaxCELoss` with integer labels (``-log_softmax(scores)[label]``),
   forward and backward each one pass over the scores.
 
-They are used only while `train_bert`'s one-graph step is traced (the
-`training_graph` context of `pretraining._BatchLossBERT`): a model
-exported, or called on its own, keeps MXNet's operators only.  The plain
+They are used only inside the `training_graph` context: while
+`train_bert`'s one-graph step is traced (`pretraining._BatchLossBERT`),
+and during the forward pass of a fine-tuning step
+(`finetuning.train_batch_ch13`, LayerNorm only).  A model exported, or
+called on its own, keeps MXNet's operators only.  The plain
 path stays the test oracle (`tests/test_kernels.py`).
 
 The kernels need numba; without it, on a device other than the CPU, or

@@ -69,11 +69,11 @@ class LayerNorm(nn.LayerNorm):
     """Gluon's `nn.LayerNorm`, with a faster gradient in `train_bert`.
 
     The same block, parameters (`gamma`, `beta`) and outputs as
-    `nn.LayerNorm`.  While `train_bert`'s one-graph step is traced
-    (`_kernels.training_graph`), a LayerNorm over the last axis computes
-    its backward pass with a compiled loop (`_kernels.layer_norm`):
-    MXNet 1.9's own is about 20 times slower than its forward pass.
-    Anywhere else, `nn.LayerNorm` runs as it is.
+    `nn.LayerNorm`.  In `train_bert`'s step and in a fine-tuning step
+    (inside `_kernels.training_graph`), a LayerNorm over the last axis
+    computes its backward pass with a compiled loop
+    (`_kernels.layer_norm`): MXNet 1.9's own is about 20 times slower
+    than its forward pass.  Anywhere else, `nn.LayerNorm` runs as it is.
     """
 
     def hybrid_forward(self, F, data, gamma, beta):
