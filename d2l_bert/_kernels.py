@@ -140,9 +140,8 @@ def layer_norm(F, X, gamma, beta, epsilon):
     if not in_training_graph():
         return F.npx.layer_norm(X, gamma, beta, axis=-1, eps=epsilon)
     Y = F.Custom(X.as_nd_ndarray(), gamma.as_nd_ndarray(),
-                 beta.as_nd_ndarray(),
-                   epsilon=repr(float(epsilon)),
-                   op_type='d2l_bert_layer_norm')[0]
+                 beta.as_nd_ndarray(), epsilon=repr(float(epsilon)),
+                 op_type='d2l_bert_layer_norm')[0]
     return Y.as_np_ndarray()                                 # (..., C)
 
 
@@ -165,7 +164,7 @@ def softmax_ce(F, scores, labels):
         return -F.npx.pick(F.npx.log_softmax(scores, axis=-1), labels,
                            axis=-1)                          # (N,)
     loss = F.Custom(scores.as_nd_ndarray(), labels.as_nd_ndarray(),
-                      op_type='d2l_bert_softmax_ce')[0]
+                    op_type='d2l_bert_softmax_ce')[0]
     return loss.as_np_ndarray()                              # (N,)
 
 
@@ -193,8 +192,8 @@ def _split(num_rows):
 def _run(kernel, num_rows, *args, per_chunk=None):
     """Run `kernel(*args, r0, r1)` over the rows, chunks in parallel.
 
-    `per_chunk(k)` gives extra leading-after-args arrays for chunk k
-    (its own accumulators)."""
+    With `per_chunk`, chunk k gets ``*per_chunk(k)`` (its own
+    accumulators) between `args` and its row range."""
     global _pool
     chunks = _split(num_rows)
     if len(chunks) == 1:
@@ -213,7 +212,7 @@ def _run(kernel, num_rows, *args, per_chunk=None):
 
 
 def _host(arr):
-    """A NumPy view of a CPU array's memory (no copy), as 2-D rows.
+    """A NumPy view of a CPU array's memory (no copy), same shape.
 
     The custom operator runs once its inputs are ready and before anyone
     reads its outputs, so the memory can be used directly.
