@@ -34,7 +34,7 @@ from collections import namedtuple
 
 import mxnet as mx
 import numpy as onp
-from mxnet import autograd, gluon, np
+from mxnet import autograd, gluon, np, npx
 from mxnet.gluon import nn
 
 from . import _kernels
@@ -709,9 +709,7 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
             shards = [gluon.utils.split_and_load(elem, devices,
                                                  even_split=False)
                       for elem in batch]
-            # Timed from here, as the book does: the previous step's
-            # backward pass and update, which run asynchronously, finish
-            # inside this step (reseeding waits for them)
+            # Timed from here until all of this step's work is done
             start = time.perf_counter()
             if mx_seed is not None:
                 mx.random.seed((mx_seed + step) % 2**31)
@@ -720,9 +718,13 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
             for l in ls:
                 l.backward()
             trainer.step(1)
-            # Reading the losses back waits for this step to finish
             mlm_l = sum(float(l) for l in mlm_ls) / len(mlm_ls)
             nsp_l = sum(float(l) for l in nsp_ls) / len(nsp_ls)
+            # Reading the losses back waits for the forward pass only.  The
+            # book stops its timer there; the backward pass and the update
+            # then finish while the next batch is copied, untimed, which
+            # overstated the throughput up to 2.5 times: wait for them
+            npx.waitall()
             history.seconds += time.perf_counter() - start
             history.mlm.append(mlm_l)
             history.nsp.append(nsp_l)
