@@ -204,9 +204,15 @@ def _run(kernel, num_rows, *args, per_chunk=None):
         if _pool is None:
             _pool = ThreadPoolExecutor(_threads(),
                                        thread_name_prefix='d2l_bert')
-    futures = [_pool.submit(kernel, *args,
-                            *(per_chunk(k) if per_chunk else ()), r0, r1)
-               for k, (r0, r1) in enumerate(chunks)]
+    futures = []
+    for k, (r0, r1) in enumerate(chunks):
+        extra = per_chunk(k) if per_chunk else ()
+        try:
+            futures.append(_pool.submit(kernel, *args, *extra, r0, r1))
+        except RuntimeError:
+            # The pool refuses work once the interpreter is shutting down,
+            # while MXNet may still run a pending step: finish it here
+            kernel(*args, *extra, r0, r1)
     for f in futures:
         f.result()
 

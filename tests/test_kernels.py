@@ -600,3 +600,26 @@ def test_describe_says_whether_the_kernels_run(monkeypatch):
     assert 'off on a GPU' in K.describe([mx.cpu(), mx.gpu(0)])
     monkeypatch.setenv('D2L_BERT_KERNELS', '0')
     assert K.describe().endswith('off (D2L_BERT_KERNELS=0)')
+
+
+def test_loops_run_in_the_calling_thread_once_the_pool_refuses_work(
+        monkeypatch):
+    # At interpreter exit the thread pool refuses new work while MXNet may
+    # still run a pending step: the rows are then done in the caller
+    scores = wide_scores(5, 7)
+    labels = np.array([0, 1, 2, 3, 4], dtype='int32')
+    head = np.ones(5)
+    expected = softmax_ce_run(scores, labels, head, True)
+    monkeypatch.setattr(K, '_threads', lambda: 2)
+    K._run(lambda *a: None, 4)               # make sure the pool exists
+    ran = []
+
+    def refuse(*args, **kwargs):
+        ran.append(1)
+        raise RuntimeError('cannot schedule new futures after interpreter '
+                           'shutdown')
+    monkeypatch.setattr(K._pool, 'submit', refuse)
+    got = softmax_ce_run(scores, labels, head, True)
+    assert ran                               # the pool was asked, refused
+    for a, b in zip(got, expected):
+        onp.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
