@@ -49,7 +49,7 @@ def available():
     """Whether the compiled kernels can be used: numba imports and
     ``D2L_BERT_KERNELS`` is not '0'."""
     global _available
-    if os.environ.get('D2L_BERT_KERNELS', '1') == '0':
+    if _disabled():
         return False
     if _available is None:
         try:
@@ -64,12 +64,23 @@ def available():
     return _available
 
 
+def _disabled():
+    """Whether the environment turns the kernels off."""
+    return os.environ.get('D2L_BERT_KERNELS', '1') == '0'
+
+
+def usable(contexts):
+    """Whether the compiled loops serve arrays on `contexts` (a list of
+    `mxnet.Context`): all of them CPUs, and `available()`."""
+    return all(c.device_type == 'cpu' for c in contexts) and available()
+
+
 def describe(devices=None):
     """One line saying whether `train_bert` will use the compiled
     gradients on `devices` (a list of contexts; default: the CPU), and
     why not."""
     devices = list(devices) if devices is not None else [mx.cpu()]
-    if os.environ.get('D2L_BERT_KERNELS', '1') == '0':
+    if _disabled():
         why = 'off (D2L_BERT_KERNELS=0)'
     elif any(d.device_type != 'cpu' for d in devices):
         why = "off on a GPU (MXNet's own operators run there)"
@@ -237,9 +248,8 @@ def _host(arr):
 def _compiled(arrays):
     """Whether the compiled loops can serve these arrays: float32 on the
     CPU, with numba present."""
-    return (available() and all(
-        a.context.device_type == 'cpu' for a in arrays)
-        and arrays[0].dtype == onp.float32)
+    return (arrays[0].dtype == onp.float32
+            and usable([a.context for a in arrays]))
 
 
 def _assign(dst, req, value):

@@ -584,9 +584,8 @@ def train_batch_ch13(net, features, labels, loss, trainer, devices,
     loss_sum, correct : float
     """
     X_shards, y_shards = split_f(features, labels, devices)
-    kernels = _kernels.available() and all(
-        d.device_type == 'cpu' for d in devices)
-    with autograd.record(), _kernels.training_graph(kernels):
+    with autograd.record(), _kernels.training_graph(
+            _kernels.usable(devices)):
         pred_shards = [net(X_shard) for X_shard in X_shards]
         ls = [loss(pred_shard, y_shard) for pred_shard, y_shard
               in zip(pred_shards, y_shards)]

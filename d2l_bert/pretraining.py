@@ -161,8 +161,8 @@ class _BatchLossBERT(nn.HybridBlock):
                                   self.net.encoder.vocab_size,
                                   self.net.encoder.max_len)
             _check_pred_positions(pred_positions_X, *tokens_X.shape)
-            kernels_on = (self.use_kernels and _kernels.available()
-                          and tokens_X.context.device_type == 'cpu')
+            kernels_on = (self.use_kernels
+                          and _kernels.usable([tokens_X.context]))
             if kernels_on != self._kernels_on:
                 self._kernels_on = kernels_on
                 self._clear_cached_op()
