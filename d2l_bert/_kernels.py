@@ -1,12 +1,14 @@
-"""Fast gradients for the pretraining step: LayerNorm and the MLM loss.
+"""Compiled CPU loops for the pretraining step: self-attention, LayerNorm
+and the MLM loss.
 
-Two pieces of the book's pretraining step cost far more on a CPU than
+Three pieces of the book's pretraining step cost far more on a CPU than
 their arithmetic: MXNet 1.9's LayerNorm backward goes through its generic
-broadcast and reduce kernels (about 20 times its forward pass), and the
-MLM loss's `log_softmax` backward through oneDNN's reference loop over
-the 5120 x 20256 scores.  Here both get a gradient computed by compiled
-loops (`d2l_bert._numba_kernels`), wrapped as MXNet custom operators so
-that they run inside the hybridized graph of `train_bert`'s step:
+broadcast and reduce kernels (about 20 times its forward pass), the MLM
+loss's `log_softmax` backward through oneDNN's reference loop over the
+5120 x 20256 scores, and the interleaved attention operators run on one
+thread.  Here compiled loops (`d2l_bert._numba_kernels`) do that work,
+wrapped as MXNet custom operators so that they run inside the hybridized
+graph of `train_bert`'s step:
 
 - `layer_norm(F, X, gamma, beta, epsilon)`: the forward pass is MXNet's
   own `LayerNorm` (the same numbers as the book's); the backward pass is
@@ -14,19 +16,23 @@ that they run inside the hybridized graph of `train_bert`'s step:
 - `softmax_ce(F, scores, labels)`: the per-row loss of Gluon's
   `SoftmaxCELoss` with integer labels (``-log_softmax(scores)[label]``),
   forward and backward each one pass over the scores.
+- `self_attention(F, qkv, valid_lens, num_heads, dropout)`: the scaled
+  dot-product attention of every head, with its masking and dropout,
+  forward and backward; MXNet's interleaved attention operators use one
+  thread only.
 
 They are used only inside the `training_graph` context: while
 `train_bert`'s one-graph step is traced (`pretraining._BatchLossBERT`),
 and during the forward pass of a fine-tuning step
-(`finetuning.train_batch_ch13`, LayerNorm only).  A model exported, or
+(`finetuning.train_batch_ch13`: LayerNorm and attention).  A model exported, or
 called on its own, keeps MXNet's operators only.  The plain
 path stays the test oracle (`tests/test_kernels.py`).
 
 The kernels need numba; without it, on a device other than the CPU, or
 with ``D2L_BERT_KERNELS=0`` in the environment, the plain path runs.
-Inside the operators, arrays on another device or of another type than
-float32 take a slower path built from MXNet operators, with the same
-results.
+Inside the LayerNorm and loss operators, arrays on another device or of
+another type than float32 take a slower path built from MXNet operators,
+with the same results; the attention loops take float32 and float64.
 """
 import contextlib
 import ctypes
@@ -89,7 +95,7 @@ def describe(devices=None):
     else:
         import numba
         why = f'on (numba {numba.__version__}, {_threads()} threads)'
-    return f'compiled LayerNorm and MLM-loss gradients: {why}'
+    return f'compiled attention, LayerNorm and MLM-loss loops: {why}'
 
 
 def _smoke_test():
@@ -108,15 +114,28 @@ def _smoke_test():
     K.layer_norm_backward(dY, X, onp.ones(1, onp.float32),
                           onp.ones(1, onp.float32), gamma, dX.copy(),
                           acc[0], acc[1], 0, 1)
+    # Attention of one sequence, one head, d = 1: q = k = v = 1, length 1
+    qkv = onp.ones((1, 2, 3), onp.float32)
+    P, O = onp.empty((1, 2, 2), onp.float32), onp.empty((1, 2, 1), onp.float32)
+    args = (qkv, onp.array([1], onp.int32), 1, onp.float32(1),
+            onp.uint64(0), onp.uint64(0), onp.float32(1))
+    K.self_attention_forward(*args, P, O, 0, 1)
+    dqkv = onp.empty_like(qkv)
+    K.self_attention_backward(*args, P, onp.ones_like(O), onp.zeros_like(P),
+                              dqkv, 0, 1)
     if not (abs(loss[0] - expected) < 1e-5 and abs(dX.sum()) < 1e-5
-            and acc[1].tolist() == [1.0, 1.0, 1.0]):
+            and acc[1].tolist() == [1.0, 1.0, 1.0]
+            and P[:, :, 0].tolist() == [[1.0, 1.0]]
+            and O.ravel().tolist() == [1.0, 1.0]
+            and dqkv[0, :, 2].tolist() == [2.0, 0.0]):
         raise RuntimeError('a compiled loop gave a wrong result')
 
 
 @contextlib.contextmanager
 def training_graph(active=True):
-    """While active, `layer_norm` and `softmax_ce` build the custom
-    operators; otherwise the plain operators."""
+    """While active, `layer_norm`, `softmax_ce` and `MultiHeadAttention`'s
+    self-attention build the custom operators; otherwise the plain
+    operators."""
     previous = getattr(_state, 'active', False)
     _state.active = bool(active)
     try:
@@ -177,6 +196,49 @@ def softmax_ce(F, scores, labels):
     loss = F.Custom(scores.as_nd_ndarray(), labels.as_nd_ndarray(),
                     op_type='d2l_bert_softmax_ce')[0]
     return loss.as_np_ndarray()                              # (N,)
+
+
+def self_attention(F, qkv, valid_lens, num_heads, dropout):
+    """Scaled dot-product attention of every head, from the fused
+    projection `qkv`, as `MultiHeadAttention`'s book path computes it.
+
+    MXNet's interleaved attention operators run on one thread only, and
+    the masking and dropout around them cost as much again; here one
+    custom operator does the products (BLAS on blocks of one example and
+    head), the masked softmax and the dropout, pairs split among threads.
+    The dropout mask is a hash of its position and a seed that MXNet's
+    random generator draws (so `mx.random.seed` fixes it); it differs
+    from the mask of the plain path's `Dropout`, with the same rate.
+
+    Parameters
+    ----------
+    F : the operator namespace of `hybrid_forward`
+    qkv : shape (B, T, 3*H)
+        Queries, keys and values, head by head (`qkv_weight`'s layout).
+    valid_lens : shape (B,) or None
+    num_heads : int
+    dropout : float
+        Dropout rate on the attention weights, applied in training.
+
+    Returns
+    -------
+    output : shape (B, T, H)
+    attention_weights : shape (B*h, T, T), before dropout
+    """
+    qkv = qkv.as_nd_ndarray()
+    # The mask's seed: two random integers below 2**16, drawn in the graph
+    # so that `mx.random.seed` governs them
+    if F is mx.sym:
+        seed = F.random.uniform(0, 2 ** 16, shape=(2,))
+    else:
+        seed = F.random.uniform(0, 2 ** 16, shape=(2,), ctx=qkv.context)
+    args = [qkv, seed]
+    if valid_lens is not None:
+        args.append(valid_lens.as_nd_ndarray())
+    out = F.Custom(*args, heads=str(num_heads), dropout=repr(float(dropout)),
+                   has_lens=str(valid_lens is not None),
+                   op_type='d2l_bert_self_attention')
+    return out[0].as_np_ndarray(), out[1].as_np_ndarray()
 
 
 # ---------------------------------------------------------------------------
@@ -448,3 +510,124 @@ class _SoftmaxCEProp(mx.operator.CustomOpProp):
 
     def create_operator(self, ctx, shapes, dtypes):
         return _SoftmaxCE()
+
+
+class _SelfAttention(mx.operator.CustomOp):
+    """Inputs: qkv (B, T, 3*H), the dropout seed (2,), valid_lens (B,)
+    if given.  Outputs: the attention output (B, T, H), the weights
+    (B*h, T, T) and whether dropout was applied (1,), which the backward
+    pass needs."""
+
+    def __init__(self, heads, dropout, has_lens):
+        super().__init__()
+        self.heads, self.dropout, self.has_lens = heads, dropout, has_lens
+
+    def _arguments(self, in_data, T):
+        """qkv as float32/float64 NumPy, and the valid length of each
+        example as an int32 count of keys in [0, T]."""
+        qkv = in_data[0]
+        if not usable([qkv.context]):
+            raise RuntimeError('d2l_bert_self_attention runs on the CPU '
+                               'with numba only')
+        X = _host(qkv)                                       # (B, T, 3*H)
+        if X.dtype not in (onp.float32, onp.float64):
+            X = X.astype(onp.float32)
+        B = X.shape[0]
+        if self.has_lens:
+            # Key j is valid when j < valid_len, as in the book
+            lens = onp.ceil(onp.clip(_host(in_data[2]).astype(onp.float64),
+                                     0, T)).astype(onp.int32)  # (B,)
+        else:
+            lens = onp.full(B, T, onp.int32)                 # (B,)
+        return X, lens
+
+    def _scalars(self, X, seed, dropout_on):
+        """scale, seed, threshold and keep scale as the loops take them."""
+        d = X.shape[2] // (3 * self.heads)
+        scale = X.dtype.type(1 / onp.sqrt(d))
+        if not dropout_on:
+            return scale, onp.uint64(0), onp.uint64(0), X.dtype.type(1)
+        halves = _host(seed).astype(onp.int64)               # (2,)
+        seed = onp.uint64((halves[0] << 16) + halves[1])
+        threshold = onp.uint64(min(int(self.dropout * 2 ** 32), 2 ** 32))
+        keep = 1 / (1 - self.dropout) if self.dropout < 1 else 0.0
+        return scale, seed, threshold, X.dtype.type(keep)
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        from . import _numba_kernels as K
+        B, T = in_data[0].shape[:2]
+        X, lens = self._arguments(in_data, T)
+        dropout_on = bool(is_train and self.dropout > 0)
+        H = X.shape[2] // 3
+        O, P = [_host(out_data[k]) if self._direct(req[k], out_data[k], X)
+                else onp.empty(shape, X.dtype)
+                for k, shape in enumerate([(B, T, H),                # O
+                                           (B * self.heads, T, T)])]  # P
+        _run(K.self_attention_forward, B * self.heads, X, lens, self.heads,
+             *self._scalars(X, in_data[1], dropout_on), P, O)
+        flag = onp.array([dropout_on], onp.float32)
+        for k, value in enumerate((O, P, flag)):
+            if k == 2 or not self._direct(req[k], out_data[k], X):
+                _assign(out_data[k], req[k], value)
+
+    @staticmethod
+    def _direct(req, arr, X):
+        """Whether the loops can write into `arr` itself."""
+        return req in ('write', 'inplace') and arr.dtype == X.dtype
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        from . import _numba_kernels as K
+        for k in range(1, len(in_data)):                     # seed, lens
+            if req[k] != 'null':
+                self.assign(in_grad[k], req[k], mx.np.zeros_like(in_data[k]))
+        if req[0] == 'null':
+            return
+        B, T = in_data[0].shape[:2]
+        X, lens = self._arguments(in_data, T)
+        dropout_on = bool(_host(out_data[2])[0])
+        P = _host(out_data[1]).astype(X.dtype, copy=False)   # (B*h, T, T)
+        dO = _host(out_grad[0]).astype(X.dtype, copy=False)  # (B, T, H)
+        dP = _host(out_grad[1]).astype(X.dtype, copy=False)  # (B*h, T, T)
+        direct = self._direct(req[0], in_grad[0], X)
+        dX = _host(in_grad[0]) if direct else onp.empty_like(X)
+        _run(K.self_attention_backward, B * self.heads, X, lens, self.heads,
+             *self._scalars(X, in_data[1], dropout_on), P, dO, dP, dX)
+        if not direct:
+            _assign(in_grad[0], req[0], dX)
+
+
+@mx.operator.register('d2l_bert_self_attention')
+class _SelfAttentionProp(mx.operator.CustomOpProp):
+    def __init__(self, heads, dropout='0.0', has_lens='True'):
+        super().__init__(need_top_grad=True)
+        self.heads = int(heads)
+        self.dropout = float(dropout)
+        self.has_lens = has_lens == 'True'
+
+    def list_arguments(self):
+        return ['qkv', 'seed'] + (['valid_lens'] if self.has_lens else [])
+
+    def list_outputs(self):
+        return ['output', 'attention_weights', 'dropout_on']
+
+    def infer_shape(self, in_shape):
+        B, T, H3 = in_shape[0]
+        if H3 % (3 * self.heads):
+            raise ValueError(f'qkv must have 3 * num_heads * d columns, got '
+                             f'{H3} columns for num_heads={self.heads}')
+        if self.has_lens and tuple(in_shape[2]) != (B,):
+            raise ValueError(f'valid_lens must have shape ({B},), one '
+                             f'length per sequence, got '
+                             f'{tuple(in_shape[2])}')
+        return (list(map(tuple, in_shape)),
+                [(B, T, H3 // 3), (B * self.heads, T, T), (1,)], [])
+
+    def infer_type(self, in_type):
+        t = in_type[0]
+        return in_type, [t, t, onp.float32], []
+
+    def declare_backward_dependency(self, out_grad, in_data, out_data):
+        return _all_arrays(out_grad, in_data, out_data)
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _SelfAttention(self.heads, self.dropout, self.has_lens)

@@ -127,3 +127,172 @@ def layer_norm_backward(dY, X, mean, std, gamma, dX, dgamma, dbeta, r0, r1):
         b /= C
         for j in range(C):
             dX[i, j] = (dY[i, j] * gamma[j] - a - xhat[j] * b) * inv
+
+
+# ---------------------------------------------------------------------------
+# Self-attention of one (example, head) pair at a time
+# ---------------------------------------------------------------------------
+#
+# `qkv` (B, T, 3*H) holds, for each position, the query, key and value of
+# head 0 (d columns each), then those of head 1, and so on (the layout of
+# `MultiHeadAttention.qkv_weight`).  Pair ``bh = b * h + i`` is example b,
+# head i; its weights are row bh of `P` (B*h, T, T), its output columns
+# i*d to (i+1)*d of `O` (B, T, H).  A thread owns whole pairs, so no two
+# threads write the same memory.  The products of T x d and T x T blocks
+# go to BLAS (`np.dot`, through SciPy's BLAS), the rest is loops.
+
+_GOLDEN = 0x9E3779B1
+_MIX1 = 0x85EBCA6B
+_MIX2 = 0xC2B2AE35
+_LOW32 = 0xFFFFFFFF
+
+
+@numba.njit(nogil=True, cache=True, inline='always')
+def _uniform_bits(seed, index):
+    """32 random-looking bits from a seed and an index (MurmurHash3's
+    finaliser of ``index * golden + seed``): the dropout mask is a pure
+    function of its position, so the backward pass rebuilds it, and any
+    split of the pairs among threads draws the same mask."""
+    x = (onp.uint64(index) * onp.uint64(_GOLDEN) + onp.uint64(seed)) \
+        & onp.uint64(_LOW32)
+    x ^= x >> onp.uint64(16)
+    x = (x * onp.uint64(_MIX1)) & onp.uint64(_LOW32)
+    x ^= x >> onp.uint64(13)
+    x = (x * onp.uint64(_MIX2)) & onp.uint64(_LOW32)
+    x ^= x >> onp.uint64(16)
+    return x
+
+
+@numba.njit(nogil=True, cache=True)
+def dropout_scale(seed, threshold, keep_scale, bh, T, out):
+    """The dropout factors of pair `bh`'s T x T weights, into `out`:
+    `keep_scale` (1 / (1 - p)) where kept, 0 where dropped; an entry is
+    dropped when its 32 bits fall below `threshold` (p * 2**32)."""
+    base = bh * T * T
+    for q in range(T):
+        for k in range(T):
+            bits = _uniform_bits(seed, base + q * T + k)
+            out[q, k] = 0.0 if bits < threshold else keep_scale
+
+
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
+def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
+                           P, O, r0, r1):
+    """Weights and output of pairs r0 to r1.
+
+    ``P[bh] = softmax(Q K^T * scale)`` over the first ``lens[b]`` keys
+    (0 elsewhere; uniform over all T when ``lens[b] == 0``, as the book's
+    masking gives), then ``O = (P * dropout) V``.  `threshold` 0 means no
+    dropout.
+    """
+    T = qkv.shape[1]
+    d = qkv.shape[2] // (3 * h)
+    dt = qkv.dtype
+    Q = onp.empty((T, d), dt)
+    K = onp.empty((T, d), dt)
+    V = onp.empty((T, d), dt)
+    S = onp.empty((T, T), dt)
+    Pd = onp.empty((T, T), dt)
+    Ob = onp.empty((T, d), dt)
+    drop = onp.empty((T, T), dt)
+    for bh in range(r0, r1):
+        b, i = bh // h, bh % h
+        q0 = 3 * i * d
+        Q[:, :] = qkv[b, :, q0:q0 + d]
+        K[:, :] = qkv[b, :, q0 + d:q0 + 2 * d]
+        V[:, :] = qkv[b, :, q0 + 2 * d:q0 + 3 * d]
+        onp.dot(Q, K.T, S)                                   # (T, T)
+        L = lens[b]
+        for q in range(T):
+            if L == 0:
+                for k in range(T):
+                    P[bh, q, k] = 1.0 / T
+                continue
+            m = S[q, 0]
+            for k in range(L):
+                m = max(m, S[q, k])
+            total = 0.0
+            for k in range(L):
+                e = onp.exp((S[q, k] - m) * scale)
+                P[bh, q, k] = e
+                total += e
+            inv = 1.0 / total
+            for k in range(L):
+                P[bh, q, k] *= inv
+            for k in range(L, T):
+                P[bh, q, k] = 0.0
+        if threshold > 0:
+            dropout_scale(seed, threshold, keep_scale, bh, T, drop)
+            for q in range(T):
+                for k in range(T):
+                    Pd[q, k] = P[bh, q, k] * drop[q, k]
+        else:
+            Pd[:, :] = P[bh]
+        onp.dot(Pd, V, Ob)                                   # (T, d)
+        O[b, :, i * d:(i + 1) * d] = Ob
+
+
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
+def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
+                            P, dO, dW, dqkv, r0, r1):
+    """The gradient of ``sum(dO * O) + sum(dW * P)`` with respect to
+    `qkv`, for pairs r0 to r1, written into their columns of `dqkv`
+    (B, T, 3*H); `dW` (B*h, T, T) is the gradient reaching the weights
+    directly (zeros when only the output is used).
+
+    With ``Pd = P * dropout``: ``dV = Pd^T dO``; ``dP = (dO V^T) *
+    dropout + dW``; ``dS = P * (dP - rowsum(P * dP))`` on the valid keys, 0 on
+    the masked ones (the book's masking replaces their scores, so no
+    gradient reaches them); ``dQ = scale * dS K``, ``dK = scale * dS^T Q``.
+    """
+    T = qkv.shape[1]
+    d = qkv.shape[2] // (3 * h)
+    dt = qkv.dtype
+    Q = onp.empty((T, d), dt)
+    K = onp.empty((T, d), dt)
+    V = onp.empty((T, d), dt)
+    G = onp.empty((T, d), dt)                                # dO of the pair
+    Pd = onp.empty((T, T), dt)
+    dP = onp.empty((T, T), dt)
+    dS = onp.empty((T, T), dt)
+    drop = onp.empty((T, T), dt)
+    dQ = onp.empty((T, d), dt)
+    dK = onp.empty((T, d), dt)
+    dV = onp.empty((T, d), dt)
+    for bh in range(r0, r1):
+        b, i = bh // h, bh % h
+        q0 = 3 * i * d
+        Q[:, :] = qkv[b, :, q0:q0 + d]
+        K[:, :] = qkv[b, :, q0 + d:q0 + 2 * d]
+        V[:, :] = qkv[b, :, q0 + 2 * d:q0 + 3 * d]
+        G[:, :] = dO[b, :, i * d:(i + 1) * d]
+        if threshold > 0:
+            dropout_scale(seed, threshold, keep_scale, bh, T, drop)
+            for q in range(T):
+                for k in range(T):
+                    Pd[q, k] = P[bh, q, k] * drop[q, k]
+        else:
+            Pd[:, :] = P[bh]
+        onp.dot(Pd.T, G, dV)                                 # (T, d)
+        onp.dot(G, V.T, dP)                                  # (T, T)
+        if threshold > 0:
+            for q in range(T):
+                for k in range(T):
+                    dP[q, k] *= drop[q, k]
+        for q in range(T):
+            for k in range(T):
+                dP[q, k] += dW[bh, q, k]
+        L = lens[b]
+        for q in range(T):
+            a = 0.0
+            for k in range(L):
+                a += P[bh, q, k] * dP[q, k]
+            for k in range(L):
+                dS[q, k] = P[bh, q, k] * (dP[q, k] - a) * scale
+            for k in range(L, T):
+                dS[q, k] = 0.0
+        onp.dot(dS, K, dQ)                                   # (T, d)
+        onp.dot(dS.T, Q, dK)                                 # (T, d)
+        dqkv[b, :, q0:q0 + d] = dQ
+        dqkv[b, :, q0 + d:q0 + 2 * d] = dK
+        dqkv[b, :, q0 + 2 * d:q0 + 3 * d] = dV

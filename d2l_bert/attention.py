@@ -24,6 +24,8 @@ d: H / h, the size of one head, T: sequence length (self-attention)
 import mxnet as mx
 from mxnet.gluon import nn
 
+from . import _kernels
+
 
 def _is_symbol(X):
     """Return whether `X` is a symbol (the block is building its graph)."""
@@ -298,6 +300,15 @@ class MultiHeadAttention(nn.HybridBlock):
         """
         h = self.num_heads
         weight, bias = self.qkv_weight(F, X)
+        if self._kernel_serves(valid_lens):
+            qkv = F.npx.fully_connected(
+                X, weight, bias, num_hidden=3 * self.num_hiddens,
+                no_bias=bias is None, flatten=False)         # (B, T, 3*H)
+            output, attention_weights = _kernels.self_attention(
+                F, qkv, valid_lens, h, self.attention.dropout._rate)
+            if not _is_symbol(attention_weights):
+                self.attention.attention_weights = attention_weights
+            return self.W_o(output)                          # (B, T, H)
         # The operators take the sequence axis first
         X = F.np.transpose(X, (1, 0, 2))                     # (T, B, D)
         qkv = F.npx.fully_connected(
@@ -315,6 +326,16 @@ class MultiHeadAttention(nn.HybridBlock):
             qkv, dropped.as_nd_ndarray(), heads=h).as_np_ndarray()  # (T, B, H)
         output = F.np.transpose(output, (1, 0, 2))           # (B, T, H)
         return self.W_o(output)                              # (B, T, H)
+
+    def _kernel_serves(self, valid_lens):
+        """Whether the compiled attention loops (`_kernels.self_attention`)
+        run: inside `_kernels.training_graph`, with one valid length per
+        sequence (a graph's `valid_lens` is taken to be 1-D) and dropout
+        on whole weights."""
+        return (_kernels.in_training_graph()
+                and not self.attention.dropout._axes
+                and (valid_lens is None or _is_symbol(valid_lens)
+                     or valid_lens.ndim == 1))
 
     def transpose_qkv(self, X):
         """Split the last axis into heads and fold the heads into the batch.

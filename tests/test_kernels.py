@@ -21,7 +21,7 @@ from mxnet.gluon import nn
 from d2l_bert import BERTModel
 from d2l_bert import _kernels as K
 from d2l_bert import pretraining as P
-from d2l_bert.transformer import LayerNorm
+from d2l_bert.transformer import LayerNorm, TransformerEncoderBlock
 
 from conftest import TINY
 
@@ -355,6 +355,213 @@ def test_layer_norm_takes_the_fallback_for_float64(compiled_calls,
         onp.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
 
 
+# --- self_attention --------------------------------------------------------
+
+def attention_case(valid_lens, dropout=0.0, heads=4, T=5, D=16):
+    """A transformer block with random parameters, an input and lengths."""
+    block = TransformerEncoderBlock(D, 24, heads, dropout, use_bias=True)
+    block.initialize()
+    X = np.random.normal(size=(3, T, D))
+    lens = None if valid_lens is None else np.array(valid_lens, 'float32')
+    block(X, lens)                     # gives the projections their shape
+    for param in block.collect_params().values():
+        param.set_data(np.random.normal(0, 0.5, size=param.shape))
+    return block, X, lens
+
+
+def attention_run(block, X, lens, active, fused=True, hybridize=False,
+                  train=True):
+    """Output, input and parameter gradients, and attention weights of
+    `block`, the book's path (``active=False, fused=False``) or the
+    compiled one (``active=True``)."""
+    block.attention.fused = fused
+    traced = Traced(block, active)
+    traced.hybridize(active=hybridize)
+    X = X.copy()
+    X.attach_grad()
+    head = np.array(onp.random.RandomState(1).normal(size=X.shape)
+                    .astype('float32'))
+    args = (X,) if lens is None else (X, lens)
+    with autograd.record(train_mode=train):
+        Y = traced(*args)
+    Y.backward(head)
+    grads = {name: p.grad().asnumpy()
+             for name, p in block.collect_params().items()}
+    weights = block.attention.attention.__dict__.get('attention_weights')
+    return Y.asnumpy(), X.grad.asnumpy(), grads, weights
+
+
+def assert_attention_close(got, expected):
+    onp.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-5)
+    onp.testing.assert_allclose(got[1], expected[1], rtol=1e-4, atol=1e-5)
+    assert sorted(got[2]) == sorted(expected[2])
+    for name in got[2]:
+        onp.testing.assert_allclose(got[2][name], expected[2][name],
+                                    rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize('hybridize', [False, True])
+@pytest.mark.parametrize('valid_lens', [None, [5, 2, 3], [5, 0, 2.5]])
+def test_self_attention_equals_the_book_path(hybridize, valid_lens,
+                                             compiled_calls):
+    # Length 0: uniform weights, as the book's masking gives; 2.5: three
+    # keys, as the book's `position < valid_len`
+    block, X, lens = attention_case(valid_lens)
+    expected = attention_run(block, X, lens, False, fused=False)
+    assert not compiled_calls
+    got = attention_run(block, X, lens, True, hybridize=hybridize)
+    assert [c for c in compiled_calls if 'attention' in c] == [
+        'self_attention_forward', 'self_attention_backward']
+    assert_attention_close(got, expected)
+    if not hybridize:
+        assert got[3].shape == (3 * 4, 5, 5)
+        onp.testing.assert_allclose(got[3].asnumpy(), expected[3].asnumpy(),
+                                    rtol=1e-5, atol=1e-6)
+    if valid_lens == [5, 0, 2.5] and not hybridize:
+        weights = got[3].asnumpy().reshape(3, 4, 5, 5)
+        onp.testing.assert_allclose(weights[1], 0.2, rtol=1e-6)
+        assert (weights[2, :, :, 3:] == 0).all()
+
+
+def test_self_attention_with_lengths_per_query_keeps_mxnets_operators(
+        compiled_calls):
+    block, X, _ = attention_case(None)
+    lens = np.array([[1, 2, 3, 4, 5], [5, 5, 5, 5, 5], [3, 1, 4, 1, 5]],
+                    'float32')
+    expected = attention_run(block, X, lens, False, fused=False)
+    got = attention_run(block, X, lens, True)
+    assert compiled_calls and not [c for c in compiled_calls
+                                   if 'attention' in c]
+    assert_attention_close(got, expected)
+
+
+def book_attention(qkv, lens, h):
+    """Output and weights of the book's attention, from `qkv` (B, T,
+    3*H) in `qkv_weight`'s layout, built from MXNet operators."""
+    from d2l_bert.attention import masked_softmax
+    B, T, H3 = qkv.shape
+    d = H3 // (3 * h)
+    x = qkv.reshape(B, T, h, 3, d)
+    Q, K_, V = [x[:, :, :, k, :].transpose(0, 2, 1, 3).reshape(B * h, T, d)
+                for k in range(3)]                           # (B*h, T, d)
+    scores = mx.npx.batch_dot(Q, K_, transpose_b=True) / onp.sqrt(d)
+    W = masked_softmax(scores, np.repeat(lens, h, axis=0))   # (B*h, T, T)
+    O = mx.npx.batch_dot(W, V).reshape(B, h, T, d)
+    return O.transpose(0, 2, 1, 3).reshape(B, T, h * d), W
+
+
+def test_self_attention_passes_on_the_gradient_of_its_weights():
+    B, T, h, d = 2, 4, 2, 3
+    qkv = np.random.normal(size=(B, T, 3 * h * d))
+    lens = np.array([4, 2], 'float32')
+    G = np.random.normal(size=(B, T, h * d))
+    R = np.random.normal(size=(B * h, T, T))
+    results = []
+    for attend in (lambda x: K.self_attention(mx.nd, x, lens, h, 0.0),
+                   lambda x: book_attention(x, lens, h)):
+        x = qkv.copy()
+        x.attach_grad()
+        with autograd.record():
+            O, W = attend(x)
+            loss = (O * G).sum() + (W * R).sum()
+        loss.backward()
+        results.append((O.asnumpy(), W.asnumpy(), x.grad.asnumpy()))
+    for got, expected in zip(*results):
+        onp.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def attention_loops(qkv, lens, h, p, seed):
+    """The compiled loops called directly: weights, output, dropout
+    factors."""
+    from d2l_bert import _numba_kernels as NK
+    B, T, H3 = qkv.shape
+    d = H3 // (3 * h)
+    t = qkv.dtype.type
+    threshold = onp.uint64(int(p * 2 ** 32))
+    args = (qkv, lens, h, t(d ** -0.5), onp.uint64(seed), threshold,
+            t(1 / (1 - p)))
+    P = onp.empty((B * h, T, T), qkv.dtype)
+    O = onp.empty((B, T, H3 // 3), qkv.dtype)
+    NK.self_attention_forward(*args, P, O, 0, B * h)
+    drop = onp.stack([onp.ones((T, T), qkv.dtype) for _ in range(B * h)])
+    if p > 0:
+        for bh in range(B * h):
+            NK.dropout_scale(onp.uint64(seed), threshold, t(1 / (1 - p)),
+                             bh, T, drop[bh])
+    return args, P, O, drop
+
+
+def test_attention_loops_with_dropout_give_numpys_result_and_gradient():
+    # float64 (the loops take any float type), so that central
+    # differences check the backward pass to 1e-6
+    from d2l_bert import _numba_kernels as NK
+    B, T, h, d, p = 2, 5, 2, 3, 0.3
+    rng = onp.random.RandomState(0)
+    qkv = rng.normal(size=(B, T, 3 * h * d))
+    lens = onp.array([5, 3], onp.int32)
+    G = rng.normal(size=(B, T, h * d))
+    R = rng.normal(size=(B * h, T, T))
+    args, P, O, drop = attention_loops(qkv, lens, h, p, 777)
+    assert set(onp.unique(drop)) == {0.0, 1 / (1 - p)}
+    # NumPy: the book's masked softmax, the dropout factors, the product
+    x = qkv.reshape(B, T, h, 3, d).transpose(0, 2, 3, 1, 4)  # (B, h, 3, T, d)
+    Q, K_, V = x[:, :, 0], x[:, :, 1], x[:, :, 2]           # (B, h, T, d)
+    S = Q @ K_.transpose(0, 1, 3, 2) / onp.sqrt(d)          # (B, h, T, T)
+    S = onp.where(onp.arange(T) < lens[:, None, None, None], S, -1e6)
+    E = onp.exp(S - S.max(-1, keepdims=True))
+    W = E / E.sum(-1, keepdims=True)
+    Y = (W * drop.reshape(B, h, T, T)) @ V                  # (B, h, T, d)
+    onp.testing.assert_allclose(P, W.reshape(B * h, T, T), atol=1e-12)
+    onp.testing.assert_allclose(
+        O, Y.transpose(0, 2, 1, 3).reshape(B, T, h * d), atol=1e-12)
+
+    def f(q):
+        _, P2, O2, _ = attention_loops(q, lens, h, p, 777)
+        return (G * O2).sum() + (R * P2).sum()
+    dqkv = onp.empty_like(qkv)
+    NK.self_attention_backward(*args, P, G, R, dqkv, 0, B * h)
+    numeric = onp.empty_like(qkv)
+    for idx in onp.ndindex(*qkv.shape):
+        plus, minus = qkv.copy(), qkv.copy()
+        plus[idx] += 1e-6
+        minus[idx] -= 1e-6
+        numeric[idx] = (f(plus) - f(minus)) / 2e-6
+    onp.testing.assert_allclose(dqkv, numeric, rtol=1e-6, atol=1e-7)
+
+
+def test_dropout_mask_keeps_one_minus_p_and_depends_on_the_seed():
+    from d2l_bert import _numba_kernels as NK
+    T, p = 64, 0.2
+    threshold = onp.uint64(int(p * 2 ** 32))
+    masks = {}
+    for seed in (1, 2):
+        m = onp.empty((256, T, T), onp.float32)
+        for bh in range(256):
+            NK.dropout_scale(onp.uint64(seed), threshold, onp.float32(1.25),
+                             bh, T, m[bh])
+        masks[seed] = m
+    for m in masks.values():
+        assert set(onp.unique(m)) == {0.0, 1.25}
+        # 1M draws: the dropped share within 5 standard deviations
+        assert abs((m == 0).mean() - p) < 5 * onp.sqrt(p * (1 - p) / m.size)
+    assert 0.3 < (masks[1] != masks[2]).mean() < 0.34   # 2 p (1 - p)
+
+
+def test_self_attention_dropout_follows_mxnets_seed_and_training_mode():
+    block, X, lens = attention_case([5, 2, 3], dropout=0.5)
+    runs = []
+    for seed in (3, 3, 4):
+        mx.random.seed(seed)
+        runs.append(attention_run(block, X, lens, True))
+    onp.testing.assert_array_equal(runs[0][0], runs[1][0])
+    onp.testing.assert_array_equal(runs[0][1], runs[1][1])
+    assert not onp.allclose(runs[0][0], runs[2][0])
+    # Not training: no dropout, as on the book's path
+    got = attention_run(block, X, lens, True, train=False)
+    expected = attention_run(block, X, lens, False, fused=False, train=False)
+    assert_attention_close(got, expected)
+
+
 # --- Rows split among threads ----------------------------------------------
 
 @pytest.mark.parametrize('N', [1, 2, 7])
@@ -364,12 +571,18 @@ def test_threads_give_the_results_of_one_chunk(monkeypatch, N):
     labels = np.array(onp.random.randint(0, V, N).astype('int32'))
     head = head_weights(N)
     X, ln_head, _, ours = layer_norm_case((N, C), 1e-5)
-    results = {}
+    results, attention = {}, {}
+    block, A, lens = attention_case([5, 2, 3], dropout=0.5)
     for threads in (1, 3):
         monkeypatch.setattr(K, '_threads', lambda: threads)
         assert len(K._split(N)) == min(threads, N)
         results[threads] = (softmax_ce_run(scores, labels, head, True),
                             layer_norm_run(ours, X, ln_head))
+        mx.random.seed(5)
+        attention[threads] = attention_run(block, A, lens, True)[:2]
+    # Each (example, head) pair in one thread, the mask from its position
+    for a, b in zip(attention[1], attention[3]):
+        onp.testing.assert_array_equal(a, b)
     (ce1, ln1), (ce3, ln3) = results[1], results[3]
     # Row by row, the same arithmetic: the same bits
     for a, b in zip(ce1 + tuple(ln1[:2]), ce3 + tuple(ln3[:2])):
@@ -470,6 +683,8 @@ def test_pretraining_step_with_kernels_equals_without(tiny_batch, kwargs):
     assert 'Custom' not in graph_json(plain)
     assert custom_ops(fast) == (['d2l_bert_layer_norm']
                                 * num_layer_norms(net)
+                                + ['d2l_bert_self_attention']
+                                * TINY['num_blks']
                                 + ['d2l_bert_softmax_ce'])
     assert_steps_close(got, expected)
 
@@ -596,7 +811,7 @@ def test_smoke_test_passes_here():
 
 def test_describe_says_whether_the_kernels_run(monkeypatch):
     assert K.describe().startswith(
-        'compiled LayerNorm and MLM-loss gradients: on (numba ')
+        'compiled attention, LayerNorm and MLM-loss loops: on (numba ')
     assert 'off on a GPU' in K.describe([mx.cpu(), mx.gpu(0)])
     monkeypatch.setenv('D2L_BERT_KERNELS', '0')
     assert K.describe().endswith('off (D2L_BERT_KERNELS=0)')
