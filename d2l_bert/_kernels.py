@@ -98,10 +98,34 @@ def describe(devices=None):
     return f'compiled attention, LayerNorm and MLM-loss loops: {why}'
 
 
+def _single_threaded_blas():
+    """Give SciPy's OpenBLAS, which the attention loops call through
+    numba's `np.dot`, one thread: the loops already split the work among
+    threads, and OpenBLAS's own threads (for products above 64 x 64 x 64)
+    would fight them and MXNet's for the cores, 4 times slower at 128
+    tokens.  SciPy's `scipy.linalg` gets one thread too; MXNet's own
+    OpenBLAS is another library and keeps its threads.  Returns the
+    libraries set."""
+    import glob
+    import scipy
+    root = os.path.dirname(os.path.abspath(scipy.__file__))
+    done = []
+    for pattern in ('../scipy.libs/libopenblas*', '.dylibs/libopenblas*',
+                    '.libs/libopenblas*', '../scipy.libs/libopenblas*.dll'):
+        for path in glob.glob(os.path.join(root, pattern)):
+            try:
+                ctypes.CDLL(path).openblas_set_num_threads(1)
+                done.append(path)
+            except (OSError, AttributeError):
+                pass   # another BLAS: only the speed differs
+    return done
+
+
 def _smoke_test():
     """Compile (or load from numba's cache) and run each loop once on a
     tiny input, checking one number of each."""
     from . import _numba_kernels as K
+    _single_threaded_blas()
     X = onp.array([[0.0, 1.0, 2.0]], onp.float32)
     y = onp.array([2], onp.int32)
     loss, lse = onp.empty(1, onp.float32), onp.empty(1, onp.float32)

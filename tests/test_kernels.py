@@ -838,3 +838,12 @@ def test_loops_run_in_the_calling_thread_once_the_pool_refuses_work(
     assert ran                               # the pool was asked, refused
     for a, b in zip(got, expected):
         onp.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_scipys_openblas_gets_one_thread_for_the_attention_loops():
+    import ctypes
+    paths = K._single_threaded_blas()
+    if not paths:
+        pytest.skip('this SciPy has no OpenBLAS of its own')
+    assert all(ctypes.CDLL(p).openblas_get_num_threads() == 1
+               for p in paths)
