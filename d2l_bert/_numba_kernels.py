@@ -175,6 +175,31 @@ def dropout_scale(seed, threshold, keep_scale, bh, T, out):
             out[q, k] = 0.0 if bits < threshold else keep_scale
 
 
+@numba.njit(nogil=True, cache=True, inline='always')
+def _pair_inputs(qkv, b, i, d, Q, K, V):
+    """Copy the queries, keys and values of example b, head i into Q, K,
+    V (T, d); return the pair's first column in `qkv`."""
+    q0 = 3 * i * d
+    Q[:, :] = qkv[b, :, q0:q0 + d]
+    K[:, :] = qkv[b, :, q0 + d:q0 + 2 * d]
+    V[:, :] = qkv[b, :, q0 + 2 * d:q0 + 3 * d]
+    return q0
+
+
+@numba.njit(nogil=True, cache=True, inline='always')
+def _dropped(P, bh, seed, threshold, keep_scale, drop, Pd):
+    """``Pd = P[bh] * drop`` with pair bh's dropout factors in `drop`, or
+    ``Pd = P[bh]`` when `threshold` is 0 (no dropout)."""
+    T = Pd.shape[0]
+    if threshold > 0:
+        dropout_scale(seed, threshold, keep_scale, bh, T, drop)
+        for q in range(T):
+            for k in range(T):
+                Pd[q, k] = P[bh, q, k] * drop[q, k]
+    else:
+        Pd[:, :] = P[bh]
+
+
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
 def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
                            P, O, r0, r1):
@@ -197,10 +222,7 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
     drop = onp.empty((T, T), dt)
     for bh in range(r0, r1):
         b, i = bh // h, bh % h
-        q0 = 3 * i * d
-        Q[:, :] = qkv[b, :, q0:q0 + d]
-        K[:, :] = qkv[b, :, q0 + d:q0 + 2 * d]
-        V[:, :] = qkv[b, :, q0 + 2 * d:q0 + 3 * d]
+        _pair_inputs(qkv, b, i, d, Q, K, V)
         onp.dot(Q, K.T, S)                                   # (T, T)
         L = lens[b]
         for q in range(T):
@@ -221,13 +243,7 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
                 P[bh, q, k] *= inv
             for k in range(L, T):
                 P[bh, q, k] = 0.0
-        if threshold > 0:
-            dropout_scale(seed, threshold, keep_scale, bh, T, drop)
-            for q in range(T):
-                for k in range(T):
-                    Pd[q, k] = P[bh, q, k] * drop[q, k]
-        else:
-            Pd[:, :] = P[bh]
+        _dropped(P, bh, seed, threshold, keep_scale, drop, Pd)
         onp.dot(Pd, V, Ob)                                   # (T, d)
         O[b, :, i * d:(i + 1) * d] = Ob
 
@@ -261,18 +277,9 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
     dV = onp.empty((T, d), dt)
     for bh in range(r0, r1):
         b, i = bh // h, bh % h
-        q0 = 3 * i * d
-        Q[:, :] = qkv[b, :, q0:q0 + d]
-        K[:, :] = qkv[b, :, q0 + d:q0 + 2 * d]
-        V[:, :] = qkv[b, :, q0 + 2 * d:q0 + 3 * d]
+        q0 = _pair_inputs(qkv, b, i, d, Q, K, V)
         G[:, :] = dO[b, :, i * d:(i + 1) * d]
-        if threshold > 0:
-            dropout_scale(seed, threshold, keep_scale, bh, T, drop)
-            for q in range(T):
-                for k in range(T):
-                    Pd[q, k] = P[bh, q, k] * drop[q, k]
-        else:
-            Pd[:, :] = P[bh]
+        _dropped(P, bh, seed, threshold, keep_scale, drop, Pd)
         onp.dot(Pd.T, G, dV)                                 # (T, d)
         onp.dot(G, V.T, dP)                                  # (T, T)
         if threshold > 0:
