@@ -582,17 +582,17 @@ class _SelfAttention(mx.operator.CustomOp):
         B, T = in_data[0].shape[:2]
         X, lens = self._arguments(in_data, T)
         dropout_on = bool(is_train and self.dropout > 0)
-        H = X.shape[2] // 3
-        O, P = [_host(out_data[k]) if self._direct(req[k], out_data[k], X)
-                else onp.empty(shape, X.dtype)
-                for k, shape in enumerate([(B, T, H),                # O
-                                           (B * self.heads, T, T)])]  # P
+        shapes = [(B, T, X.shape[2] // 3),                   # O (B, T, H)
+                  (B * self.heads, T, T)]                    # P (B*h, T, T)
+        direct = [self._direct(req[k], out_data[k], X) for k in range(2)]
+        O, P = [_host(out_data[k]) if direct[k]
+                else onp.empty(shapes[k], X.dtype) for k in range(2)]
         _run(K.self_attention_forward, B * self.heads, X, lens, self.heads,
              *self._scalars(X, in_data[1], dropout_on), P, O)
-        flag = onp.array([dropout_on], onp.float32)
-        for k, value in enumerate((O, P, flag)):
-            if k == 2 or not self._direct(req[k], out_data[k], X):
+        for k, value in enumerate((O, P)):
+            if not direct[k]:
                 _assign(out_data[k], req[k], value)
+        _assign(out_data[2], req[2], onp.array([dropout_on], onp.float32))
 
     @staticmethod
     def _direct(req, arr, X):

@@ -300,32 +300,43 @@ class MultiHeadAttention(nn.HybridBlock):
         """
         h = self.num_heads
         weight, bias = self.qkv_weight(F, X)
-        if self._kernel_serves(valid_lens):
-            qkv = F.npx.fully_connected(
-                X, weight, bias, num_hidden=3 * self.num_hiddens,
-                no_bias=bias is None, flatten=False)         # (B, T, 3*H)
-            output, attention_weights = _kernels.self_attention(
-                F, qkv, valid_lens, h, self.attention.dropout._rate)
-            if not _is_symbol(attention_weights):
-                self.attention.attention_weights = attention_weights
-            return self.W_o(output)                          # (B, T, H)
-        # The operators take the sequence axis first
-        X = F.np.transpose(X, (1, 0, 2))                     # (T, B, D)
+        compiled = self._kernel_serves(valid_lens)
+        if not compiled:
+            # The interleaved operators take the sequence axis first
+            X = F.np.transpose(X, (1, 0, 2))                 # (T, B, D)
         qkv = F.npx.fully_connected(
             X, weight, bias, num_hidden=3 * self.num_hiddens,
-            no_bias=bias is None, flatten=False)             # (T, B, 3*H)
+            no_bias=bias is None, flatten=False)   # (B, T, 3*H) or (T, B, 3*H)
+        if compiled:
+            output, attention_weights = _kernels.self_attention(
+                F, qkv, valid_lens, h, self.attention.dropout._rate)
+        else:
+            output, attention_weights = self._interleaved_attention(
+                F, qkv, valid_lens)
+        if not _is_symbol(attention_weights):
+            self.attention.attention_weights = attention_weights
+        return self.W_o(output)                              # (B, T, H)
+
+    def _interleaved_attention(self, F, qkv, valid_lens):
+        """MXNet's interleaved attention operators on `qkv` (T, B, 3*H),
+        with the additive mask and the dropout of the weights.
+
+        Returns
+        -------
+        output : shape (B, T, H)
+        attention_weights : shape (B*h, T, T), before dropout
+        """
+        h = self.num_heads
         qkv = qkv.as_nd_ndarray()  # the operators are not NumPy-style
         # Queries are divided by sqrt(d) before the product
         scores = F.contrib.interleaved_matmul_selfatt_qk(
             qkv, heads=h).as_np_ndarray()                    # (B*h, T, T)
         attention_weights = _softmax_with_lens(F, scores, valid_lens, h)
-        if not _is_symbol(attention_weights):
-            self.attention.attention_weights = attention_weights
         dropped = self.attention.dropout(attention_weights)  # (B*h, T, T)
         output = F.contrib.interleaved_matmul_selfatt_valatt(
             qkv, dropped.as_nd_ndarray(), heads=h).as_np_ndarray()  # (T, B, H)
         output = F.np.transpose(output, (1, 0, 2))           # (B, T, H)
-        return self.W_o(output)                              # (B, T, H)
+        return output, attention_weights
 
     def _kernel_serves(self, valid_lens):
         """Whether the compiled attention loops (`_kernels.self_attention`)
