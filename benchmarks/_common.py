@@ -12,8 +12,11 @@ imported.
   with the MLM output layer's shapes;
 - `alternate`: time several functions in turn, so that a machine shared
   with other work slows them all alike; report medians;
-- `pretrain_step_flops`, `encode_flops`: the arithmetic of a step.
+- `pretrain_step_flops`, `encode_flops`: the arithmetic of a step;
+- `arg_parser`: the options every script takes;
+- `ours_step`: d2l_bert's training step, as `train_bert` runs it.
 """
+import argparse
 import os
 import platform
 import statistics
@@ -182,3 +185,51 @@ def alternate(functions, repeats=5, warmup=1, progress=True):
             print(f'  round {r + 1}/{repeats}: {line}', flush=True)
     return {name: (statistics.median(t), t, statistics.median(cpu[name]))
             for name, t in times.items()}
+
+
+def arg_parser(doc, repeats, batch_size,
+               threads_help='OpenMP threads (default: every core)'):
+    """A parser with the options every benchmark takes: --threads,
+    --repeats, --batch-size; its description is `doc`'s first paragraph."""
+    p = argparse.ArgumentParser(description=doc.split('\n\n')[0])
+    p.add_argument('--threads', type=int, default=None, help=threads_help)
+    p.add_argument('--repeats', type=int, default=repeats,
+                   help=f'timed rounds ({repeats}); the median is reported')
+    p.add_argument('--batch-size', type=int, default=batch_size)
+    return p
+
+
+def ours_step(net, vocab_size, batch):
+    """d2l_bert's pretraining step on one device, as
+    `d2l_bert.pretraining.train_bert` runs it (one graph, Adam at 0.01).
+
+    Parameters
+    ----------
+    net : d2l_bert.BERTModel, initialized
+    vocab_size : int
+    batch : list of the 7 arrays of a pretraining batch
+
+    Returns
+    -------
+    step : function of no argument; one training step, returning the
+        (mlm, nsp) losses
+    losses : (mlm, nsp) before training, dropout off
+    """
+    from mxnet import autograd, gluon
+    from d2l_bert import pretraining
+
+    batch_loss = pretraining._batch_loss_function(
+        net, gluon.loss.SoftmaxCELoss(), vocab_size)
+    trainer = pretraining._make_trainer(net, 0.01)
+    shards = [[b] for b in batch]
+
+    def step():
+        with autograd.record():
+            mlm_ls, nsp_ls, ls = batch_loss(*shards)
+        for l in ls:
+            l.backward()
+        trainer.step(1)
+        return float(mlm_ls[0]), float(nsp_ls[0])
+
+    mlm, nsp, _ = batch_loss(*shards)                     # dropout off
+    return step, (float(mlm[0]), float(nsp[0]))

@@ -15,7 +15,6 @@ operators; no backward pass).  All start from the same parameters and
 their encodings are compared.  They and a float32 GEMM take turns in one
 process; medians are reported.
 """
-import argparse
 import os
 import sys
 
@@ -24,12 +23,7 @@ import _common  # noqa: E402  (before mxnet: sets the thread count)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    p.add_argument('--threads', type=int, default=None,
-                   help='OpenMP threads (default: every core)')
-    p.add_argument('--repeats', type=int, default=7,
-                   help='timed rounds (7); the median is reported')
-    p.add_argument('--batch-size', type=int, default=64)
+    p = _common.arg_parser(__doc__, repeats=7, batch_size=64)
     p.add_argument('--seq-len', type=int, default=128)
     p.add_argument('--profile', action='store_true',
                    help="print MXNet's operator profile of one call of "

@@ -18,7 +18,6 @@ The two steps and a float32 GEMM of the MLM output layer's shape take
 turns, in one process with the same thread settings, so that a machine
 shared with other work slows them alike; medians are reported.
 """
-import argparse
 import os
 import tempfile
 import sys
@@ -28,12 +27,7 @@ import _common  # noqa: E402  (before mxnet: sets the thread count)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    p.add_argument('--threads', type=int, default=None,
-                   help='OpenMP threads (default: every core)')
-    p.add_argument('--repeats', type=int, default=5,
-                   help='timed rounds (5); the median is reported')
-    p.add_argument('--batch-size', type=int, default=512)
+    p = _common.arg_parser(__doc__, repeats=5, batch_size=512)
     p.add_argument('--profile', action='store_true',
                    help="print MXNet's operator profile of one step of "
                         'each model instead of timing')
@@ -49,7 +43,6 @@ def build(args):
     from d2l import mxnet as d2l
 
     import d2l_bert
-    from d2l_bert import pretraining
 
     cfg = dict(_common.BOOK, batch_size=args.batch_size)
     V = cfg['vocab_size']
@@ -82,25 +75,12 @@ def build(args):
         return float(mlm_ls[0]), float(nsp_ls[0])
     ref_trainer = gluon.Trainer(ref.collect_params(), 'adam',
                                 {'learning_rate': 0.01})
-
-    def ours_step():
-        # What `d2l_bert.pretraining.train_bert` runs for one step
-        with autograd.record():
-            mlm_ls, nsp_ls, ls = batch_loss(*[[b] for b in batch])
-        for l in ls:
-            l.backward()
-        ours_trainer.step(1)
-        return float(mlm_ls[0]), float(nsp_ls[0])
-    ours_trainer = pretraining._make_trainer(ours, 0.01)
-    batch_loss = pretraining._batch_loss_function(
-        ours, gluon.loss.SoftmaxCELoss(), V)
+    ours_step, ours_l = _common.ours_step(ours, V, batch)
 
     # The same numbers: both losses with dropout off, before training
     mlm, nsp, _ = d2l._get_batch_loss_bert(ref, loss, V,
                                            *[[b] for b in batch])
     ref_l = float(mlm[0]), float(nsp[0])
-    mlm, nsp, _ = batch_loss(*[[b] for b in batch])
-    ours_l = float(mlm[0]), float(nsp[0])
     return d2l_step, ours_step, ref_l, ours_l, cfg
 
 

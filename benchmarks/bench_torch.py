@@ -82,17 +82,14 @@ TORCH_PINS = 'torch==2.13.0 transformers==5.23.0'
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p = _common.arg_parser(__doc__, repeats=5, batch_size=512,
+                           threads_help='threads for both (default: every '
+                                        'core)')
     p.add_argument('--torch-python', default=None,
                    help='a Python that can import torch and transformers '
                         '(default: this one, if it can)')
-    p.add_argument('--threads', type=int, default=None,
-                   help='threads for both (default: every core)')
-    p.add_argument('--repeats', type=int, default=5,
-                   help='timed rounds (5); the median is reported')
     p.add_argument('--warmup', type=int, default=1,
                    help='untimed steps of each before timing (1)')
-    p.add_argument('--batch-size', type=int, default=512)
     p.add_argument('--pause', type=float, default=0.2,
                    help='seconds of idle between turns (0.2)')
     p.add_argument('--worker', action='store_true', help=argparse.SUPPRESS)
@@ -275,32 +272,16 @@ class TorchChild:
 
 def build_ours(cfg, batch):
     """Return d2l_bert's step and its losses before training."""
-    from mxnet import autograd, gluon, init, np
+    from mxnet import init, np
 
     import d2l_bert
-    from d2l_bert import pretraining
 
     V = cfg['vocab_size']
-    batch = [np.array(a) for a in batch]
     net = d2l_bert.BERTModel(V, cfg['num_hiddens'], cfg['ffn_num_hiddens'],
                              cfg['num_heads'], cfg['num_blks'],
                              cfg['dropout'])
     net.initialize(init.Xavier())
-    batch_loss = pretraining._batch_loss_function(
-        net, gluon.loss.SoftmaxCELoss(), V)
-    trainer = pretraining._make_trainer(net, 0.01)
-
-    def step():
-        # What `d2l_bert.pretraining.train_bert` runs for one step
-        with autograd.record():
-            mlm_ls, nsp_ls, ls = batch_loss(*[[b] for b in batch])
-        for l in ls:
-            l.backward()
-        trainer.step(1)
-        return float(mlm_ls[0]), float(nsp_ls[0])
-
-    mlm, nsp, _ = batch_loss(*[[b] for b in batch])      # dropout off
-    return step, (float(mlm[0]), float(nsp[0]))
+    return _common.ours_step(net, V, [np.array(a) for a in batch])
 
 
 def timed(f):
