@@ -34,6 +34,7 @@ Inside the LayerNorm and loss operators, arrays on another device or of
 another type than float32 take a slower path built from MXNet operators,
 with the same results; the attention loops take float32 and float64.
 """
+import atexit
 import contextlib
 import ctypes
 import os
@@ -353,6 +354,23 @@ def _assign(dst, req, value):
 # ---------------------------------------------------------------------------
 # The custom operators
 # ---------------------------------------------------------------------------
+
+def _finish_pending_work():
+    """Wait for MXNet's queued work; run at the interpreter's exit.
+
+    MXNet's own exit handler stops the custom operators' threads before it
+    waits for the engine.  A script that ends right after
+    ``l.backward(); trainer.step(1)`` (reading a loss waits for the forward
+    pass only) still has custom operators of the backward pass queued
+    then, and the wait never ends: the process hangs at exit.  Registered
+    after MXNet's handler, this one runs before it (`atexit` runs the last
+    registered first) and lets the queue drain while the threads live.
+    """
+    mx.nd.waitall()
+
+
+atexit.register(_finish_pending_work)
+
 
 def _all_arrays(out_grad, in_data, out_data):
     """Every array as a backward dependency.
