@@ -96,7 +96,7 @@ def describe(devices=None):
     else:
         import numba
         why = f'on (numba {numba.__version__}, {_threads()} threads)'
-    return f'compiled attention, LayerNorm and MLM-loss loops: {why}'
+    return f'compiled attention, AddNorm, LayerNorm and MLM-loss loops: {why}'
 
 
 def _single_threaded_blas():
@@ -251,19 +251,73 @@ def self_attention(F, qkv, valid_lens, num_heads, dropout):
     attention_weights : shape (B*h, T, T), before dropout
     """
     qkv = qkv.as_nd_ndarray()
-    # The mask's seed: two random integers below 2**16, drawn in the graph
-    # so that `mx.random.seed` governs them
-    if F is mx.sym:
-        seed = F.random.uniform(0, 2 ** 16, shape=(2,))
-    else:
-        seed = F.random.uniform(0, 2 ** 16, shape=(2,), ctx=qkv.context)
-    args = [qkv, seed]
+    args = [qkv, _dropout_seed(F, qkv)]
     if valid_lens is not None:
         args.append(valid_lens.as_nd_ndarray())
     out = F.Custom(*args, heads=str(num_heads), dropout=repr(float(dropout)),
                    has_lens=str(valid_lens is not None),
                    op_type='d2l_bert_self_attention')
     return out[0].as_np_ndarray(), out[1].as_np_ndarray()
+
+
+def add_norm(F, X, Y, gamma, beta, epsilon, dropout):
+    """``LayerNorm(X + dropout(Y))`` over the last axis, as `AddNorm`
+    computes it, in one custom operator.
+
+    On the book's path this is four operators and their gradients
+    (`Dropout`, the addition, `LayerNorm`); MXNet's `Dropout` draws its
+    mask one number at a time and the addition's gradient is a copy, so
+    together they cost several times the LayerNorm.  Here one pass over
+    the rows does it all forward and one backward.  The dropout mask is a
+    hash of the position and a seed drawn by MXNet's generator, as in
+    `self_attention`: the same rate, a different mask from `Dropout`'s.
+
+    Parameters
+    ----------
+    F : the operator namespace of `hybrid_forward`
+    X : shape (..., C)
+        The residual input.
+    Y : shape (..., C)
+        The sublayer's output, to which dropout applies in training.
+    gamma, beta : shape (C,)
+    epsilon : float
+    dropout : float
+
+    Returns
+    -------
+    shape (..., C)
+    """
+    if F is not mx.sym and X.shape != Y.shape:
+        raise ValueError(f'AddNorm needs X and Y of the same shape, got X '
+                         f'{X.shape} and Y {Y.shape}')
+    X = X.as_nd_ndarray()
+    out = F.Custom(X, Y.as_nd_ndarray(), gamma.as_nd_ndarray(),
+                   beta.as_nd_ndarray(), _dropout_seed(F, X),
+                   epsilon=repr(float(epsilon)), dropout=repr(float(dropout)),
+                   op_type='d2l_bert_add_norm')
+    return out[0].as_np_ndarray()                            # (..., C)
+
+
+def _dropout_seed(F, like):
+    """A dropout mask's seed: two random integers below 2**16, drawn in
+    the graph so that `mx.random.seed` governs them, on `like`'s
+    device."""
+    if F is mx.sym:
+        return F.random.uniform(0, 2 ** 16, shape=(2,))
+    return F.random.uniform(0, 2 ** 16, shape=(2,), ctx=like.context)
+
+
+def _dropout_scalars(seed, rate, on, dtype):
+    """The seed, threshold and keep scale (``1 / (1 - rate)``, of type
+    `dtype`) as the loops take them, from the seed array drawn by
+    `_dropout_seed`; threshold 0 (no dropout) when not `on`."""
+    if not on:
+        return onp.uint64(0), onp.uint64(0), dtype.type(1)
+    halves = _host(seed).astype(onp.int64)                   # (2,)
+    seed = onp.uint64((halves[0] << 16) + halves[1])
+    threshold = onp.uint64(min(int(rate * 2 ** 32), 2 ** 32))
+    keep = 1 / (1 - rate) if rate < 1 else 0.0
+    return seed, threshold, dtype.type(keep)
 
 
 # ---------------------------------------------------------------------------
@@ -337,6 +391,12 @@ def _compiled(arrays):
     CPU, with numba present."""
     return (arrays[0].dtype == onp.float32
             and usable([a.context for a in arrays]))
+
+
+def _direct(req, arr, dtype):
+    """Whether a loop can write into the MXNet array `arr` itself: the
+    request is to write it and its type is the loop's `dtype`."""
+    return req in ('write', 'inplace') and arr.dtype == dtype
 
 
 def _assign(dst, req, value):
@@ -587,13 +647,8 @@ class _SelfAttention(mx.operator.CustomOp):
         """scale, seed, threshold and keep scale as the loops take them."""
         d = X.shape[2] // (3 * self.heads)
         scale = X.dtype.type(1 / onp.sqrt(d))
-        if not dropout_on:
-            return scale, onp.uint64(0), onp.uint64(0), X.dtype.type(1)
-        halves = _host(seed).astype(onp.int64)               # (2,)
-        seed = onp.uint64((halves[0] << 16) + halves[1])
-        threshold = onp.uint64(min(int(self.dropout * 2 ** 32), 2 ** 32))
-        keep = 1 / (1 - self.dropout) if self.dropout < 1 else 0.0
-        return scale, seed, threshold, X.dtype.type(keep)
+        return (scale,) + _dropout_scalars(seed, self.dropout, dropout_on,
+                                           X.dtype)
 
     def forward(self, is_train, req, in_data, out_data, aux):
         from . import _numba_kernels as K
@@ -602,7 +657,7 @@ class _SelfAttention(mx.operator.CustomOp):
         dropout_on = bool(is_train and self.dropout > 0)
         shapes = [(B, T, X.shape[2] // 3),                   # O (B, T, H)
                   (B * self.heads, T, T)]                    # P (B*h, T, T)
-        direct = [self._direct(req[k], out_data[k], X) for k in range(2)]
+        direct = [_direct(req[k], out_data[k], X.dtype) for k in range(2)]
         O, P = [_host(out_data[k]) if direct[k]
                 else onp.empty(shapes[k], X.dtype) for k in range(2)]
         _run(K.self_attention_forward, B * self.heads, X, lens, self.heads,
@@ -611,11 +666,6 @@ class _SelfAttention(mx.operator.CustomOp):
             if not direct[k]:
                 _assign(out_data[k], req[k], value)
         _assign(out_data[2], req[2], onp.array([dropout_on], onp.float32))
-
-    @staticmethod
-    def _direct(req, arr, X):
-        """Whether the loops can write into `arr` itself."""
-        return req in ('write', 'inplace') and arr.dtype == X.dtype
 
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
         from . import _numba_kernels as K
@@ -630,7 +680,7 @@ class _SelfAttention(mx.operator.CustomOp):
         P = _host(out_data[1]).astype(X.dtype, copy=False)   # (B*h, T, T)
         dO = _host(out_grad[0]).astype(X.dtype, copy=False)  # (B, T, H)
         dP = _host(out_grad[1]).astype(X.dtype, copy=False)  # (B*h, T, T)
-        direct = self._direct(req[0], in_grad[0], X)
+        direct = _direct(req[0], in_grad[0], X.dtype)
         dX = _host(in_grad[0]) if direct else onp.empty_like(X)
         _run(K.self_attention_backward, B * self.heads, X, lens, self.heads,
              *self._scalars(X, in_data[1], dropout_on), P, dO, dP, dX)
@@ -673,3 +723,110 @@ class _SelfAttentionProp(mx.operator.CustomOpProp):
 
     def create_operator(self, ctx, shapes, dtypes):
         return _SelfAttention(self.heads, self.dropout, self.has_lens)
+
+
+class _AddNorm(mx.operator.CustomOp):
+    """Inputs: X, Y (..., C), gamma, beta (C,), the dropout seed (2,).
+    Outputs: the normalized ``X + dropout(Y)`` (..., C), its mean and std
+    (..., 1) and whether dropout was applied (1,), which the backward pass
+    needs."""
+
+    def __init__(self, epsilon, dropout):
+        super().__init__()
+        self.epsilon, self.dropout = epsilon, dropout
+
+    @staticmethod
+    def _rows(in_data):
+        """X, Y as (N, C) and gamma as float32/float64 NumPy arrays."""
+        X = in_data[0]
+        if not usable([a.context for a in in_data[:4]]):
+            raise RuntimeError('d2l_bert_add_norm runs on the CPU with numba '
+                               'only')
+        C = X.shape[-1]
+        arrays = [_host(a) for a in in_data[:3]]
+        if arrays[0].dtype not in (onp.float32, onp.float64):
+            arrays = [a.astype(onp.float32) for a in arrays]
+        t = arrays[0].dtype
+        X2, Y2 = [a.reshape(-1, C).astype(t, copy=False)
+                  for a in arrays[:2]]                       # (N, C)
+        return X2, Y2, arrays[2].astype(t, copy=False)
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        from . import _numba_kernels as K
+        X, Y, gamma = self._rows(in_data)
+        N, C = X.shape
+        t = X.dtype
+        beta = _host(in_data[3]).astype(t, copy=False)
+        dropout_on = bool(is_train and self.dropout > 0)
+        direct = [_direct(req[k], out_data[k], t) for k in range(3)]
+        out, mean, std = [
+            _host(out_data[k]).reshape(shape) if direct[k]
+            else onp.empty(shape, t)
+            for k, shape in enumerate([(N, C), (N,), (N,)])]
+        _run(K.add_norm_forward, N, X, Y, gamma, beta, t.type(self.epsilon),
+             *_dropout_scalars(in_data[4], self.dropout, dropout_on, t),
+             out, mean, std)
+        for k, value in enumerate((out, mean, std)):
+            if not direct[k]:
+                _assign(out_data[k], req[k], value)
+        _assign(out_data[3], req[3], onp.array([dropout_on], onp.float32))
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        from . import _numba_kernels as K
+        if req[4] != 'null':                                 # seed
+            self.assign(in_grad[4], req[4], mx.np.zeros_like(in_data[4]))
+        X, Y, gamma = self._rows(in_data)
+        N, C = X.shape
+        t = X.dtype
+        dout = _host(out_grad[0]).reshape(N, C).astype(t, copy=False)
+        mean, std = [_host(out_data[k]).reshape(N).astype(t, copy=False)
+                     for k in (1, 2)]
+        dropout_on = bool(_host(out_data[3])[0])
+        direct = [_direct(req[k], in_grad[k], t) for k in range(2)]
+        dX, dY = [_host(in_grad[k]).reshape(N, C) if direct[k]
+                  else onp.empty((N, C), t) for k in range(2)]
+        chunks = len(_split(N))
+        acc = onp.zeros((chunks, 2, C), onp.float64)
+        _run(K.add_norm_backward, N, dout, X, Y, mean, std, gamma,
+             *_dropout_scalars(in_data[4], self.dropout, dropout_on, t),
+             dX, dY, per_chunk=lambda k: (acc[k, 0], acc[k, 1]))
+        for k, value in enumerate((dX, dY)):
+            if not direct[k]:
+                _assign(in_grad[k], req[k], value)
+        sums = acc.sum(axis=0).astype(t)                     # (2, C)
+        _assign(in_grad[2], req[2], sums[0])
+        _assign(in_grad[3], req[3], sums[1])
+
+
+@mx.operator.register('d2l_bert_add_norm')
+class _AddNormProp(mx.operator.CustomOpProp):
+    def __init__(self, epsilon='1e-05', dropout='0.0'):
+        super().__init__(need_top_grad=True)
+        self.epsilon = float(epsilon)
+        self.dropout = float(dropout)
+
+    def list_arguments(self):
+        return ['X', 'Y', 'gamma', 'beta', 'seed']
+
+    def list_outputs(self):
+        return ['output', 'mean', 'std', 'dropout_on']
+
+    def infer_shape(self, in_shape):
+        X, Y = tuple(in_shape[0]), tuple(in_shape[1])
+        if X != Y:
+            raise ValueError(f'AddNorm needs X and Y of the same shape, got '
+                             f'X {X} and Y {Y}')
+        C = X[-1]
+        stat = X[:-1] + (1,)
+        return ([X, X, (C,), (C,), tuple(in_shape[4])],
+                [X, stat, stat, (1,)], [])
+
+    def infer_type(self, in_type):
+        t = in_type[0]
+        return [t, t, t, t, in_type[4]], [t, t, t, onp.float32], []
+
+    def declare_backward_dependency(self, out_grad, in_data, out_data):
+        return _all_arrays(out_grad, in_data, out_data)
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _AddNorm(self.epsilon, self.dropout)

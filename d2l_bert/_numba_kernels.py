@@ -303,3 +303,91 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
         dqkv[b, :, q0:q0 + d] = dQ
         dqkv[b, :, q0 + d:q0 + 2 * d] = dK
         dqkv[b, :, q0 + 2 * d:q0 + 3 * d] = dV
+
+
+# ---------------------------------------------------------------------------
+# AddNorm: LayerNorm(X + dropout(Y)) one row at a time
+# ---------------------------------------------------------------------------
+#
+# Row i of `X`, `Y` (N, C) is position i of the batch.  Entry (i, j) of Y
+# is dropped when the bits of index ``i * C + j`` fall below `threshold`,
+# as in the attention's mask, so the backward pass rebuilds the mask and
+# any split of the rows draws the same one.
+
+
+@numba.njit(nogil=True, cache=True, inline='always')
+def _row_dropout(seed, threshold, keep_scale, i, out):
+    """The dropout factors of row i into `out` (C,): `keep_scale` where
+    kept, 0 where dropped, 1 everywhere when `threshold` is 0."""
+    C = out.shape[0]
+    if threshold == 0:
+        out[:] = 1.0
+        return
+    base = i * C
+    for j in range(C):
+        bits = _uniform_bits(seed, base + j)
+        out[j] = 0.0 if bits < threshold else keep_scale
+
+
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
+def add_norm_forward(X, Y, gamma, beta, epsilon, seed, threshold,
+                     keep_scale, out, mean, std, r0, r1):
+    """``Z = X + Y * dropout``, then ``out = (Z - mean) / std * gamma +
+    beta`` over the last axis, for rows r0 to r1 of `X`, `Y` (N, C).
+
+    Writes `out` (N, C) and each row's `mean` and `std` (N,), with ``std
+    = sqrt(var + epsilon)`` as MXNet's LayerNorm gives it.
+    """
+    C = X.shape[1]
+    f = onp.empty(C, X.dtype)
+    z = onp.empty(C, X.dtype)
+    for i in range(r0, r1):
+        _row_dropout(seed, threshold, keep_scale, i, f)
+        s = 0.0
+        for j in range(C):
+            z[j] = X[i, j] + Y[i, j] * f[j]
+            s += z[j]
+        m = s / C
+        v = 0.0
+        for j in range(C):
+            v += (z[j] - m) * (z[j] - m)
+        sd = onp.sqrt(v / C + epsilon)
+        inv = 1.0 / sd
+        for j in range(C):
+            out[i, j] = (z[j] - m) * inv * gamma[j] + beta[j]
+        mean[i] = m
+        std[i] = sd
+
+
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
+def add_norm_backward(dout, X, Y, mean, std, gamma, seed, threshold,
+                      keep_scale, dX, dY, dgamma, dbeta, r0, r1):
+    """The gradient of `add_norm_forward` for rows r0 to r1: ``dX = dZ``
+    and ``dY = dZ * dropout`` (N, C), with dZ LayerNorm's input gradient;
+    adds the rows' contributions to `dgamma` and `dbeta` (C,), float64
+    accumulators of this chunk of rows."""
+    C = X.shape[1]
+    f = onp.empty(C, X.dtype)
+    xhat = onp.empty(C, X.dtype)
+    zero = onp.zeros(1, X.dtype)[0]   # sums in X's type: vectorized
+    one = zero + 1
+    for i in range(r0, r1):
+        _row_dropout(seed, threshold, keep_scale, i, f)
+        m = mean[i]
+        inv = one / std[i]
+        a = zero                      # sum of dout * gamma
+        b = zero                      # sum of dout * gamma * xhat
+        for j in range(C):
+            xh = (X[i, j] + Y[i, j] * f[j] - m) * inv
+            xhat[j] = xh
+            g = dout[i, j]
+            a += g * gamma[j]
+            b += g * gamma[j] * xh
+            dgamma[j] += g * xh
+            dbeta[j] += g
+        a = a / C
+        b = b / C
+        for j in range(C):
+            dz = (dout[i, j] * gamma[j] - a - xhat[j] * b) * inv
+            dX[i, j] = dz
+            dY[i, j] = dz * f[j]

@@ -74,10 +74,31 @@ class LayerNorm(nn.LayerNorm):
     computes its backward pass with a compiled loop
     (`_kernels.layer_norm`): MXNet 1.9's own is about 20 times slower
     than its forward pass.  Anywhere else, `nn.LayerNorm` runs as it is.
+
+    In that graph `AddNorm` calls it with two inputs, ``ln(Y, X)``: the
+    LayerNorm of ``X + dropout(Y)``, with dropout at the rate
+    `residual_dropout`, all in one compiled operator
+    (`_kernels.add_norm`).
+
+    Parameters
+    ----------
+    residual_dropout : float, default 0
+        The dropout rate of ``ln(Y, X)``; keyword only.  Other arguments
+        are `nn.LayerNorm`'s.
     """
 
-    def hybrid_forward(self, F, data, gamma, beta):
-        """Parameters: data, shape (..., H). Returns shape (..., H)."""
+    def __init__(self, *args, residual_dropout=0.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.residual_dropout = residual_dropout
+
+    def hybrid_forward(self, F, data, residual=None, gamma=None, beta=None):
+        """Parameters: data, shape (..., H); residual, the same shape, for
+        the LayerNorm of ``residual + dropout(data)``.  Returns shape
+        (..., H)."""
+        if residual is not None:
+            return _kernels.add_norm(F, residual, data, gamma, beta,
+                                     self._epsilon,
+                                     self.residual_dropout)  # (..., H)
         if not _kernels.in_training_graph() or self._axis != -1:
             return super().hybrid_forward(F, data, gamma, beta)
         return _kernels.layer_norm(F, data, gamma, beta,
@@ -88,6 +109,11 @@ class AddNorm(nn.HybridBlock):
     """Residual connection followed by layer normalization.
 
     Defined in :numref:`subsec_positionwise-ffn`.
+
+    In `train_bert`'s step and in a fine-tuning step (inside
+    `_kernels.training_graph`), the dropout, the addition and the
+    LayerNorm run as one compiled operator (`_kernels.add_norm`), with a
+    dropout mask of the same rate drawn differently.
 
     Parameters
     ----------
@@ -100,10 +126,13 @@ class AddNorm(nn.HybridBlock):
     def __init__(self, dropout, epsilon=1e-5, **kwargs):
         super().__init__(**kwargs)
         self.dropout = nn.Dropout(dropout)
-        self.ln = LayerNorm(epsilon=epsilon)
+        self.ln = LayerNorm(epsilon=epsilon, residual_dropout=dropout)
 
     def hybrid_forward(self, F, X, Y):
         """Parameters: X, Y of shape (B, T, H). Returns shape (B, T, H)."""
+        if (_kernels.in_training_graph() and not self.dropout._axes
+                and self.ln._axis == -1):
+            return self.ln(Y, X)             # LayerNorm(X + dropout(Y))
         return self.ln(self.dropout(Y) + X)                  # (B, T, H)
 
 

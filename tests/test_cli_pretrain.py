@@ -131,7 +131,7 @@ def test_pretrain_prints_the_books_lines_and_held_out_accuracy(
     status, stdout, _ = run(argv[:4] + ['5'] + argv[5:] + ['--resume'],
                             capsys)
     assert status == 0
-    assert ('compiled attention, LayerNorm and MLM-loss loops: on (numba '
+    assert ('compiled attention, AddNorm, LayerNorm and MLM-loss loops: on (numba '
             in stdout)
     assert re.search(r'^MLM loss \d+\.\d{3}, NSP loss \d+\.\d{3}$', stdout,
                      re.M)

@@ -487,10 +487,11 @@ def test_notebook_runs_offline_at_small_sizes(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize('devices', [[mx.cpu()], TWO_CPUS])
-def test_train_batch_with_compiled_layer_norm_steps_like_without(
+def test_train_batch_with_compiled_loops_steps_like_without(
         pretrained_dir, snli_dir, monkeypatch, devices):
-    # One SGD step, then every parameter: the compiled LayerNorm backward
-    # (on by default on the CPU) against MXNet's own (D2L_BERT_KERNELS=0)
+    # One SGD step, then every parameter: the compiled AddNorm and
+    # LayerNorm loops (on by default on the CPU) against MXNet's own
+    # operators (D2L_BERT_KERNELS=0)
     def one_step():
         _seed(0)
         bert, vocab = ft.load_pretrained_model(
@@ -509,14 +510,14 @@ def test_train_batch_with_compiled_layer_norm_steps_like_without(
             for k, p in net._collect_params_with_prefix().items()}
 
     calls = []
-    original = ft._kernels._LayerNorm.backward
-
-    def counted(self, *args, **kwargs):
-        calls.append(1)
-        return original(self, *args, **kwargs)
-    monkeypatch.setattr(ft._kernels._LayerNorm, 'backward', counted)
+    for op in (ft._kernels._LayerNorm, ft._kernels._AddNorm):
+        def counted(self, *args, original=op.backward, **kwargs):
+            calls.append(type(self).__name__)
+            return original(self, *args, **kwargs)
+        monkeypatch.setattr(op, 'backward', counted)
     fast = one_step()
-    assert calls, 'the compiled LayerNorm backward did not run'
+    # The encoder's LayerNorms are all in AddNorm blocks
+    assert set(calls) == {'_AddNorm'}
     monkeypatch.setenv('D2L_BERT_KERNELS', '0')
     calls.clear()
     plain = one_step()

@@ -21,7 +21,8 @@ from mxnet.gluon import nn
 from d2l_bert import BERTModel
 from d2l_bert import _kernels as K
 from d2l_bert import pretraining as P
-from d2l_bert.transformer import LayerNorm, TransformerEncoderBlock
+from d2l_bert.transformer import (AddNorm, LayerNorm,
+                                  TransformerEncoderBlock)
 
 from conftest import TINY
 
@@ -355,6 +356,137 @@ def test_layer_norm_takes_the_fallback_for_float64(compiled_calls,
         onp.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
 
 
+# --- add_norm --------------------------------------------------------------
+
+def add_norm_case(shape=(3, 5, 16), dropout=0.0, dtype='float32'):
+    """An AddNorm with random gamma and beta, and inputs X, Y."""
+    C = shape[-1]
+    block = AddNorm(dropout)
+    block.initialize()
+    block.cast(dtype)
+    X = np.random.normal(0, 1, size=shape).astype(dtype)
+    Y = np.random.normal(1, 2, size=shape).astype(dtype)
+    block(X, Y)
+    block.ln.gamma.set_data(np.random.uniform(-2, 2, size=C).astype(dtype))
+    block.ln.beta.set_data(np.random.normal(0, 1, size=C).astype(dtype))
+    return block, X, Y
+
+
+def add_norm_run(block, X, Y, active, hybridize=False, train=True):
+    """Output and the gradients of X, Y, gamma and beta."""
+    traced = Traced(block, active)
+    traced.hybridize(active=hybridize)
+    X, Y = X.copy(), Y.copy()
+    X.attach_grad()
+    Y.attach_grad()
+    head = np.array(onp.random.RandomState(2).normal(size=X.shape),
+                    dtype=X.dtype)
+    with autograd.record(train_mode=train):
+        out = traced(X, Y)
+    out.backward(head)
+    return [a.asnumpy() for a in (out, X.grad, Y.grad, block.ln.gamma.grad(),
+                                  block.ln.beta.grad())]
+
+
+@pytest.mark.parametrize('hybridize', [False, True])
+def test_add_norm_equals_the_book_path(hybridize, compiled_calls):
+    block, X, Y = add_norm_case()
+    expected = add_norm_run(block, X, Y, False)
+    assert not compiled_calls
+    got = add_norm_run(block, X, Y, True, hybridize)
+    assert compiled_calls == ['add_norm_forward', 'add_norm_backward']
+    for a, b, name in zip(got, expected, ('out', 'X', 'Y', 'gamma', 'beta')):
+        onp.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_add_norm_in_float64_equals_the_book_path(compiled_calls):
+    block, X, Y = add_norm_case((2, 3, 7), dtype='float64')
+    expected = add_norm_run(block, X, Y, False)
+    got = add_norm_run(block, X, Y, True)
+    assert compiled_calls == ['add_norm_forward', 'add_norm_backward']
+    assert all(a.dtype == onp.float64 for a in got)
+    for a, b in zip(got, expected):
+        onp.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_add_norm_dropout_follows_mxnets_seed_and_training_mode():
+    p = 0.3
+    block, X, Y = add_norm_case((8, 64, 32), dropout=p)
+    runs = []
+    for seed in (3, 3, 4):
+        mx.random.seed(seed)
+        runs.append(add_norm_run(block, X, Y, True))
+    for a, b in zip(runs[0], runs[1]):
+        onp.testing.assert_array_equal(a, b)
+    assert not onp.allclose(runs[0][0], runs[2][0])
+    # Y's gradient is 0 exactly where Y was dropped: a share p of 16384
+    dropped = (runs[0][2] == 0).mean()
+    assert abs(dropped - p) < 5 * onp.sqrt(p * (1 - p) / X.size)
+    # Not training: no dropout, as on the book's path
+    got = add_norm_run(block, X, Y, True, train=False)
+    expected = add_norm_run(block, X, Y, False, train=False)
+    for a, b in zip(got, expected):
+        onp.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def add_norm_loops(X, Y, gamma, beta, p, seed, epsilon=1e-5):
+    """The compiled loops called directly: output, mean, std, factors."""
+    from d2l_bert import _numba_kernels as NK
+    N, C = X.shape
+    drop = (onp.uint64(seed), onp.uint64(int(p * 2 ** 32)), 1 / (1 - p))
+    out = onp.empty_like(X)
+    mean, std = onp.empty(N), onp.empty(N)
+    NK.add_norm_forward(X, Y, gamma, beta, epsilon, *drop, out, mean, std,
+                        0, N)
+    factors = onp.empty_like(X)
+    for i in range(N):
+        NK._row_dropout(*drop, i, factors[i])
+    return drop, out, mean, std, factors
+
+
+def test_add_norm_loops_with_dropout_give_numpys_result_and_gradient():
+    # float64, so that central differences check the backward pass
+    from d2l_bert import _numba_kernels as NK
+    N, C, p = 6, 5, 0.4
+    rng = onp.random.RandomState(0)
+    X, Y, G = rng.normal(size=(N, C)), rng.normal(size=(N, C)), \
+        rng.normal(size=(N, C))
+    gamma, beta = rng.uniform(-2, 2, C), rng.normal(size=C)
+    drop, out, mean, std, f = add_norm_loops(X, Y, gamma, beta, p, 41)
+    assert set(onp.unique(f)) == {0.0, 1 / (1 - p)}
+    Z = X + Y * f
+    sd = onp.sqrt(Z.var(axis=1) + 1e-5)
+    onp.testing.assert_allclose(mean, Z.mean(axis=1), atol=1e-12)
+    onp.testing.assert_allclose(std, sd, atol=1e-12)
+    onp.testing.assert_allclose(
+        out, (Z - Z.mean(1, keepdims=True)) / sd[:, None] * gamma + beta,
+        atol=1e-12)
+    inputs = [X, Y, gamma, beta]
+    grads = [onp.empty_like(X), onp.empty_like(Y), onp.zeros(C),
+             onp.zeros(C)]
+    NK.add_norm_backward(G, X, Y, mean, std, gamma, *drop, *grads, 0, N)
+
+    def loss(args):
+        return (G * add_norm_loops(*args, p, 41)[1]).sum()
+    for k, a in enumerate(inputs):
+        numeric = onp.empty_like(a)
+        for idx in onp.ndindex(*a.shape):
+            plus = [b.copy() for b in inputs]
+            minus = [b.copy() for b in inputs]
+            plus[k][idx] += 1e-6
+            minus[k][idx] -= 1e-6
+            numeric[idx] = (loss(plus) - loss(minus)) / 2e-6
+        onp.testing.assert_allclose(grads[k], numeric, rtol=1e-6, atol=1e-7,
+                                    err_msg=f'input {k}')
+
+
+def test_add_norm_refuses_inputs_of_different_shapes():
+    block, X, _ = add_norm_case((2, 3, 4))
+    with pytest.raises(Exception, match=r'AddNorm needs X and Y of the same '
+                       r'shape, got X \(2, 3, 4\) and Y \(2, 3, 5\)'):
+        add_norm_run(block, X, np.ones((2, 3, 5)), True)
+
+
 # --- self_attention --------------------------------------------------------
 
 def attention_case(valid_lens, dropout=0.0, heads=4, T=5, D=16):
@@ -571,8 +703,9 @@ def test_threads_give_the_results_of_one_chunk(monkeypatch, N):
     labels = np.array(onp.random.randint(0, V, N).astype('int32'))
     head = head_weights(N)
     X, ln_head, _, ours = layer_norm_case((N, C), 1e-5)
-    results, attention = {}, {}
+    results, attention, add_norm = {}, {}, {}
     block, A, lens = attention_case([5, 2, 3], dropout=0.5)
+    an_block, AX, AY = add_norm_case((N, 3, 12), dropout=0.5)
     for threads in (1, 3):
         monkeypatch.setattr(K, '_threads', lambda: threads)
         assert len(K._split(N)) == min(threads, N)
@@ -580,9 +713,16 @@ def test_threads_give_the_results_of_one_chunk(monkeypatch, N):
                             layer_norm_run(ours, X, ln_head))
         mx.random.seed(5)
         attention[threads] = attention_run(block, A, lens, True)[:2]
+        mx.random.seed(5)
+        add_norm[threads] = add_norm_run(an_block, AX, AY, True)
     # Each (example, head) pair in one thread, the mask from its position
     for a, b in zip(attention[1], attention[3]):
         onp.testing.assert_array_equal(a, b)
+    # AddNorm: each row in one thread, the mask from its position
+    for a, b in zip(add_norm[1][:3], add_norm[3][:3]):
+        onp.testing.assert_array_equal(a, b)
+    for a, b in zip(add_norm[1][3:], add_norm[3][3:]):
+        onp.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
     (ce1, ln1), (ce3, ln3) = results[1], results[3]
     # Row by row, the same arithmetic: the same bits
     for a, b in zip(ce1 + tuple(ln1[:2]), ce3 + tuple(ln3[:2])):
@@ -681,8 +821,12 @@ def test_pretraining_step_with_kernels_equals_without(tiny_batch, kwargs):
     got = step(fast, shard)
     assert plain._kernels_on is False and fast._kernels_on is True
     assert 'Custom' not in graph_json(plain)
-    assert custom_ops(fast) == (['d2l_bert_layer_norm']
-                                * num_layer_norms(net)
+    # Two AddNorm per block, each one operator; the other LayerNorms
+    # (the MLM head's, the embeddings') get the LayerNorm kernel
+    add_norms = 2 * TINY['num_blks']
+    assert custom_ops(fast) == (['d2l_bert_add_norm'] * add_norms
+                                + ['d2l_bert_layer_norm']
+                                * (num_layer_norms(net) - add_norms)
                                 + ['d2l_bert_self_attention']
                                 * TINY['num_blks']
                                 + ['d2l_bert_softmax_ce'])
@@ -811,7 +955,7 @@ def test_smoke_test_passes_here():
 
 def test_describe_says_whether_the_kernels_run(monkeypatch):
     assert K.describe().startswith(
-        'compiled attention, LayerNorm and MLM-loss loops: on (numba ')
+        'compiled attention, AddNorm, LayerNorm and MLM-loss loops: on (numba ')
     assert 'off on a GPU' in K.describe([mx.cpu(), mx.gpu(0)])
     monkeypatch.setenv('D2L_BERT_KERNELS', '0')
     assert K.describe().endswith('off (D2L_BERT_KERNELS=0)')
