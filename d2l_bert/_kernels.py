@@ -298,6 +298,33 @@ def add_norm(F, X, Y, gamma, beta, epsilon, dropout):
     return out[0].as_np_ndarray()                            # (..., C)
 
 
+def add_over_batch(F, X, row):
+    """``X + row``, with `row` broadcast over the batch, as the book adds
+    the positional embedding.
+
+    Inside `training_graph` the broadcast is a product with a column of
+    ones, so that the gradient of `row` is a matrix product as well:
+    MXNet's gradient of a broadcast sums over the batch with its generic
+    reduction, about 30 ms at the book's pretraining sizes against a few
+    for the product.  The values are the same (1 times each entry).
+
+    Parameters
+    ----------
+    F : the operator namespace of `hybrid_forward`
+    X : shape (B, T, H)
+    row : shape (1, T, H)
+
+    Returns
+    -------
+    shape (B, T, H)
+    """
+    if not in_training_graph():
+        return X + row                                       # (B, T, H)
+    ones = F.np.ones_like(X[:, 0, 0:1])                      # (B, 1)
+    outer = F.np.dot(ones, F.npx.reshape(row, (1, -1)))      # (B, T*H)
+    return X + F.npx.reshape_like(outer, X)                  # (B, T, H)
+
+
 def _dropout_seed(F, like):
     """A dropout mask's seed: two random integers below 2**16, drawn in
     the graph so that `mx.random.seed` governs them, on `like`'s

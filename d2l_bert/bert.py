@@ -11,6 +11,7 @@ import mxnet as mx
 import numpy as onp
 from mxnet.gluon import nn
 
+from . import _kernels
 from .transformer import (LayerNorm, TransformerEncoderBlock,
                           _check_activation)
 
@@ -140,8 +141,9 @@ class BERTEncoder(nn.HybridBlock):
         X = (self.token_embedding(tokens)
              + self.segment_embedding(segments))             # (B, T, H)
         positions = F.npx.arange_like(tokens, axis=1)        # (T,)
-        X = X + F.np.take(pos_embedding, positions.astype('int32'),
-                          axis=1)                            # (B, T, H)
+        X = _kernels.add_over_batch(
+            F, X, F.np.take(pos_embedding, positions.astype('int32'),
+                            axis=1))                         # (B, T, H)
         if self.embedding_norm is not None:
             X = self.embedding_dropout(self.embedding_norm(X))  # (B, T, H)
         for blk in self.blks:

@@ -487,6 +487,37 @@ def test_add_norm_refuses_inputs_of_different_shapes():
         add_norm_run(block, X, np.ones((2, 3, 5)), True)
 
 
+# --- add_over_batch --------------------------------------------------------
+
+class AddOverBatch(nn.HybridBlock):
+    def hybrid_forward(self, F, X, row):
+        return K.add_over_batch(F, X, row)
+
+
+@pytest.mark.parametrize('hybridize', [False, True])
+def test_add_over_batch_equals_the_broadcast_and_its_gradient(hybridize):
+    X = np.random.normal(size=(5, 3, 4))
+    row = np.random.normal(size=(1, 3, 4))
+    head = np.random.normal(size=(5, 3, 4))
+    results = []
+    for active in (False, True):
+        block = Traced(AddOverBatch(), active)
+        block.hybridize(active=hybridize)
+        x, r = X.copy(), row.copy()
+        x.attach_grad()
+        r.attach_grad()
+        with autograd.record():
+            Y = block(x, r)
+        Y.backward(head)
+        results.append([a.asnumpy() for a in (Y, x.grad, r.grad)])
+    (Y0, dx0, dr0), (Y1, dx1, dr1) = results
+    onp.testing.assert_array_equal(Y1, Y0)                 # 1 * row, exact
+    onp.testing.assert_array_equal(dx1, dx0)
+    onp.testing.assert_allclose(dr1, head.asnumpy().sum(0, keepdims=True),
+                                rtol=1e-5, atol=1e-6)
+    onp.testing.assert_allclose(dr1, dr0, rtol=1e-5, atol=1e-6)
+
+
 # --- self_attention --------------------------------------------------------
 
 def attention_case(valid_lens, dropout=0.0, heads=4, T=5, D=16):
