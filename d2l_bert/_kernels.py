@@ -1,5 +1,5 @@
-"""Compiled CPU loops for the pretraining step: self-attention, LayerNorm
-and the MLM loss.
+"""Compiled CPU loops for the pretraining step: self-attention, AddNorm,
+LayerNorm and the MLM loss.
 
 Three pieces of the book's pretraining step cost far more on a CPU than
 their arithmetic: MXNet 1.9's LayerNorm backward goes through its generic
@@ -20,19 +20,25 @@ graph of `train_bert`'s step:
   dot-product attention of every head, with its masking and dropout,
   forward and backward; MXNet's interleaved attention operators use one
   thread only.
+- `add_norm(F, X, Y, gamma, beta, epsilon, dropout)`: `AddNorm`'s
+  ``LayerNorm(X + dropout(Y))`` in one operator; MXNet's `Dropout` draws
+  its mask one number at a time.
+- `add_over_batch(F, X, row)`: the positional embedding's broadcast as a
+  matrix product (MXNet operators only), whose gradient is one too.
 
 They are used only inside the `training_graph` context: while
 `train_bert`'s one-graph step is traced (`pretraining._BatchLossBERT`),
 and during the forward pass of a fine-tuning step
-(`finetuning.train_batch_ch13`: LayerNorm and attention).  A model exported, or
-called on its own, keeps MXNet's operators only.  The plain
-path stays the test oracle (`tests/test_kernels.py`).
+(`finetuning.train_batch_ch13`: attention, AddNorm and LayerNorm).  A
+model exported, or called on its own, keeps MXNet's operators only.  The
+plain path stays the test oracle (`tests/test_kernels.py`).
 
 The kernels need numba; without it, on a device other than the CPU, or
 with ``D2L_BERT_KERNELS=0`` in the environment, the plain path runs.
 Inside the LayerNorm and loss operators, arrays on another device or of
 another type than float32 take a slower path built from MXNet operators,
-with the same results; the attention loops take float32 and float64.
+with the same results; the attention and AddNorm loops take float32 and
+float64 (other types go through float32).
 """
 import atexit
 import contextlib

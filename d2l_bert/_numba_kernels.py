@@ -1,4 +1,5 @@
-"""Compiled CPU loops for the two slowest pieces of a pretraining step.
+"""Compiled CPU loops for the pieces of a pretraining step that MXNet's
+operators run far slower than their arithmetic.
 
 Imported by `d2l_bert._kernels` only when the kernels are used: importing
 this module imports numba, and the first call of each loop compiles it
@@ -14,6 +15,13 @@ the GIL).  Arrays are float32 and C-contiguous; labels are int32.
   and once backward, and the gradient written once.
 - `layer_norm_backward`: the gradient of a LayerNorm over the last axis,
   one row (C values) at a time, with per-chunk sums for gamma and beta.
+- `self_attention_forward` / `self_attention_backward`: the attention of
+  one (example, head) pair at a time, with its masking and dropout.
+- `add_norm_forward` / `add_norm_backward`: `AddNorm`'s
+  ``LayerNorm(X + dropout(Y))``, one row at a time.
+
+The dropout masks are hashes of the position and a seed
+(`_uniform_bits`), so a backward pass rebuilds its mask.
 
 Dimension key: N rows, V vocabulary size, C channels (num_hiddens).
 """
