@@ -108,6 +108,25 @@ def softmax_ce_backward(X, y, lse, g, dX, r0, r1):
         out[label] -= gi
 
 
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True, inline='always')
+def _layer_norm_row_grad(g, gamma, xhat, inv, dgamma, dbeta, dz):
+    """LayerNorm's input gradient for one row: from the output's gradient
+    `g`, the normalized input `xhat` and ``inv = 1 / std``, writes `dz`
+    (C,) and adds the row's terms to `dgamma` and `dbeta` (C,)."""
+    C = g.shape[0]
+    a = g[0] - g[0]                   # sum of g * gamma, in g's type
+    b = g[0] - g[0]                   # sum of g * gamma * xhat
+    for j in range(C):
+        a += g[j] * gamma[j]
+        b += g[j] * gamma[j] * xhat[j]
+        dgamma[j] += g[j] * xhat[j]
+        dbeta[j] += g[j]
+    a = a / C
+    b = b / C
+    for j in range(C):
+        dz[j] = (g[j] * gamma[j] - a - xhat[j] * b) * inv
+
+
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
 def layer_norm_backward(dY, X, mean, std, gamma, dX, dgamma, dbeta, r0, r1):
     """The gradient of ``Y = (X - mean) / std * gamma + beta`` over the
@@ -117,24 +136,13 @@ def layer_norm_backward(dY, X, mean, std, gamma, dX, dgamma, dbeta, r0, r1):
     `dbeta` (C,), float64 accumulators of this chunk of rows.
     """
     C = X.shape[1]
-    xhat = onp.empty(C, onp.float32)
+    xhat = onp.empty(C, X.dtype)
     for i in range(r0, r1):
         m = mean[i]
-        inv = onp.float32(1.0) / std[i]
-        a = onp.float32(0.0)          # sum of dY * gamma
-        b = onp.float32(0.0)          # sum of dY * gamma * xhat
+        inv = 1 / std[i]
         for j in range(C):
-            xh = (X[i, j] - m) * inv
-            xhat[j] = xh
-            d = dY[i, j]
-            a += d * gamma[j]
-            b += d * gamma[j] * xh
-            dgamma[j] += d * xh
-            dbeta[j] += d
-        a /= C
-        b /= C
-        for j in range(C):
-            dX[i, j] = (dY[i, j] * gamma[j] - a - xhat[j] * b) * inv
+            xhat[j] = (X[i, j] - m) * inv
+        _layer_norm_row_grad(dY[i], gamma, xhat, inv, dgamma, dbeta, dX[i])
 
 
 # ---------------------------------------------------------------------------
@@ -377,25 +385,12 @@ def add_norm_backward(dout, X, Y, mean, std, gamma, seed, threshold,
     C = X.shape[1]
     f = onp.empty(C, X.dtype)
     xhat = onp.empty(C, X.dtype)
-    zero = onp.zeros(1, X.dtype)[0]   # sums in X's type: vectorized
-    one = zero + 1
     for i in range(r0, r1):
         _row_dropout(seed, threshold, keep_scale, i, f)
         m = mean[i]
-        inv = one / std[i]
-        a = zero                      # sum of dout * gamma
-        b = zero                      # sum of dout * gamma * xhat
+        inv = 1 / std[i]
         for j in range(C):
-            xh = (X[i, j] + Y[i, j] * f[j] - m) * inv
-            xhat[j] = xh
-            g = dout[i, j]
-            a += g * gamma[j]
-            b += g * gamma[j] * xh
-            dgamma[j] += g * xh
-            dbeta[j] += g
-        a = a / C
-        b = b / C
+            xhat[j] = (X[i, j] + Y[i, j] * f[j] - m) * inv
+        _layer_norm_row_grad(dout[i], gamma, xhat, inv, dgamma, dbeta, dX[i])
         for j in range(C):
-            dz = (dout[i, j] * gamma[j] - a - xhat[j] * b) * inv
-            dX[i, j] = dz
-            dY[i, j] = dz * f[j]
+            dY[i, j] = dX[i, j] * f[j]
