@@ -1,12 +1,13 @@
 """Compiled CPU loops for the pretraining step: self-attention, AddNorm,
 LayerNorm and the MLM loss.
 
-Three pieces of the book's pretraining step cost far more on a CPU than
+Four pieces of the book's pretraining step cost far more on a CPU than
 their arithmetic: MXNet 1.9's LayerNorm backward goes through its generic
 broadcast and reduce kernels (about 20 times its forward pass), the MLM
 loss's `log_softmax` backward through oneDNN's reference loop over the
-5120 x 20256 scores, and the interleaved attention operators run on one
-thread.  Here compiled loops (`d2l_bert._numba_kernels`) do that work,
+5120 x 20256 scores, the interleaved attention operators run on one
+thread, and `Dropout` draws its mask one number at a time.  Here
+compiled loops (`d2l_bert._numba_kernels`) do that work,
 wrapped as MXNet custom operators so that they run inside the hybridized
 graph of `train_bert`'s step:
 
