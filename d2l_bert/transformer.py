@@ -95,14 +95,15 @@ class LayerNorm(nn.LayerNorm):
         """Parameters: data, shape (..., H); residual, the same shape, for
         the LayerNorm of ``residual + dropout(data)``.  Returns shape
         (..., H)."""
-        if residual is not None:
-            return _kernels.add_norm(F, residual, data, gamma, beta,
-                                     self._epsilon,
-                                     self.residual_dropout)  # (..., H)
-        if not _kernels.in_training_graph() or self._axis != -1:
+        if residual is None and (not _kernels.in_training_graph()
+                                 or self._axis != -1):
             return super().hybrid_forward(F, data, gamma, beta)
-        return _kernels.layer_norm(F, data, gamma, beta,
-                                   self._epsilon)            # (..., H)
+        if residual is None:
+            return _kernels.layer_norm(F, data, gamma, beta,
+                                       self._epsilon)        # (..., H)
+        return _kernels.add_norm(F, residual, data, gamma, beta,
+                                 self._epsilon,
+                                 self.residual_dropout)      # (..., H)
 
 
 class AddNorm(nn.HybridBlock):
@@ -130,10 +131,10 @@ class AddNorm(nn.HybridBlock):
 
     def hybrid_forward(self, F, X, Y):
         """Parameters: X, Y of shape (B, T, H). Returns shape (B, T, H)."""
-        if (_kernels.in_training_graph() and not self.dropout._axes
-                and self.ln._axis == -1):
-            return self.ln(Y, X)             # LayerNorm(X + dropout(Y))
-        return self.ln(self.dropout(Y) + X)                  # (B, T, H)
+        if (not _kernels.in_training_graph() or self.dropout._axes
+                or self.ln._axis != -1):
+            return self.ln(self.dropout(Y) + X)              # (B, T, H)
+        return self.ln(Y, X)        # LayerNorm(X + dropout(Y)), (B, T, H)
 
 
 class TransformerEncoderBlock(nn.HybridBlock):
