@@ -192,6 +192,16 @@ def dropout_scale(seed, threshold, keep_scale, bh, T, out):
 
 
 @numba.njit(nogil=True, cache=True, inline='always')
+def _pair_buffers(T, d, dt):
+    """The buffers both attention loops use for one pair: Q, K, V (T, d),
+    the dropped weights Pd and the dropout factors (T, T), of type
+    `dt`."""
+    return (onp.empty((T, d), dt), onp.empty((T, d), dt),
+            onp.empty((T, d), dt), onp.empty((T, T), dt),
+            onp.empty((T, T), dt))
+
+
+@numba.njit(nogil=True, cache=True, inline='always')
 def _pair_inputs(qkv, b, i, d, Q, K, V):
     """Copy the queries, keys and values of example b, head i into Q, K,
     V (T, d); return the pair's first column in `qkv`."""
@@ -229,13 +239,9 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
     T = qkv.shape[1]
     d = qkv.shape[2] // (3 * h)
     dt = qkv.dtype
-    Q = onp.empty((T, d), dt)
-    K = onp.empty((T, d), dt)
-    V = onp.empty((T, d), dt)
+    Q, K, V, Pd, drop = _pair_buffers(T, d, dt)
     S = onp.empty((T, T), dt)
-    Pd = onp.empty((T, T), dt)
     Ob = onp.empty((T, d), dt)
-    drop = onp.empty((T, T), dt)
     for bh in range(r0, r1):
         b, i = bh // h, bh % h
         _pair_inputs(qkv, b, i, d, Q, K, V)
@@ -280,14 +286,10 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
     T = qkv.shape[1]
     d = qkv.shape[2] // (3 * h)
     dt = qkv.dtype
-    Q = onp.empty((T, d), dt)
-    K = onp.empty((T, d), dt)
-    V = onp.empty((T, d), dt)
+    Q, K, V, Pd, drop = _pair_buffers(T, d, dt)
     G = onp.empty((T, d), dt)                                # dO of the pair
-    Pd = onp.empty((T, T), dt)
     dP = onp.empty((T, T), dt)
     dS = onp.empty((T, T), dt)
-    drop = onp.empty((T, T), dt)
     dQ = onp.empty((T, d), dt)
     dK = onp.empty((T, d), dt)
     dV = onp.empty((T, d), dt)
