@@ -427,22 +427,59 @@ def _compiled(arrays):
             and usable([a.context for a in arrays]))
 
 
-def _direct(req, arr, dtype):
-    """Whether a loop can write into the MXNet array `arr` itself: the
-    request is to write it and its type is the loop's `dtype`."""
-    return req in ('write', 'inplace') and arr.dtype == dtype
+def _loop_arrays(arrays, op_type):
+    """NumPy views of `arrays` in the type the attention and AddNorm loops
+    take: the first array's if float32 or float64, else float32 (copies).
+    Raises RuntimeError off the CPU or without numba."""
+    if not usable([a.context for a in arrays]):
+        raise RuntimeError(f'{op_type} runs on the CPU with numba only')
+    hosted = [_host(a) for a in arrays]
+    t = hosted[0].dtype
+    if t not in (onp.float32, onp.float64):
+        t = onp.dtype(onp.float32)
+    return [a.astype(t, copy=False) for a in hosted]
+
+
+def _loop_output(arr, req, shape, dtype):
+    """The NumPy array (of `shape`) a loop writes an output into: the
+    MXNet array `arr`'s own memory when the request is to write it and its
+    type is `dtype`, else a new array, which `_assign` then stores as `req`
+    asks."""
+    if req in ('write', 'inplace') and arr.dtype == dtype:
+        return _host(arr).reshape(shape)
+    return onp.empty(shape, dtype)
 
 
 def _assign(dst, req, value):
     """Store `value` (a NumPy array) into the MXNet array `dst` as `req`
-    asks ('null', 'write', 'inplace' or 'add')."""
+    asks ('null', 'write', 'inplace' or 'add'); nothing to do when `value`
+    is `dst`'s own memory, written in place (`_loop_output`)."""
     if req == 'null':
         return
     out = _host(dst).reshape(value.shape)
+    if out.ctypes.data == value.ctypes.data:
+        return
     if req == 'add':
         out += value
     else:
         out[...] = value
+
+
+def _run_summing(kernel, N, C, *args):
+    """`_run(kernel, N, *args, acc_gamma, acc_beta)`, each chunk of rows
+    with its own float64 accumulators (C,); returns their totals, (2, C)
+    (the gamma and beta gradients of the LayerNorm loops)."""
+    acc = onp.zeros((len(_split(N)), 2, C), onp.float64)
+    _run(kernel, N, *args, per_chunk=lambda k: (acc[k, 0], acc[k, 1]))
+    return acc.sum(axis=0)                                   # (2, C)
+
+
+def _no_gradient(op, req, in_data, in_grad, ks):
+    """Zero gradients for the inputs `ks` of a custom operator (seeds,
+    lengths, labels), which have none."""
+    for k in ks:
+        if req[k] != 'null':
+            op.assign(in_grad[k], req[k], mx.np.zeros_like(in_data[k]))
 
 
 # ---------------------------------------------------------------------------
@@ -507,16 +544,10 @@ class _LayerNorm(mx.operator.CustomOp):
         X2 = _host(X).reshape(-1, C)                         # (N, C)
         mean1, std1 = _host(mean).reshape(-1), _host(std).reshape(-1)
         N = X2.shape[0]
-        direct = req[0] in ('write', 'inplace')
-        dX = (_host(in_grad[0]).reshape(-1, C) if direct
-              else onp.empty((N, C), onp.float32))           # (N, C)
-        chunks = len(_split(N))
-        acc = onp.zeros((chunks, 2, C), onp.float64)
-        _run(K.layer_norm_backward, N, dY, X2, mean1, std1, _host(gamma),
-             dX, per_chunk=lambda k: (acc[k, 0], acc[k, 1]))
-        if not direct:
-            _assign(in_grad[0], req[0], dX)
-        sums = acc.sum(axis=0).astype(onp.float32)           # (2, C)
+        dX = _loop_output(in_grad[0], req[0], (N, C), onp.float32)
+        sums = _run_summing(K.layer_norm_backward, N, C, dY, X2, mean1,
+                            std1, _host(gamma), dX).astype(onp.float32)
+        _assign(in_grad[0], req[0], dX)
         _assign(in_grad[1], req[1], sums[0])
         _assign(in_grad[2], req[2], sums[1])
 
@@ -585,8 +616,7 @@ class _SoftmaxCE(mx.operator.CustomOp):
 
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
         scores, labels = in_data
-        if req[1] != 'null':
-            self.assign(in_grad[1], req[1], mx.np.zeros_like(labels))
+        _no_gradient(self, req, in_data, in_grad, [1])
         if req[0] == 'null':
             return
         if not _compiled([scores, out_grad[0]]):
@@ -598,11 +628,9 @@ class _SoftmaxCE(mx.operator.CustomOp):
         y = _host(labels).astype(onp.int32)                  # (N,)
         g = onp.ascontiguousarray(_host(out_grad[0]))        # (N,)
         lse = _host(out_data[1])                             # (N,)
-        direct = req[0] in ('write', 'inplace')
-        dX = _host(in_grad[0]) if direct else onp.empty_like(X)
+        dX = _loop_output(in_grad[0], req[0], X.shape, X.dtype)
         _run(K.softmax_ce_backward, N, X, y, lse, g, dX)
-        if not direct:
-            _assign(in_grad[0], req[0], dX)
+        _assign(in_grad[0], req[0], dX)
 
     def _forward_plain(self, req, scores, labels, out_data):
         nd = mx.nd
@@ -658,24 +686,16 @@ class _SelfAttention(mx.operator.CustomOp):
         super().__init__()
         self.heads, self.dropout, self.has_lens = heads, dropout, has_lens
 
-    def _arguments(self, in_data, T):
-        """qkv as float32/float64 NumPy, and the valid length of each
-        example as an int32 count of keys in [0, T]."""
-        qkv = in_data[0]
-        if not usable([qkv.context]):
-            raise RuntimeError('d2l_bert_self_attention runs on the CPU '
-                               'with numba only')
-        X = _host(qkv)                                       # (B, T, 3*H)
-        if X.dtype not in (onp.float32, onp.float64):
-            X = X.astype(onp.float32)
-        B = X.shape[0]
+    def _lens(self, in_data, B, T):
+        """The valid length of each example as an int32 count of keys in
+        [0, T]."""
         if self.has_lens:
             # Key j is valid when j < valid_len, as in the book
             lens = onp.ceil(onp.clip(_host(in_data[2]).astype(onp.float64),
                                      0, T)).astype(onp.int32)  # (B,)
         else:
             lens = onp.full(B, T, onp.int32)                 # (B,)
-        return X, lens
+        return lens
 
     def _scalars(self, X, seed, dropout_on):
         """scale, seed, threshold and keep scale as the loops take them."""
@@ -686,40 +706,36 @@ class _SelfAttention(mx.operator.CustomOp):
 
     def forward(self, is_train, req, in_data, out_data, aux):
         from . import _numba_kernels as K
-        B, T = in_data[0].shape[:2]
-        X, lens = self._arguments(in_data, T)
+        B, T, H3 = in_data[0].shape
+        X, = _loop_arrays(in_data[:1], 'd2l_bert_self_attention')
         dropout_on = bool(is_train and self.dropout > 0)
-        shapes = [(B, T, X.shape[2] // 3),                   # O (B, T, H)
-                  (B * self.heads, T, T)]                    # P (B*h, T, T)
-        direct = [_direct(req[k], out_data[k], X.dtype) for k in range(2)]
-        O, P = [_host(out_data[k]) if direct[k]
-                else onp.empty(shapes[k], X.dtype) for k in range(2)]
-        _run(K.self_attention_forward, B * self.heads, X, lens, self.heads,
+        O = _loop_output(out_data[0], req[0], (B, T, H3 // 3), X.dtype)
+        P = _loop_output(out_data[1], req[1], (B * self.heads, T, T),
+                         X.dtype)
+        _run(K.self_attention_forward, B * self.heads, X,
+             self._lens(in_data, B, T), self.heads,
              *self._scalars(X, in_data[1], dropout_on), P, O)
-        for k, value in enumerate((O, P)):
-            if not direct[k]:
-                _assign(out_data[k], req[k], value)
+        _assign(out_data[0], req[0], O)
+        _assign(out_data[1], req[1], P)
         _assign(out_data[2], req[2], onp.array([dropout_on], onp.float32))
 
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
         from . import _numba_kernels as K
-        for k in range(1, len(in_data)):                     # seed, lens
-            if req[k] != 'null':
-                self.assign(in_grad[k], req[k], mx.np.zeros_like(in_data[k]))
+        _no_gradient(self, req, in_data, in_grad,
+                     range(1, len(in_data)))                 # seed, lens
         if req[0] == 'null':
             return
         B, T = in_data[0].shape[:2]
-        X, lens = self._arguments(in_data, T)
+        # qkv (B, T, 3*H), P (B*h, T, T), dO (B, T, H), dP (B*h, T, T)
+        X, P, dO, dP = _loop_arrays(
+            [in_data[0], out_data[1], out_grad[0], out_grad[1]],
+            'd2l_bert_self_attention')
         dropout_on = bool(_host(out_data[2])[0])
-        P = _host(out_data[1]).astype(X.dtype, copy=False)   # (B*h, T, T)
-        dO = _host(out_grad[0]).astype(X.dtype, copy=False)  # (B, T, H)
-        dP = _host(out_grad[1]).astype(X.dtype, copy=False)  # (B*h, T, T)
-        direct = _direct(req[0], in_grad[0], X.dtype)
-        dX = _host(in_grad[0]) if direct else onp.empty_like(X)
-        _run(K.self_attention_backward, B * self.heads, X, lens, self.heads,
+        dX = _loop_output(in_grad[0], req[0], X.shape, X.dtype)
+        _run(K.self_attention_backward, B * self.heads, X,
+             self._lens(in_data, B, T), self.heads,
              *self._scalars(X, in_data[1], dropout_on), P, dO, dP, dX)
-        if not direct:
-            _assign(in_grad[0], req[0], dX)
+        _assign(in_grad[0], req[0], dX)
 
 
 @mx.operator.register('d2l_bert_self_attention')
@@ -769,65 +785,41 @@ class _AddNorm(mx.operator.CustomOp):
         super().__init__()
         self.epsilon, self.dropout = epsilon, dropout
 
-    @staticmethod
-    def _rows(in_data):
-        """X, Y as (N, C) and gamma as float32/float64 NumPy arrays."""
-        X = in_data[0]
-        if not usable([a.context for a in in_data[:4]]):
-            raise RuntimeError('d2l_bert_add_norm runs on the CPU with numba '
-                               'only')
-        C = X.shape[-1]
-        arrays = [_host(a) for a in in_data[:3]]
-        if arrays[0].dtype not in (onp.float32, onp.float64):
-            arrays = [a.astype(onp.float32) for a in arrays]
-        t = arrays[0].dtype
-        X2, Y2 = [a.reshape(-1, C).astype(t, copy=False)
-                  for a in arrays[:2]]                       # (N, C)
-        return X2, Y2, arrays[2].astype(t, copy=False)
-
     def forward(self, is_train, req, in_data, out_data, aux):
         from . import _numba_kernels as K
-        X, Y, gamma = self._rows(in_data)
-        N, C = X.shape
-        t = X.dtype
-        beta = _host(in_data[3]).astype(t, copy=False)
+        X, Y, gamma, beta = _loop_arrays(in_data[:4], 'd2l_bert_add_norm')
+        C = X.shape[-1]
+        X, Y = X.reshape(-1, C), Y.reshape(-1, C)            # (N, C)
+        N, t = X.shape[0], X.dtype
         dropout_on = bool(is_train and self.dropout > 0)
-        direct = [_direct(req[k], out_data[k], t) for k in range(3)]
-        out, mean, std = [
-            _host(out_data[k]).reshape(shape) if direct[k]
-            else onp.empty(shape, t)
-            for k, shape in enumerate([(N, C), (N,), (N,)])]
+        out, mean, std = [_loop_output(out_data[k], req[k], shape, t)
+                          for k, shape in enumerate([(N, C), (N,), (N,)])]
         _run(K.add_norm_forward, N, X, Y, gamma, beta, t.type(self.epsilon),
              *_dropout_scalars(in_data[4], self.dropout, dropout_on, t),
              out, mean, std)
         for k, value in enumerate((out, mean, std)):
-            if not direct[k]:
-                _assign(out_data[k], req[k], value)
+            _assign(out_data[k], req[k], value)
         _assign(out_data[3], req[3], onp.array([dropout_on], onp.float32))
 
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
         from . import _numba_kernels as K
-        if req[4] != 'null':                                 # seed
-            self.assign(in_grad[4], req[4], mx.np.zeros_like(in_data[4]))
-        X, Y, gamma = self._rows(in_data)
-        N, C = X.shape
-        t = X.dtype
-        dout = _host(out_grad[0]).reshape(N, C).astype(t, copy=False)
-        mean, std = [_host(out_data[k]).reshape(N).astype(t, copy=False)
-                     for k in (1, 2)]
+        _no_gradient(self, req, in_data, in_grad, [4])       # seed
+        X, Y, gamma, dout, mean, std = _loop_arrays(
+            in_data[:3] + [out_grad[0], out_data[1], out_data[2]],
+            'd2l_bert_add_norm')
+        C = X.shape[-1]
+        X, Y, dout = [a.reshape(-1, C) for a in (X, Y, dout)]  # (N, C)
+        mean, std = mean.reshape(-1), std.reshape(-1)        # (N,)
+        N, t = X.shape[0], X.dtype
         dropout_on = bool(_host(out_data[3])[0])
-        direct = [_direct(req[k], in_grad[k], t) for k in range(2)]
-        dX, dY = [_host(in_grad[k]).reshape(N, C) if direct[k]
-                  else onp.empty((N, C), t) for k in range(2)]
-        chunks = len(_split(N))
-        acc = onp.zeros((chunks, 2, C), onp.float64)
-        _run(K.add_norm_backward, N, dout, X, Y, mean, std, gamma,
-             *_dropout_scalars(in_data[4], self.dropout, dropout_on, t),
-             dX, dY, per_chunk=lambda k: (acc[k, 0], acc[k, 1]))
-        for k, value in enumerate((dX, dY)):
-            if not direct[k]:
-                _assign(in_grad[k], req[k], value)
-        sums = acc.sum(axis=0).astype(t)                     # (2, C)
+        dX, dY = [_loop_output(in_grad[k], req[k], (N, C), t)
+                  for k in range(2)]
+        sums = _run_summing(
+            K.add_norm_backward, N, C, dout, X, Y, mean, std, gamma,
+            *_dropout_scalars(in_data[4], self.dropout, dropout_on, t),
+            dX, dY).astype(t)                                # (2, C)
+        _assign(in_grad[0], req[0], dX)
+        _assign(in_grad[1], req[1], dY)
         _assign(in_grad[2], req[2], sums[0])
         _assign(in_grad[3], req[3], sums[1])
 
