@@ -574,10 +574,10 @@ def train_batch_ch13(net, features, labels, loss, trainer, devices,
 
     The parameters of `MaskLM` and `NextSentencePred` get no gradient in
     fine-tuning; ``ignore_stale_grad=True`` lets the trainer skip them.
-    On the CPU, the encoder's self-attention and the backward pass of its
-    LayerNorms run as compiled loops (`d2l_bert._kernels`), as in
-    `train_bert`: the same outputs and gradients within rounding (the
-    attention's dropout mask is drawn differently, with the same rate).
+    On the CPU, the encoder's self-attention and AddNorm layers run as
+    compiled loops (`d2l_bert._kernels`), as in `train_bert`: the same
+    outputs and gradients within rounding (dropout masks are drawn
+    differently, with the same rate).
 
     Returns
     -------

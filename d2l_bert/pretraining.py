@@ -139,12 +139,13 @@ class _BatchLossBERT(nn.HybridBlock):
     `BERTModel` does, and gives deferred parameters their shapes, before
     running the graph.
 
-    On the CPU, the graph computes its self-attention, and the gradients
-    of its LayerNorms and of the MLM loss, with compiled loops
-    (`d2l_bert._kernels`): the same losses, and gradients equal within
-    rounding, several times faster than MXNet's own (the attention's
-    dropout mask is drawn differently, with the same rate).  ``use_kernels=False`` (or no numba, or
-    ``D2L_BERT_KERNELS=0``) keeps MXNet's operators throughout.
+    On the CPU, the graph computes its self-attention and its AddNorm
+    layers, and the gradients of its other LayerNorms and of the MLM
+    loss, with compiled loops (`d2l_bert._kernels`): the same losses, and
+    gradients equal within rounding, several times faster than MXNet's
+    own (dropout masks are drawn differently, with the same rate).
+    ``use_kernels=False`` (or no numba, or ``D2L_BERT_KERNELS=0``) keeps
+    MXNet's operators throughout.
     """
 
     def __init__(self, net, loss, vocab_size, use_kernels=True):
