@@ -40,8 +40,8 @@ _LOWEST = onp.float32(-87.0)   # exp(-87) is still a normal float32
 
 
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True, inline='always')
-def _exp_shifted(src, shift, out, bits):
-    """``out[j] = exp(src[j] - shift)`` for a row, vectorizable.
+def _exp_shifted(src, shift, mult, out, bits):
+    """``out[j] = mult * exp(src[j] - shift)`` for a row, vectorizable.
 
     `src - shift` is at most 0 here (a row's maximum or its log-sum-exp is
     subtracted); values below -87 give exp(-87), below float32's smallest
@@ -63,11 +63,39 @@ def _exp_shifted(src, shift, out, bits):
         p = p * f + onp.float32(1.0 / 6)
         p = p * f + onp.float32(0.5)
         p = p * f + onp.float32(1.0)
-        out[j] = p * f + onp.float32(1.0)
+        out[j] = (p * f + onp.float32(1.0)) * mult
         bits[j] = (onp.int32(k) + onp.int32(127)) << onp.int32(23)
     scale = bits.view(onp.float32)                           # 2 ** k
     for j in range(n):
         out[j] *= scale[j]
+
+
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True, inline='always')
+def _row_max(row):
+    """The largest value of a row (NaNs are passed over: a NaN score
+    still makes its row's exponentials, and so its loss, NaN).
+
+    Four running maxima, so that the compares do not wait on each other:
+    LLVM does not vectorize a max reduction without the 'nnan' flag, and
+    one running maximum took four times as long as reading the row.
+    """
+    n4 = row.shape[0] // 4 * 4
+    a = b = c = d = row[0]
+    for j in range(0, n4, 4):
+        a = row[j] if row[j] > a else a
+        b = row[j + 1] if row[j + 1] > b else b
+        c = row[j + 2] if row[j + 2] > c else c
+        d = row[j + 3] if row[j + 3] > d else d
+    for j in range(n4, row.shape[0]):
+        a = row[j] if row[j] > a else a
+    a = b if b > a else a
+    c = d if d > c else c
+    return c if c > a else a
+
+
+# Columns per piece of a row in the softmax loops: a piece of scores, its
+# exponentials and their exponent bits stay in the L1 cache (6 KB)
+_TILE = 512
 
 
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
@@ -76,17 +104,18 @@ def softmax_ce_forward(X, y, loss, lse, r0, r1):
     (N,): ``loss[i] = lse[i] - X[i, y[i]]`` with ``lse[i]`` the row's
     log-sum-exp.  Labels outside [0, V) are clipped, as `pick` does."""
     V = X.shape[1]
-    e = onp.empty(V, onp.float32)
-    bits = onp.empty(V, onp.int32)
+    e = onp.empty(_TILE, onp.float32)
+    bits = onp.empty(_TILE, onp.int32)
     for i in range(r0, r1):
         row = X[i]
-        m = row[0]
-        for j in range(V):
-            m = row[j] if row[j] > m else m
-        _exp_shifted(row, m, e, bits)
+        m = _row_max(row)
         s = onp.float32(0.0)
-        for j in range(V):
-            s += e[j]
+        for j0 in range(0, V, _TILE):
+            n = min(_TILE, V - j0)
+            _exp_shifted(row[j0:j0 + n], m, onp.float32(1.0), e[:n],
+                         bits[:n])
+            for j in range(n):
+                s += e[j]
         label = min(max(y[i], 0), V - 1)
         lse[i] = m + onp.log(s)
         loss[i] = lse[i] - row[label]
@@ -97,13 +126,13 @@ def softmax_ce_backward(X, y, lse, g, dX, r0, r1):
     """The gradient of ``sum(g * loss)`` with respect to the scores:
     ``dX[i] = g[i] * (softmax(X[i]) - one_hot(y[i]))``."""
     V = X.shape[1]
-    bits = onp.empty(V, onp.int32)
+    bits = onp.empty(_TILE, onp.int32)
     for i in range(r0, r1):
-        out = dX[i]
-        _exp_shifted(X[i], lse[i], out, bits)                # softmax
-        gi = g[i]
-        for j in range(V):
-            out[j] *= gi
+        row, out, gi = X[i], dX[i], g[i]
+        for j0 in range(0, V, _TILE):                       # g * softmax
+            n = min(_TILE, V - j0)
+            _exp_shifted(row[j0:j0 + n], lse[i], gi, out[j0:j0 + n],
+                         bits[:n])
         label = min(max(y[i], 0), V - 1)
         out[label] -= gi
 

@@ -153,6 +153,27 @@ def test_softmax_ce_equals_log_softmax_and_pick(V, hybridize,
     assert compiled_calls == ['softmax_ce_forward', 'softmax_ce_backward']
 
 
+@pytest.mark.parametrize('V', [1024, 1027])
+def test_softmax_ce_finds_the_row_maximum_in_any_column(V,
+                                                        compiled_calls):
+    # Each row's maximum is 130 above its other scores, in a column of
+    # its own: the first, the last piece of 512 columns, the columns past
+    # a multiple of four, the very last.  Shifting by anything but the
+    # maximum would overflow the exponentials
+    cols = [0, 1, 2, 3, 511, 512, 513, V - 4, V - 3, V - 2, V - 1]
+    N = len(cols)
+    scores = onp.random.uniform(-60.0, -50.0, (N, V)).astype('float32')
+    scores[onp.arange(N), cols] = 80.0
+    labels = np.array(onp.arange(N).astype('int32') * 7 % V)
+    head = head_weights(N)
+    expected = plain_softmax_ce(np.array(scores), labels, head)
+    loss, grad = softmax_ce_run(np.array(scores), labels, head, True)
+    assert onp.isfinite(loss).all() and onp.isfinite(grad).all()
+    onp.testing.assert_allclose(loss, expected[0], **LOSS_TOL)
+    onp.testing.assert_allclose(grad, expected[1], **GRAD_TOL)
+    assert compiled_calls == ['softmax_ce_forward', 'softmax_ce_backward']
+
+
 def test_softmax_ce_plain_path_outside_the_training_graph():
     scores = wide_scores(4, 9)
     labels = np.array([0, 3, 8, 1], dtype='int32')
