@@ -2,10 +2,11 @@
 
 Import this module BEFORE `mxnet`: `set_threads` must set the OpenMP
 thread count before MXNet reads it, and MXNet reads it once, when it is
-imported.
+imported (and loads OpenBLAS, which picks its kernels then).
 
 - `set_threads`: all cores by default (MXNet alone would give OpenMP half
-  of them, one thread on a 2-core machine);
+  of them, one thread on a 2-core machine), and OpenBLAS's AVX-512
+  kernels on a CPU that has AVX-512, as importing `d2l_bert` does;
 - `book_batch`: a random batch shaped and typed like the book's
   pretraining batches (lengths spread like real data);
 - `gemm_rate`: the float32 matrix multiply rate of this machine, measured
@@ -32,9 +33,11 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def set_threads(num_threads=None):
-    """Set OpenMP's thread count for MXNet; call before importing `mxnet`.
+    """Set OpenMP's thread count for MXNet, and ask OpenBLAS for its
+    AVX-512 kernels where the CPU has them, as importing `d2l_bert` does;
+    call before importing `mxnet`.
 
-    Returns a one-line description of the choice.
+    Returns a description of the choices, one line each.
     """
     if 'mxnet' in sys.modules:
         raise RuntimeError('set_threads must run before `import mxnet`')
@@ -45,7 +48,8 @@ def set_threads(num_threads=None):
     spec = importlib.util.spec_from_file_location('_d2l_bert_threads', path)
     threads = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(threads)
-    return threads.use_all_cores(num_threads)
+    return (threads.use_all_cores(num_threads) + '\n'
+            + threads.use_avx512_blas())
 
 
 def machine():

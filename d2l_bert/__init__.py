@@ -4,10 +4,15 @@ The public names are the book's.  Each object says in its docstring which
 section of the book defines it.
 """
 # MXNet fixes its CPU thread count when it is imported, to half the
-# processors unless told otherwise; before that, ask for every core
+# processors unless told otherwise, and importing it loads OpenBLAS, which
+# fixes its kernels then; before that, ask for every core and, on a CPU
+# with AVX-512, for OpenBLAS's AVX-512 kernels
 from ._threads import use_all_cores as _use_all_cores
+from ._threads import use_avx512_blas as _use_avx512_blas
 #: What MXNet uses for its CPU operators, in words (see `_threads`)
 CPU_THREADS = _use_all_cores()
+#: Which kernels OpenBLAS was asked for, in words (see `_threads`)
+BLAS_KERNELS = _use_avx512_blas()
 
 from mxnet import npx as _npx  # noqa: E402
 

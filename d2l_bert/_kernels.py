@@ -102,31 +102,56 @@ def describe(devices=None):
         why = "off (numba is missing or failed; MXNet's operators run)"
     else:
         import numba
-        why = f'on (numba {numba.__version__}, {_threads()} threads)'
+        why = (f'on (numba {numba.__version__}, {_threads()} threads, '
+               f'OpenBLAS {blas_kernels() or "not found"} kernels)')
     return f'compiled attention, AddNorm, LayerNorm and MLM-loss loops: {why}'
 
 
-def _single_threaded_blas():
-    """Give SciPy's OpenBLAS, which the attention loops call through
-    numba's `np.dot`, one thread: the loops already split the work among
-    threads, and OpenBLAS's own threads (for products above 64 x 64 x 64)
-    would fight them and MXNet's for the cores, 4 times slower at 128
-    tokens.  SciPy's `scipy.linalg` gets one thread too; MXNet's own
-    OpenBLAS is another library and keeps its threads.  Returns the
-    libraries set."""
+def _scipy_openblas():
+    """SciPy's OpenBLAS libraries (`ctypes.CDLL`), which the attention
+    loops call through numba's `np.dot`; none if SciPy uses another
+    BLAS."""
     import glob
     import scipy
     root = os.path.dirname(os.path.abspath(scipy.__file__))
-    done = []
+    found = []
     for pattern in ('../scipy.libs/libopenblas*', '.dylibs/libopenblas*',
                     '.libs/libopenblas*', '../scipy.libs/libopenblas*.dll'):
         for path in glob.glob(os.path.join(root, pattern)):
             try:
-                ctypes.CDLL(path).openblas_set_num_threads(1)
-                done.append(path)
+                lib = ctypes.CDLL(path)
+                lib.openblas_set_num_threads     # an OpenBLAS?
             except (OSError, AttributeError):
-                pass   # another BLAS: only the speed differs
-    return done
+                continue   # another BLAS: only the speed differs
+            found.append(lib)
+    return found
+
+
+def _single_threaded_blas():
+    """Give SciPy's OpenBLAS one thread: the attention loops already
+    split the work among threads, and OpenBLAS's own threads (for
+    products above 64 x 64 x 64) would fight them and MXNet's for the
+    cores, 4 times slower at 128 tokens.  SciPy's `scipy.linalg` gets one
+    thread too; MXNet's own OpenBLAS is another library and keeps its
+    threads.  Returns the libraries set."""
+    libs = _scipy_openblas()
+    for lib in libs:
+        lib.openblas_set_num_threads(1)
+    return libs
+
+
+def blas_kernels():
+    """The kernels SciPy's OpenBLAS runs ('SkylakeX', 'Haswell', 'Zen',
+    ...), which `d2l_bert._threads.use_avx512_blas` may have chosen;
+    None if SciPy uses another BLAS."""
+    for lib in _scipy_openblas():
+        try:
+            name = lib.openblas_get_corename
+        except AttributeError:
+            continue
+        name.restype = ctypes.c_char_p
+        return name().decode()
+    return None
 
 
 def _smoke_test():

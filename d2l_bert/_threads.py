@@ -1,4 +1,6 @@
-"""How many threads MXNet's operators use on the CPU.
+"""How many threads MXNet's operators use on the CPU, and which kernels
+OpenBLAS uses: two choices a process can only make before `mxnet` is
+imported.
 
 MXNet reads the OpenMP thread count once, when it is imported.  Unless
 ``OMP_NUM_THREADS`` is set, it takes half the processors, assuming that
@@ -6,6 +8,13 @@ every core runs two hardware threads: on a laptop or a virtual machine
 without them (2 cores, 2 processors), one core sits idle.  `use_all_cores`
 sets ``OMP_NUM_THREADS`` to the number of physical cores this process may
 run on, before MXNet is imported, and says what it chose.
+
+OpenBLAS picks its kernels for the CPU it finds when it is loaded, and
+importing `mxnet` loads SciPy's (through `scipy.sparse`).  SciPy 1.10's
+OpenBLAS (0.3.18) does not know AMD's Zen 4 and later and takes them for
+AVX2-only CPUs; the attention loops, which multiply 64 x 64 blocks with
+it, then run at half speed.  `use_avx512_blas` asks for OpenBLAS's
+AVX-512 kernels on a CPU that has AVX-512, before the library is loaded.
 
 This module must not import `mxnet`.
 """
@@ -68,3 +77,53 @@ def use_all_cores(num_threads=None):
     os.environ['OMP_NUM_THREADS'] = str(chosen)
     return (f'CPU threads: {chosen} of {cores} cores (MXNet alone would '
             f'use {default}; set OMP_NUM_THREADS to choose)')
+
+
+#: The AVX-512 parts OpenBLAS's SkylakeX kernels are built with
+AVX512_FLAGS = ('avx512f', 'avx512bw', 'avx512dq', 'avx512vl')
+
+
+def avx512(cpuinfo='/proc/cpuinfo'):
+    """Whether this CPU and its operating system run AVX-512 (the parts
+    in `AVX512_FLAGS`).
+
+    Read from Linux's `cpuinfo`, whose flags leave out what the kernel
+    has not enabled; False where that file does not exist.
+    """
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.startswith('flags'):
+                    flags = set(line.split(':', 1)[1].split())
+                    return all(flag in flags for flag in AVX512_FLAGS)
+    except OSError:
+        pass
+    return False
+
+
+def use_avx512_blas():
+    """Ask OpenBLAS for its AVX-512 kernels, if this CPU has AVX-512 and
+    OpenBLAS is not loaded yet.
+
+    Sets ``OPENBLAS_CORETYPE=SkylakeX`` unless the environment already
+    sets ``OPENBLAS_CORETYPE`` (that is kept).  An Intel CPU with AVX-512
+    gets these kernels anyway; an AMD Zen 4 gets them only this way.
+
+    Returns
+    -------
+    str
+        One line saying what was chosen and why.
+    """
+    if os.environ.get('OPENBLAS_CORETYPE'):
+        return (f"OpenBLAS kernels: {os.environ['OPENBLAS_CORETYPE']} "
+                '(OPENBLAS_CORETYPE from the environment)')
+    if not avx512():
+        return "OpenBLAS kernels: OpenBLAS's own choice (no AVX-512 here)"
+    if 'mxnet' in sys.modules or 'scipy.linalg' in sys.modules:
+        return ("OpenBLAS kernels: OpenBLAS's own choice; it was loaded "
+                'before d2l_bert could ask for the AVX-512 ones (import '
+                'd2l_bert before mxnet and scipy, or set '
+                'OPENBLAS_CORETYPE=SkylakeX before starting Python)')
+    os.environ['OPENBLAS_CORETYPE'] = 'SkylakeX'
+    return ('OpenBLAS kernels: SkylakeX (AVX-512, which this CPU has; set '
+            'OPENBLAS_CORETYPE to choose)')

@@ -432,6 +432,57 @@ def test_too_late_once_mxnet_is_imported():
     assert 'MXNet was imported before' in _threads.use_all_cores()
 
 
+@pytest.fixture
+def before_openblas(monkeypatch):
+    """Pretend neither MXNet nor SciPy's linalg is imported yet, and
+    OPENBLAS_CORETYPE unset."""
+    monkeypatch.delitem(sys.modules, 'mxnet')
+    monkeypatch.delitem(sys.modules, 'scipy.linalg', raising=False)
+    monkeypatch.delenv('OPENBLAS_CORETYPE', raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize('has_avx512', [True, False])
+def test_avx512_kernels_are_asked_for_only_on_an_avx512_cpu(
+        before_openblas, has_avx512):
+    before_openblas.setattr(_threads, 'avx512', lambda: has_avx512)
+    message = _threads.use_avx512_blas()
+    if has_avx512:
+        assert os.environ['OPENBLAS_CORETYPE'] == 'SkylakeX'
+        assert message.startswith('OpenBLAS kernels: SkylakeX (AVX-512')
+    else:
+        assert 'OPENBLAS_CORETYPE' not in os.environ
+        assert message == ("OpenBLAS kernels: OpenBLAS's own choice (no "
+                           "AVX-512 here)")
+
+
+def test_openblas_kernels_from_the_environment_are_kept(before_openblas):
+    before_openblas.setattr(_threads, 'avx512', lambda: True)
+    before_openblas.setenv('OPENBLAS_CORETYPE', 'Haswell')
+    assert _threads.use_avx512_blas() == (
+        'OpenBLAS kernels: Haswell (OPENBLAS_CORETYPE from the environment)')
+    assert os.environ['OPENBLAS_CORETYPE'] == 'Haswell'
+
+
+def test_too_late_for_openblas_kernels_once_mxnet_is_imported(monkeypatch):
+    monkeypatch.setattr(_threads, 'avx512', lambda: True)
+    monkeypatch.delenv('OPENBLAS_CORETYPE', raising=False)
+    assert 'it was loaded before d2l_bert could ask for the AVX-512' in \
+        _threads.use_avx512_blas()
+    assert 'OPENBLAS_CORETYPE' not in os.environ
+
+
+@pytest.mark.parametrize('flags, expected', [
+    ('fpu sse avx2 avx512f avx512dq avx512bw avx512vl avx512cd', True),
+    ('fpu sse avx2 avx512f avx512cd', False),        # no BW, DQ, VL
+    ('fpu sse avx2 fma', False)])
+def test_avx512_reads_the_cpus_flags(tmp_path, flags, expected):
+    cpuinfo = tmp_path / 'cpuinfo'
+    cpuinfo.write_text(f'processor\t: 0\nflags\t\t: {flags}\n\n')
+    assert _threads.avx512(str(cpuinfo)) is expected
+    assert _threads.avx512(str(tmp_path / 'missing')) is False
+
+
 def test_physical_cores_counts_within_the_affinity_mask():
     cores = _threads.physical_cores()
     assert 1 <= cores <= len(os.sched_getaffinity(0))

@@ -10,6 +10,9 @@ must show in its graph only, never in a model exported on its own, and
 must stay out when ``D2L_BERT_KERNELS=0`` or the compiled loops fail.
 """
 import json
+import os
+import subprocess
+import sys
 import threading
 
 import mxnet as mx
@@ -20,6 +23,7 @@ from mxnet.gluon import nn
 
 from d2l_bert import BERTModel
 from d2l_bert import _kernels as K
+from d2l_bert import _threads
 from d2l_bert import pretraining as P
 from d2l_bert.transformer import (AddNorm, LayerNorm,
                                   TransformerEncoderBlock)
@@ -1073,8 +1077,6 @@ def test_a_custom_operator_queued_at_exit_runs_and_the_process_ends(
     # work was dropped, or the process aborted or hung (a script ending
     # right after `l.backward(); trainer.step(1)`).  d2l_bert's handler
     # lets the queue drain first
-    import subprocess
-    import sys
     script, mark = tmp_path / 'exit.py', tmp_path / 'mark'
     script.write_text(_EXIT_SCRIPT)
     done = subprocess.run([sys.executable, str(script), str(mark)],
@@ -1085,9 +1087,50 @@ def test_a_custom_operator_queued_at_exit_runs_and_the_process_ends(
 
 
 def test_scipys_openblas_gets_one_thread_for_the_attention_loops():
-    import ctypes
-    paths = K._single_threaded_blas()
-    if not paths:
+    libs = K._single_threaded_blas()
+    if not libs:
         pytest.skip('this SciPy has no OpenBLAS of its own')
-    assert all(ctypes.CDLL(p).openblas_get_num_threads() == 1
-               for p in paths)
+    assert all(lib.openblas_get_num_threads() == 1 for lib in libs)
+
+
+def _blas_kernels_in_a_new_process(environ, imports):
+    """The kernels SciPy's OpenBLAS runs in a new Python that imports
+    `imports` first, then d2l_bert, and the kernels line."""
+    env = {k: v for k, v in os.environ.items() if k != 'OPENBLAS_CORETYPE'}
+    env.update(environ)
+    code = (f'{imports}\nimport d2l_bert\nfrom d2l_bert import _kernels\n'
+            'print(_kernels.blas_kernels())\nprint(d2l_bert.BLAS_KERNELS)')
+    done = subprocess.run([sys.executable, '-c', code], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.splitlines()
+
+
+@pytest.mark.skipif(not K._scipy_openblas(),
+                    reason='this SciPy has no OpenBLAS of its own')
+def test_importing_d2l_bert_first_gives_openblas_its_avx512_kernels():
+    kernels, line = _blas_kernels_in_a_new_process({}, '')
+    if not _threads.avx512():
+        assert line == "OpenBLAS kernels: OpenBLAS's own choice (no " \
+                       "AVX-512 here)"
+        pytest.skip('no AVX-512 on this CPU: nothing to choose')
+    assert kernels == 'SkylakeX'
+    assert line.startswith('OpenBLAS kernels: SkylakeX (AVX-512')
+
+
+@pytest.mark.skipif(not K._scipy_openblas(),
+                    reason='this SciPy has no OpenBLAS of its own')
+def test_the_environments_openblas_kernels_are_kept():
+    kernels, line = _blas_kernels_in_a_new_process(
+        {'OPENBLAS_CORETYPE': 'Sandybridge'}, '')
+    assert kernels == 'Sandybridge'
+    assert line == ('OpenBLAS kernels: Sandybridge (OPENBLAS_CORETYPE '
+                    'from the environment)')
+
+
+@pytest.mark.skipif(not K._scipy_openblas() or not _threads.avx512(),
+                    reason='needs SciPy with OpenBLAS and an AVX-512 CPU')
+def test_too_late_for_avx512_kernels_once_mxnet_is_imported():
+    kernels, line = _blas_kernels_in_a_new_process({}, 'import mxnet')
+    assert kernels != 'SkylakeX'
+    assert 'it was loaded before d2l_bert could ask' in line
