@@ -2,11 +2,14 @@
 import os
 import random
 
+# d2l_bert before mxnet, as the notebooks do, so that the tests run with
+# the thread count and OpenBLAS kernels users get (see d2l_bert._threads);
+# it also turns on NumPy semantics
+import d2l_bert  # noqa: F401  (isort: skip)
+
 import mxnet as mx
 import numpy as onp
 import pytest
-
-import d2l_bert  # noqa: F401  (turns on NumPy semantics)
 from mxnet import np
 
 #: A configuration small enough for fast tests (vocab 99, hidden 32, 2 blocks)
