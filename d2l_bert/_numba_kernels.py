@@ -271,6 +271,7 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
     Q, K, V, Pd, drop = _pair_buffers(T, d, dt)
     S = onp.empty((T, T), dt)
     Ob = onp.empty((T, d), dt)
+    bits = onp.empty(T, onp.int32)
     for bh in range(r0, r1):
         b, i = bh // h, bh % h
         _pair_inputs(qkv, b, i, d, Q, K, V)
@@ -281,17 +282,21 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
                 for k in range(T):
                     P[bh, q, k] = 1.0 / T
                 continue
-            m = S[q, 0]
+            row, p = S[q, :L], P[bh, q, :L]
             for k in range(L):
-                m = max(m, S[q, k])
-            total = 0.0
+                row[k] *= scale
+            m = _row_max(row)
+            if P.itemsize == 4:      # float32: the vectorized exp
+                _exp_shifted(row, m, dt.type(1.0), p, bits[:L])
+            else:                    # float64: exp to float64's precision
+                for k in range(L):
+                    p[k] = onp.exp(row[k] - m)
+            total = dt.type(0.0)
             for k in range(L):
-                e = onp.exp((S[q, k] - m) * scale)
-                P[bh, q, k] = e
-                total += e
-            inv = 1.0 / total
+                total += p[k]
+            inv = dt.type(1.0) / total
             for k in range(L):
-                P[bh, q, k] *= inv
+                p[k] *= inv
             for k in range(L, T):
                 P[bh, q, k] = 0.0
         _dropped(P, bh, seed, threshold, keep_scale, drop, Pd)
