@@ -72,8 +72,9 @@ def _exp_shifted(src, shift, mult, out, bits):
 
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True, inline='always')
 def _row_max(row):
-    """The largest value of a row (NaNs are passed over: a NaN score
-    still makes its row's exponentials, and so its loss, NaN).
+    """The largest value of a row.  A NaN is passed over unless it comes
+    first; either way a NaN score makes its row's exponentials, and so
+    its loss, NaN.
 
     Four running maxima, so that the compares do not wait on each other:
     LLVM does not vectorize a max reduction without the 'nnan' flag, and
