@@ -433,13 +433,12 @@ def test_too_late_once_mxnet_is_imported():
 
 
 @pytest.fixture
-def before_openblas(monkeypatch):
-    """Pretend neither MXNet nor SciPy's linalg is imported yet, and
+def before_openblas(before_mxnet):
+    """`before_mxnet`, and SciPy's linalg not imported yet either, and
     OPENBLAS_CORETYPE unset."""
-    monkeypatch.delitem(sys.modules, 'mxnet')
-    monkeypatch.delitem(sys.modules, 'scipy.linalg', raising=False)
-    monkeypatch.delenv('OPENBLAS_CORETYPE', raising=False)
-    return monkeypatch
+    before_mxnet.delitem(sys.modules, 'scipy.linalg', raising=False)
+    before_mxnet.delenv('OPENBLAS_CORETYPE', raising=False)
+    return before_mxnet
 
 
 @pytest.mark.parametrize('has_avx512', [True, False])
