@@ -7,7 +7,8 @@ this module imports numba, and the first call of each loop compiles it
 
 Each loop works on the rows ``r0 <= i < r1`` of its arrays, so that
 `d2l_bert._kernels` can split the rows among threads (the loops release
-the GIL).  Arrays are float32 and C-contiguous; labels are int32.
+the GIL).  Arrays are C-contiguous, float32 (the attention and AddNorm
+loops take float64 too); labels are int32.
 
 - `softmax_ce_forward` / `softmax_ce_backward`: the softmax cross-entropy
   of the MLM scores, one row (V scores) at a time, so that a row stays in
