@@ -33,9 +33,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def set_threads(num_threads=None):
-    """Set OpenMP's thread count for MXNet, and ask OpenBLAS for its
-    AVX-512 kernels where the CPU has them, as importing `d2l_bert` does;
-    call before importing `mxnet`.
+    """Set OpenMP's thread count for MXNet and shorten its idle threads'
+    spin, and ask OpenBLAS for its AVX-512 kernels where the CPU has them,
+    as importing `d2l_bert` does; call before importing `mxnet`.
 
     Returns a description of the choices, one line each.
     """
@@ -48,8 +48,9 @@ def set_threads(num_threads=None):
     spec = importlib.util.spec_from_file_location('_d2l_bert_threads', path)
     threads = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(threads)
-    return (threads.use_all_cores(num_threads) + '\n'
-            + threads.use_avx512_blas())
+    return '\n'.join([threads.use_all_cores(num_threads),
+                      threads.shorten_openmp_spin(),
+                      threads.use_avx512_blas()])
 
 
 def machine():

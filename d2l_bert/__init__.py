@@ -4,13 +4,17 @@ The public names are the book's.  Each object says in its docstring which
 section of the book defines it.
 """
 # MXNet fixes its CPU thread count when it is imported, to half the
-# processors unless told otherwise, and importing it loads OpenBLAS, which
-# fixes its kernels then; before that, ask for every core and, on a CPU
-# with AVX-512, for OpenBLAS's AVX-512 kernels
+# processors unless told otherwise, and importing it loads OpenMP and
+# OpenBLAS, which fix their settings then; before that, ask for every
+# core, for idle OpenMP threads that soon sleep and, on a CPU with
+# AVX-512, for OpenBLAS's AVX-512 kernels
+from ._threads import shorten_openmp_spin as _shorten_openmp_spin
 from ._threads import use_all_cores as _use_all_cores
 from ._threads import use_avx512_blas as _use_avx512_blas
 #: What MXNet uses for its CPU operators, in words (see `_threads`)
 CPU_THREADS = _use_all_cores()
+#: How long MXNet's idle OpenMP threads spin, in words (see `_threads`)
+OPENMP_SPIN = _shorten_openmp_spin()
 #: Which kernels OpenBLAS was asked for, in words (see `_threads`)
 BLAS_KERNELS = _use_avx512_blas()
 

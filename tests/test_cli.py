@@ -93,7 +93,8 @@ def test_python_m_d2l_bert_chapter_prints_the_books_shapes():
     # first what MXNet was told to use, then the sections
     assert lines[0].startswith('CPU threads: 1 (OMP_NUM_THREADS from the '
                                'environment')
-    assert lines[1] == 'sec_bert (bert.ipynb, small sizes)'
+    assert lines[1].startswith('OpenMP idle threads: ')
+    assert lines[2] == 'sec_bert (bert.ipynb, small sizes)'
     for final, shape in [('encoded_X.shape', '(2, 8, 768)'),
                          ('mlm_Y_hat.shape', '(2, 3, 10000)'),
                          ('mlm_l.shape', '(6,)'),
@@ -109,7 +110,8 @@ def test_chapter_runs_only_the_sections_asked_for(capsys):
     assert cli.main(['chapter', '--section', 'sec_bert']) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith('CPU threads: ')
-    lines = lines[1:]
+    assert lines[1].startswith('OpenMP idle threads: ')
+    lines = lines[2:]
     assert lines[0] == 'sec_bert (bert.ipynb)'
     assert lines[1].split() == ['cell', '5', 'encoded_X.shape', 'prints',
                                 '(2,', '8,', '768)', '|', 'book', '(2,',

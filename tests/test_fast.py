@@ -433,6 +433,41 @@ def test_too_late_once_mxnet_is_imported():
 
 
 @pytest.fixture
+def before_openmp(before_mxnet):
+    """`before_mxnet`, and neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY
+    set."""
+    before_mxnet.delenv('GOMP_SPINCOUNT', raising=False)
+    before_mxnet.delenv('OMP_WAIT_POLICY', raising=False)
+    return before_mxnet
+
+
+def test_idle_openmp_threads_spin_shortly_before_mxnet(before_openmp):
+    message = _threads.shorten_openmp_spin()
+    assert os.environ['GOMP_SPINCOUNT'] == '1000'
+    assert message.startswith('OpenMP idle threads: sleep after 1000 spins')
+
+
+@pytest.mark.parametrize('name, value', [('GOMP_SPINCOUNT', '0'),
+                                         ('OMP_WAIT_POLICY', 'ACTIVE')])
+def test_openmp_waiting_from_the_environment_is_kept(before_openmp, name,
+                                                     value):
+    before_openmp.setenv(name, value)
+    assert _threads.shorten_openmp_spin() == (
+        f'OpenMP idle threads: {name}={value} (from the environment)')
+    assert os.environ[name] == value
+    if name == 'OMP_WAIT_POLICY':
+        assert 'GOMP_SPINCOUNT' not in os.environ
+
+
+def test_too_late_for_openmp_spin_once_mxnet_is_imported(monkeypatch):
+    monkeypatch.delenv('GOMP_SPINCOUNT', raising=False)
+    monkeypatch.delenv('OMP_WAIT_POLICY', raising=False)
+    assert "MXNet was imported before d2l_bert could shorten it" in \
+        _threads.shorten_openmp_spin()
+    assert 'GOMP_SPINCOUNT' not in os.environ
+
+
+@pytest.fixture
 def before_openblas(before_mxnet):
     """`before_mxnet`, and SciPy's linalg not imported yet either, and
     OPENBLAS_CORETYPE unset."""

@@ -1093,6 +1093,25 @@ def test_scipys_openblas_gets_one_thread_for_the_attention_loops():
     assert all(lib.openblas_get_num_threads() == 1 for lib in libs)
 
 
+@pytest.mark.skipif(not os.path.exists('/proc/self/maps'),
+                    reason='needs Linux to see which libraries are loaded')
+def test_libgomp_is_loaded_after_d2l_bert_shortens_its_spin():
+    # libgomp reads GOMP_SPINCOUNT once, when `import mxnet` loads it
+    env = {k: v for k, v in os.environ.items()
+           if k not in ('GOMP_SPINCOUNT', 'OMP_WAIT_POLICY')}
+    code = ('import os\n'
+            "def gomp(): return 'libgomp' in open('/proc/self/maps').read()\n"
+            'before = gomp()\nimport d2l_bert\n'
+            "print(before, gomp(), os.environ['GOMP_SPINCOUNT'])\n"
+            'print(d2l_bert.OPENMP_SPIN)')
+    done = subprocess.run([sys.executable, '-c', code], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded, line = done.stdout.splitlines()
+    assert loaded == 'False True 1000'
+    assert line.startswith('OpenMP idle threads: sleep after 1000 spins')
+
+
 def _blas_kernels_in_a_new_process(environ, imports):
     """The kernels SciPy's OpenBLAS runs in a new Python that imports
     `imports` first, then d2l_bert, and the kernels line."""

@@ -119,7 +119,7 @@ def main(args):
 
     from mxnet import gluon, init
 
-    from .. import CPU_THREADS, _kernels
+    from .. import CPU_THREADS, OPENMP_SPIN, _kernels
     from ..bert import BERTModel
     from ..dataset import load_data_wiki
     from ..pretraining import (evaluate_bert, save_pretrained,
@@ -127,6 +127,7 @@ def main(args):
 
     _seed_everything(args.seed)
     print(CPU_THREADS)
+    print(OPENMP_SPIN)
     print(f'loading the {args.corpus} corpus (batch size '
           f'{args.batch_size}, max_len {args.max_len}) ...', flush=True)
     start = time.perf_counter()
