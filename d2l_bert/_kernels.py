@@ -24,8 +24,9 @@ graph of `train_bert`'s step:
 - `add_norm(F, X, Y, gamma, beta, epsilon, dropout)`: `AddNorm`'s
   ``LayerNorm(X + dropout(Y))`` in one operator; MXNet's `Dropout` draws
   its mask one number at a time.
-- `add_over_batch(F, X, row)`: the positional embedding's broadcast as a
-  matrix product (MXNet operators only), whose gradient is one too.
+- `add_embeddings(F, X, Y, row)`: BERT's sum of three embeddings in one
+  `add_n`, the positional one's broadcast as a matrix product (MXNet
+  operators only); the gradients are the sum's, passed on, and a product.
 
 They are used only inside the `training_graph` context: while
 `train_bert`'s one-graph step is traced (`pretraining._BatchLossBERT`),
@@ -330,20 +331,24 @@ def add_norm(F, X, Y, gamma, beta, epsilon, dropout):
     return out[0].as_np_ndarray()                            # (..., C)
 
 
-def add_over_batch(F, X, row):
-    """``X + row``, with `row` broadcast over the batch, as the book adds
-    the positional embedding.
+def add_embeddings(F, X, Y, row):
+    """``X + Y + row``, with `row` broadcast over the batch, as the book
+    sums the token, segment and positional embeddings.
 
-    Inside `training_graph` the broadcast is a product with a column of
-    ones, so that the gradient of `row` is a matrix product as well:
-    MXNet's gradient of a broadcast sums over the batch with its generic
-    reduction, about 30 ms at the book's pretraining sizes against a few
-    for the product.  The values are the same (1 times each entry).
+    Inside `training_graph`, one `add_n` of the three: its gradient goes to
+    each term as it is, where MXNet's gradient of ``+`` copies it to both
+    of its terms, and the sum reads and writes the (B, T, H) arrays once,
+    not twice.  The broadcast is a product with a column of ones, so that
+    the gradient of `row` is a matrix product as well: MXNet's gradient of
+    a broadcast sums over the batch with its generic reduction, about 30
+    ms at the book's pretraining sizes against a few for the product.
+    The values are the same (1 times each entry, summed in the book's
+    order).
 
     Parameters
     ----------
     F : the operator namespace of `hybrid_forward`
-    X : shape (B, T, H)
+    X, Y : shape (B, T, H)
     row : shape (1, T, H)
 
     Returns
@@ -351,10 +356,14 @@ def add_over_batch(F, X, row):
     shape (B, T, H)
     """
     if not in_training_graph():
-        return X + row                                       # (B, T, H)
+        return X + Y + row                                   # (B, T, H)
     ones = F.np.ones_like(X[:, 0, 0:1])                      # (B, 1)
     outer = F.np.dot(ones, F.npx.reshape(row, (1, -1)))      # (B, T*H)
-    return X + F.npx.reshape_like(outer, X)                  # (B, T, H)
+    outer = F.npx.reshape_like(outer, X)                     # (B, T, H)
+    # MXNet's add_n(a, b, c) computes (b + c) + a: the book's order
+    total = F.add_n(outer.as_nd_ndarray(), X.as_nd_ndarray(),
+                    Y.as_nd_ndarray())
+    return total.as_np_ndarray()                             # (B, T, H)
 
 
 def _dropout_seed(F, like):

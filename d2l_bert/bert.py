@@ -138,12 +138,12 @@ class BERTEncoder(nn.HybridBlock):
         -------
         float32 array, shape (B, T, H)
         """
-        X = (self.token_embedding(tokens)
-             + self.segment_embedding(segments))             # (B, T, H)
         positions = F.npx.arange_like(tokens, axis=1)        # (T,)
-        X = _kernels.add_over_batch(
-            F, X, F.np.take(pos_embedding, positions.astype('int32'),
-                            axis=1))                         # (B, T, H)
+        X = _kernels.add_embeddings(
+            F, self.token_embedding(tokens),                 # (B, T, H)
+            self.segment_embedding(segments),                # (B, T, H)
+            F.np.take(pos_embedding, positions.astype('int32'),
+                      axis=1))                               # (1, T, H)
         if self.embedding_norm is not None:
             X = self.embedding_dropout(self.embedding_norm(X))  # (B, T, H)
         for blk in self.blks:

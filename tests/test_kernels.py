@@ -518,35 +518,47 @@ def test_add_norm_refuses_inputs_of_different_shapes():
         add_norm_run(block, X, np.ones((2, 3, 5)), True)
 
 
-# --- add_over_batch --------------------------------------------------------
+# --- add_embeddings --------------------------------------------------------
 
-class AddOverBatch(nn.HybridBlock):
-    def hybrid_forward(self, F, X, row):
-        return K.add_over_batch(F, X, row)
+class AddEmbeddings(nn.HybridBlock):
+    def hybrid_forward(self, F, X, Y, row):
+        return K.add_embeddings(F, X, Y, row)
 
 
 @pytest.mark.parametrize('hybridize', [False, True])
-def test_add_over_batch_equals_the_broadcast_and_its_gradient(hybridize):
+def test_add_embeddings_equals_the_books_sum_and_its_gradients(hybridize):
     X = np.random.normal(size=(5, 3, 4))
+    Y = np.random.normal(size=(5, 3, 4))
     row = np.random.normal(size=(1, 3, 4))
     head = np.random.normal(size=(5, 3, 4))
     results = []
     for active in (False, True):
-        block = Traced(AddOverBatch(), active)
+        block = Traced(AddEmbeddings(), active)
         block.hybridize(active=hybridize)
-        x, r = X.copy(), row.copy()
-        x.attach_grad()
-        r.attach_grad()
+        inputs = [a.copy() for a in (X, Y, row)]
+        for a in inputs:
+            a.attach_grad()
         with autograd.record():
-            Y = block(x, r)
-        Y.backward(head)
-        results.append([a.asnumpy() for a in (Y, x.grad, r.grad)])
-    (Y0, dx0, dr0), (Y1, dx1, dr1) = results
-    onp.testing.assert_array_equal(Y1, Y0)                 # 1 * row, exact
-    onp.testing.assert_array_equal(dx1, dx0)
+            out = block(*inputs)
+        out.backward(head)
+        results.append([out.asnumpy()] + [a.grad.asnumpy() for a in inputs])
+    (out0, dx0, dy0, dr0), (out1, dx1, dy1, dr1) = results
+    onp.testing.assert_array_equal(out1, out0)       # same sums, same order
+    onp.testing.assert_array_equal(dx1, head.asnumpy())
+    onp.testing.assert_array_equal(dy1, head.asnumpy())
     onp.testing.assert_allclose(dr1, head.asnumpy().sum(0, keepdims=True),
                                 rtol=1e-5, atol=1e-6)
     onp.testing.assert_allclose(dr1, dr0, rtol=1e-5, atol=1e-6)
+
+
+def test_add_embeddings_is_one_add_n_in_the_training_graph():
+    block = Traced(AddEmbeddings(), True)
+    block.hybridize()
+    block(np.ones((2, 3, 4)), np.ones((2, 3, 4)), np.ones((1, 3, 4)))
+    ops = [n['op'] for n in json.loads(block._cached_graph[1].tojson())
+           ['nodes']]
+    assert ops.count('add_n') == 1
+    assert '_npi_add' not in ops
 
 
 # --- self_attention --------------------------------------------------------
