@@ -28,6 +28,8 @@ Dimension key: N rows, V vocabulary size, C channels (num_hiddens).
 """
 import numba
 import numpy as onp
+from numba import types
+from numba.np.linalg import ensure_blas
 
 # fastmath without 'nnan' and 'ninf': a NaN or an infinity anywhere in a
 # row of scores gives that row a NaN loss and gradient (MXNet's
@@ -222,39 +224,53 @@ def dropout_scale(seed, threshold, keep_scale, bh, T, out):
             out[q, k] = 0.0 if bits < threshold else keep_scale
 
 
-@numba.njit(nogil=True, cache=True, inline='always')
-def _pair_buffers(T, d, dt):
-    """The buffers both attention loops use for one pair: Q, K, V (T, d),
-    the dropped weights Pd and the dropout factors (T, T), of type
-    `dt`."""
-    return (onp.empty((T, d), dt), onp.empty((T, d), dt),
-            onp.empty((T, d), dt), onp.empty((T, T), dt),
-            onp.empty((T, T), dt))
+# BLAS's matrix product through numba's own gateway to SciPy's BLAS (what
+# `numpy.dot` compiles to in numba), called with the row strides of the
+# arrays: a head's queries, keys and values are read where they lie in
+# the (B, T, 3H) projection, and its outputs written into their columns,
+# without copies
+ensure_blas()
+_xxgemm = types.ExternalFunction('numba_xxgemm', types.intc(
+    types.char, types.char, types.char,                      # kind, trans
+    types.intp, types.intp, types.intp,                      # m, n, k
+    types.voidptr, types.voidptr, types.intp,                # alpha, a, lda
+    types.voidptr, types.intp,                               # b, ldb
+    types.voidptr, types.voidptr, types.intp))               # beta, c, ldc
+_NO_T, _T = ord('N'), ord('T')
 
 
 @numba.njit(nogil=True, cache=True, inline='always')
-def _pair_inputs(qkv, b, i, d, Q, K, V):
-    """Copy the queries, keys and values of example b, head i into Q, K,
-    V (T, d); return the pair's first column in `qkv`."""
-    q0 = 3 * i * d
-    Q[:, :] = qkv[b, :, q0:q0 + d]
-    K[:, :] = qkv[b, :, q0 + d:q0 + 2 * d]
-    V[:, :] = qkv[b, :, q0 + 2 * d:q0 + 3 * d]
-    return q0
+def _matmul(A, a_t, B, b_t, C, coef):
+    """``C = op(A) op(B)``, op transposing when `a_t` / `b_t`; A, B, C
+    are 2-D (rows may be strided, columns contiguous), of one type, float32
+    or float64; `coef` is ``[1, 0]`` of that type.
+
+    BLAS counts in columns: the row-major C is the column-major C^T =
+    op(B)^T op(A)^T, and a row-major array is its own transpose read by
+    columns.
+    """
+    m, n = C.shape
+    k = A.shape[0] if a_t else A.shape[1]
+    kind = ord('s') if C.itemsize == 4 else ord('d')
+    _xxgemm(kind, _T if b_t else _NO_T, _T if a_t else _NO_T, n, m, k,
+            coef[0:].ctypes, B.ctypes, B.strides[0] // B.itemsize,
+            A.ctypes, A.strides[0] // A.itemsize,
+            coef[1:].ctypes, C.ctypes, C.strides[0] // C.itemsize)
 
 
 @numba.njit(nogil=True, cache=True, inline='always')
 def _dropped(P, bh, seed, threshold, keep_scale, drop, Pd):
-    """``Pd = P[bh] * drop`` with pair bh's dropout factors in `drop`, or
-    ``Pd = P[bh]`` when `threshold` is 0 (no dropout)."""
+    """Pair bh's weights after dropout: ``Pd = P[bh] * drop`` with the
+    pair's dropout factors in `drop`, or ``P[bh]`` itself when `threshold`
+    is 0 (no dropout)."""
     T = Pd.shape[0]
     if threshold > 0:
         dropout_scale(seed, threshold, keep_scale, bh, T, drop)
         for q in range(T):
             for k in range(T):
                 Pd[q, k] = P[bh, q, k] * drop[q, k]
-    else:
-        Pd[:, :] = P[bh]
+        return Pd
+    return P[bh]
 
 
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
@@ -270,14 +286,17 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
     T = qkv.shape[1]
     d = qkv.shape[2] // (3 * h)
     dt = qkv.dtype
-    Q, K, V, Pd, drop = _pair_buffers(T, d, dt)
+    coef = onp.array([1.0, 0.0], dt)
     S = onp.empty((T, T), dt)
-    Ob = onp.empty((T, d), dt)
+    Pd = onp.empty((T, T), dt)
+    drop = onp.empty((T, T), dt)
     bits = onp.empty(T, onp.int32)
     for bh in range(r0, r1):
         b, i = bh // h, bh % h
-        _pair_inputs(qkv, b, i, d, Q, K, V)
-        onp.dot(Q, K.T, S)                                   # (T, T)
+        q0 = 3 * i * d                          # Q, K, V of the pair: (T, d)
+        Q, K = qkv[b, :, q0:q0 + d], qkv[b, :, q0 + d:q0 + 2 * d]
+        V = qkv[b, :, q0 + 2 * d:q0 + 3 * d]
+        _matmul(Q, False, K, True, S, coef)                  # (T, T)
         L = lens[b]
         for q in range(T):
             if L == 0:
@@ -301,9 +320,9 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
                 p[k] *= inv
             for k in range(L, T):
                 P[bh, q, k] = 0.0
-        _dropped(P, bh, seed, threshold, keep_scale, drop, Pd)
-        onp.dot(Pd, V, Ob)                                   # (T, d)
-        O[b, :, i * d:(i + 1) * d] = Ob
+        W = _dropped(P, bh, seed, threshold, keep_scale, drop, Pd)
+        _matmul(W, False, V, False, O[b, :, i * d:(i + 1) * d],
+                coef)                                        # (T, d)
 
 
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
@@ -322,20 +341,21 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
     T = qkv.shape[1]
     d = qkv.shape[2] // (3 * h)
     dt = qkv.dtype
-    Q, K, V, Pd, drop = _pair_buffers(T, d, dt)
-    G = onp.empty((T, d), dt)                                # dO of the pair
+    coef = onp.array([1.0, 0.0], dt)
+    Pd = onp.empty((T, T), dt)
+    drop = onp.empty((T, T), dt)
     dP = onp.empty((T, T), dt)
     dS = onp.empty((T, T), dt)
-    dQ = onp.empty((T, d), dt)
-    dK = onp.empty((T, d), dt)
-    dV = onp.empty((T, d), dt)
     for bh in range(r0, r1):
         b, i = bh // h, bh % h
-        q0 = _pair_inputs(qkv, b, i, d, Q, K, V)
-        G[:, :] = dO[b, :, i * d:(i + 1) * d]
-        _dropped(P, bh, seed, threshold, keep_scale, drop, Pd)
-        onp.dot(Pd.T, G, dV)                                 # (T, d)
-        onp.dot(G, V.T, dP)                                  # (T, T)
+        q0 = 3 * i * d                          # Q, K, V of the pair: (T, d)
+        Q, K = qkv[b, :, q0:q0 + d], qkv[b, :, q0 + d:q0 + 2 * d]
+        V = qkv[b, :, q0 + 2 * d:q0 + 3 * d]
+        G = dO[b, :, i * d:(i + 1) * d]                      # dO of the pair
+        W = _dropped(P, bh, seed, threshold, keep_scale, drop, Pd)
+        _matmul(W, True, G, False, dqkv[b, :, q0 + 2 * d:q0 + 3 * d],
+                coef)                                        # dV (T, d)
+        _matmul(G, False, V, True, dP, coef)                 # (T, T)
         if threshold > 0:
             for q in range(T):
                 for k in range(T):
@@ -352,11 +372,10 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
                 dS[q, k] = P[bh, q, k] * (dP[q, k] - a) * scale
             for k in range(L, T):
                 dS[q, k] = 0.0
-        onp.dot(dS, K, dQ)                                   # (T, d)
-        onp.dot(dS.T, Q, dK)                                 # (T, d)
-        dqkv[b, :, q0:q0 + d] = dQ
-        dqkv[b, :, q0 + d:q0 + 2 * d] = dK
-        dqkv[b, :, q0 + 2 * d:q0 + 3 * d] = dV
+        _matmul(dS, False, K, False, dqkv[b, :, q0:q0 + d],
+                coef)                                        # dQ (T, d)
+        _matmul(dS, True, Q, False, dqkv[b, :, q0 + d:q0 + 2 * d],
+                coef)                                        # dK (T, d)
 
 
 # ---------------------------------------------------------------------------
