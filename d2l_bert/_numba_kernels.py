@@ -17,14 +17,17 @@ loops take float64 too); labels are int32.
 - `layer_norm_backward`: the gradient of a LayerNorm over the last axis,
   one row (C values) at a time, with per-chunk sums for gamma and beta.
 - `self_attention_forward` / `self_attention_backward`: the attention of
-  one (example, head) pair at a time, with its masking and dropout.
+  one (example, head) pair at a time, with its masking and dropout; BLAS
+  (`_matmul`) reads the pair's queries, keys and values where they lie in
+  the projection and writes its results into their columns.
 - `add_norm_forward` / `add_norm_backward`: `AddNorm`'s
   ``LayerNorm(X + dropout(Y))``, one row at a time.
 
 The dropout masks are hashes of the position and a seed
 (`_uniform_bits`), so a backward pass rebuilds its mask.
 
-Dimension key: N rows, V vocabulary size, C channels (num_hiddens).
+Dimension key: N rows, V vocabulary size, C channels (num_hiddens); in
+the attention, B examples, T positions, h heads of d columns, H = h*d.
 """
 import numba
 import numpy as onp
