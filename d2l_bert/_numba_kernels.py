@@ -215,16 +215,28 @@ def _uniform_bits(seed, index):
     return x
 
 
+@numba.njit(nogil=True, cache=True, inline='always')
+def _row_dropout(seed, threshold, keep_scale, i, out):
+    """The dropout factors of row i of an (N, C) array into `out` (C,):
+    `keep_scale` (1 / (1 - p)) where kept, 0 where dropped, 1 everywhere
+    when `threshold` is 0; entry (i, j) is dropped when the bits of index
+    ``i * C + j`` fall below `threshold` (p * 2**32)."""
+    C = out.shape[0]
+    if threshold == 0:
+        out[:] = 1.0
+        return
+    base = i * C
+    for j in range(C):
+        bits = _uniform_bits(seed, base + j)
+        out[j] = 0.0 if bits < threshold else keep_scale
+
+
 @numba.njit(nogil=True, cache=True)
 def dropout_scale(seed, threshold, keep_scale, bh, T, out):
-    """The dropout factors of pair `bh`'s T x T weights, into `out`:
-    `keep_scale` (1 / (1 - p)) where kept, 0 where dropped; an entry is
-    dropped when its 32 bits fall below `threshold` (p * 2**32)."""
-    base = bh * T * T
+    """The dropout factors of pair `bh`'s T x T weights, into `out`: row
+    q is row ``bh * T + q`` of the (B*h*T, T) weights (`_row_dropout`)."""
     for q in range(T):
-        for k in range(T):
-            bits = _uniform_bits(seed, base + q * T + k)
-            out[q, k] = 0.0 if bits < threshold else keep_scale
+        _row_dropout(seed, threshold, keep_scale, bh * T + q, out[q])
 
 
 # BLAS's matrix product through numba's own gateway to SciPy's BLAS (what
@@ -385,24 +397,9 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
 # AddNorm: LayerNorm(X + dropout(Y)) one row at a time
 # ---------------------------------------------------------------------------
 #
-# Row i of `X`, `Y` (N, C) is position i of the batch.  Entry (i, j) of Y
-# is dropped when the bits of index ``i * C + j`` fall below `threshold`,
-# as in the attention's mask, so the backward pass rebuilds the mask and
-# any split of the rows draws the same one.
-
-
-@numba.njit(nogil=True, cache=True, inline='always')
-def _row_dropout(seed, threshold, keep_scale, i, out):
-    """The dropout factors of row i into `out` (C,): `keep_scale` where
-    kept, 0 where dropped, 1 everywhere when `threshold` is 0."""
-    C = out.shape[0]
-    if threshold == 0:
-        out[:] = 1.0
-        return
-    base = i * C
-    for j in range(C):
-        bits = _uniform_bits(seed, base + j)
-        out[j] = 0.0 if bits < threshold else keep_scale
+# Row i of `X`, `Y` (N, C) is position i of the batch; Y's dropout mask
+# is `_row_dropout`'s, as the attention's, so the backward pass rebuilds
+# the mask and any split of the rows draws the same one.
 
 
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
