@@ -320,15 +320,21 @@ def add_norm(F, X, Y, gamma, beta, epsilon, dropout):
     -------
     shape (..., C)
     """
-    if F is not mx.sym and X.shape != Y.shape:
-        raise ValueError(f'AddNorm needs X and Y of the same shape, got X '
-                         f'{X.shape} and Y {Y.shape}')
+    if F is not mx.sym:
+        _check_same_shape(X.shape, Y.shape)  # a graph checks at inference
     X = X.as_nd_ndarray()
     out = F.Custom(X, Y.as_nd_ndarray(), gamma.as_nd_ndarray(),
                    beta.as_nd_ndarray(), _dropout_seed(F, X),
                    epsilon=repr(float(epsilon)), dropout=repr(float(dropout)),
                    op_type='d2l_bert_add_norm')
     return out[0].as_np_ndarray()                            # (..., C)
+
+
+def _check_same_shape(X, Y):
+    """Raise a clear error unless `AddNorm`'s shapes X and Y are equal."""
+    if tuple(X) != tuple(Y):
+        raise ValueError(f'AddNorm needs X and Y of the same shape, got X '
+                         f'{tuple(X)} and Y {tuple(Y)}')
 
 
 def add_embeddings(F, X, Y, row):
@@ -873,9 +879,7 @@ class _AddNormProp(mx.operator.CustomOpProp):
 
     def infer_shape(self, in_shape):
         X, Y = tuple(in_shape[0]), tuple(in_shape[1])
-        if X != Y:
-            raise ValueError(f'AddNorm needs X and Y of the same shape, got '
-                             f'X {X} and Y {Y}')
+        _check_same_shape(X, Y)
         C = X[-1]
         stat = X[:-1] + (1,)
         return ([X, X, (C,), (C,), tuple(in_shape[4])],
