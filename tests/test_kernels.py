@@ -1105,21 +1105,28 @@ def test_scipys_openblas_gets_one_thread_for_the_attention_loops():
     assert all(lib.openblas_get_num_threads() == 1 for lib in libs)
 
 
+def _new_python(code, unset=(), environ=None):
+    """The lines a new Python prints running `code`, with the variables
+    `unset` taken out of this environment and `environ` added."""
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env.update(environ or {})
+    done = subprocess.run([sys.executable, '-c', code], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.splitlines()
+
+
 @pytest.mark.skipif(not os.path.exists('/proc/self/maps'),
                     reason='needs Linux to see which libraries are loaded')
 def test_libgomp_is_loaded_after_d2l_bert_shortens_its_spin():
     # libgomp reads GOMP_SPINCOUNT once, when `import mxnet` loads it
-    env = {k: v for k, v in os.environ.items()
-           if k not in ('GOMP_SPINCOUNT', 'OMP_WAIT_POLICY')}
-    code = ('import os\n'
-            "def gomp(): return 'libgomp' in open('/proc/self/maps').read()\n"
-            'before = gomp()\nimport d2l_bert\n'
-            "print(before, gomp(), os.environ['GOMP_SPINCOUNT'])\n"
-            'print(d2l_bert.OPENMP_SPIN)')
-    done = subprocess.run([sys.executable, '-c', code], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    loaded, line = done.stdout.splitlines()
+    loaded, line = _new_python(
+        'import os\n'
+        "def gomp(): return 'libgomp' in open('/proc/self/maps').read()\n"
+        'before = gomp()\nimport d2l_bert\n'
+        "print(before, gomp(), os.environ['GOMP_SPINCOUNT'])\n"
+        'print(d2l_bert.OPENMP_SPIN)',
+        unset=('GOMP_SPINCOUNT', 'OMP_WAIT_POLICY'))
     assert loaded == 'False True 1000'
     assert line.startswith('OpenMP idle threads: sleep after 1000 spins')
 
@@ -1127,14 +1134,10 @@ def test_libgomp_is_loaded_after_d2l_bert_shortens_its_spin():
 def _blas_kernels_in_a_new_process(environ, imports):
     """The kernels SciPy's OpenBLAS runs in a new Python that imports
     `imports` first, then d2l_bert, and the kernels line."""
-    env = {k: v for k, v in os.environ.items() if k != 'OPENBLAS_CORETYPE'}
-    env.update(environ)
-    code = (f'{imports}\nimport d2l_bert\nfrom d2l_bert import _kernels\n'
-            'print(_kernels.blas_kernels())\nprint(d2l_bert.BLAS_KERNELS)')
-    done = subprocess.run([sys.executable, '-c', code], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.splitlines()
+    return _new_python(
+        f'{imports}\nimport d2l_bert\nfrom d2l_bert import _kernels\n'
+        'print(_kernels.blas_kernels())\nprint(d2l_bert.BLAS_KERNELS)',
+        unset=('OPENBLAS_CORETYPE',), environ=environ)
 
 
 @pytest.mark.skipif(not K._scipy_openblas(),
