@@ -648,8 +648,8 @@ class _SoftmaxCE(mx.operator.CustomOp):
         X = _host(scores)                                    # (N, V)
         N = X.shape[0]
         y = _host(labels).astype(onp.int32)                  # (N,)
-        loss = onp.empty(N, onp.float32)
-        lse = onp.empty(N, onp.float32)
+        loss, lse = [_loop_output(out_data[k], req[k], (N,), onp.float32)
+                     for k in range(2)]                      # (N,), (N,)
         _run(K.softmax_ce_forward, N, X, y, loss, lse)
         _assign(out_data[0], req[0], loss)
         _assign(out_data[1], req[1], lse)
