@@ -150,15 +150,16 @@ def _layer_norm_row_grad(g, gamma, xhat, inv, dgamma, dbeta, dz):
     `g`, the normalized input `xhat` and ``inv = 1 / std``, writes `dz`
     (C,) and adds the row's terms to `dgamma` and `dbeta` (C,)."""
     C = g.shape[0]
-    a = g[0] - g[0]                   # sum of g * gamma, in g's type
-    b = g[0] - g[0]                   # sum of g * gamma * xhat
+    t = g.dtype.type                  # g's type: no float64 arithmetic
+    a = t(0.0)                        # sum of g * gamma
+    b = t(0.0)                        # sum of g * gamma * xhat
     for j in range(C):
         a += g[j] * gamma[j]
         b += g[j] * gamma[j] * xhat[j]
         dgamma[j] += g[j] * xhat[j]
         dbeta[j] += g[j]
-    a = a / C
-    b = b / C
+    a = a / t(C)
+    b = b / t(C)
     for j in range(C):
         dz[j] = (g[j] * gamma[j] - a - xhat[j] * b) * inv
 
@@ -175,7 +176,7 @@ def layer_norm_backward(dY, X, mean, std, gamma, dX, dgamma, dbeta, r0, r1):
     xhat = onp.empty(C, X.dtype)
     for i in range(r0, r1):
         m = mean[i]
-        inv = 1 / std[i]
+        inv = X.dtype.type(1.0) / std[i]
         for j in range(C):
             xhat[j] = (X[i, j] - m) * inv
         _layer_norm_row_grad(dY[i], gamma, xhat, inv, dgamma, dbeta, dX[i])
@@ -380,7 +381,7 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
                 dP[q, k] += dW[bh, q, k]
         L = lens[b]
         for q in range(T):
-            a = 0.0
+            a = dt.type(0.0)
             for k in range(L):
                 a += P[bh, q, k] * dP[q, k]
             for k in range(L):
@@ -412,20 +413,21 @@ def add_norm_forward(X, Y, gamma, beta, epsilon, seed, threshold,
     = sqrt(var + epsilon)`` as MXNet's LayerNorm gives it.
     """
     C = X.shape[1]
+    t = X.dtype.type                  # X's type: no float64 arithmetic
     f = onp.empty(C, X.dtype)
     z = onp.empty(C, X.dtype)
     for i in range(r0, r1):
         _row_dropout(seed, threshold, keep_scale, i, f)
-        s = 0.0
+        s = t(0.0)
         for j in range(C):
             z[j] = X[i, j] + Y[i, j] * f[j]
             s += z[j]
-        m = s / C
-        v = 0.0
+        m = s / t(C)
+        v = t(0.0)
         for j in range(C):
             v += (z[j] - m) * (z[j] - m)
-        sd = onp.sqrt(v / C + epsilon)
-        inv = 1.0 / sd
+        sd = onp.sqrt(v / t(C) + epsilon)
+        inv = t(1.0) / sd
         for j in range(C):
             out[i, j] = (z[j] - m) * inv * gamma[j] + beta[j]
         mean[i] = m
@@ -445,7 +447,7 @@ def add_norm_backward(dout, X, Y, mean, std, gamma, seed, threshold,
     for i in range(r0, r1):
         _row_dropout(seed, threshold, keep_scale, i, f)
         m = mean[i]
-        inv = 1 / std[i]
+        inv = X.dtype.type(1.0) / std[i]
         for j in range(C):
             xhat[j] = (X[i, j] + Y[i, j] * f[j] - m) * inv
         _layer_norm_row_grad(dout[i], gamma, xhat, inv, dgamma, dbeta, dX[i])
