@@ -275,6 +275,15 @@ def _matmul(A, a_t, B, b_t, C, coef):
 
 
 @numba.njit(nogil=True, cache=True, inline='always')
+def _pair_qkv(qkv, b, i, d):
+    """Example b, head i's first column in `qkv` (B, T, 3*H), and views
+    of its queries, keys and values there, (T, d) each (no copies)."""
+    q0 = 3 * i * d
+    return (q0, qkv[b, :, q0:q0 + d], qkv[b, :, q0 + d:q0 + 2 * d],
+            qkv[b, :, q0 + 2 * d:q0 + 3 * d])
+
+
+@numba.njit(nogil=True, cache=True, inline='always')
 def _dropped(P, bh, seed, threshold, keep_scale, drop, Pd):
     """Pair bh's weights after dropout: ``Pd = P[bh] * drop`` with the
     pair's dropout factors in `drop`, or ``P[bh]`` itself when `threshold`
@@ -309,9 +318,7 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
     bits = onp.empty(T, onp.int32)
     for bh in range(r0, r1):
         b, i = bh // h, bh % h
-        q0 = 3 * i * d                          # Q, K, V of the pair: (T, d)
-        Q, K = qkv[b, :, q0:q0 + d], qkv[b, :, q0 + d:q0 + 2 * d]
-        V = qkv[b, :, q0 + 2 * d:q0 + 3 * d]
+        _, Q, K, V = _pair_qkv(qkv, b, i, d)         # Q, K, V: (T, d)
         _matmul(Q, False, K, True, S, coef)                  # (T, T)
         L = lens[b]
         for q in range(T):
@@ -364,9 +371,7 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
     dS = onp.empty((T, T), dt)
     for bh in range(r0, r1):
         b, i = bh // h, bh % h
-        q0 = 3 * i * d                          # Q, K, V of the pair: (T, d)
-        Q, K = qkv[b, :, q0:q0 + d], qkv[b, :, q0 + d:q0 + 2 * d]
-        V = qkv[b, :, q0 + 2 * d:q0 + 3 * d]
+        q0, Q, K, V = _pair_qkv(qkv, b, i, d)        # Q, K, V: (T, d)
         G = dO[b, :, i * d:(i + 1) * d]                      # dO of the pair
         W = _dropped(P, bh, seed, threshold, keep_scale, drop, Pd)
         _matmul(W, True, G, False, dqkv[b, :, q0 + 2 * d:q0 + 3 * d],
