@@ -26,6 +26,12 @@ book's pretraining sizes on 2 cores, a step used about 2.1 s of CPU for
 sets ``GOMP_SPINCOUNT`` to 1000 rounds, still long enough for one
 operator to follow another without a wake-up.
 
+MXNet 1.9.1's one macOS wheel (x86_64) is built without OpenMP: its
+library links no OpenMP runtime (its matrix products call Apple's
+Accelerate, which has threads of its own), so ``OMP_NUM_THREADS`` does
+not change its operators.  There the thread count only sizes the
+compiled loops, no spin is set, and the messages say so.
+
 This module must not import `mxnet`.
 """
 import os
@@ -52,6 +58,13 @@ def physical_cores():
         except OSError:
             cores.add(str(cpu))
     return max(len(cores), 1)
+
+
+def mxnet_has_openmp():
+    """Whether the MXNet that `import mxnet` will load runs its operators
+    with OpenMP: its Linux wheels do (GNU libgomp), its macOS wheel does
+    not."""
+    return sys.platform != 'darwin'
 
 
 def use_all_cores(num_threads=None):
@@ -85,6 +98,10 @@ def use_all_cores(num_threads=None):
                 f'(OMP_NUM_THREADS from the environment; {cores} cores)')
     chosen = num_threads if num_threads is not None else cores
     os.environ['OMP_NUM_THREADS'] = str(chosen)
+    if not mxnet_has_openmp():
+        return (f'CPU threads: {chosen} of {cores} cores for the compiled '
+                "loops (MXNet's macOS wheel has no OpenMP, so the count does "
+                'not reach its operators; set OMP_NUM_THREADS to choose)')
     return (f'CPU threads: {chosen} of {cores} cores (MXNet alone would '
             f'use {default}; set OMP_NUM_THREADS to choose)')
 
@@ -149,13 +166,17 @@ def shorten_openmp_spin():
 
     Sets ``GOMP_SPINCOUNT`` to `OPENMP_SPINCOUNT` unless the environment
     sets ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` (those are kept).  Only
-    GNU libgomp, which MXNet's Linux wheels use, reads the variable.
+    GNU libgomp, which MXNet's Linux wheels use, reads the variable; on
+    macOS, whose MXNet wheel has no OpenMP, nothing is set.
 
     Returns
     -------
     str
         One line saying what was chosen and why.
     """
+    if not mxnet_has_openmp():
+        return ("OpenMP idle threads: none (MXNet's macOS wheel is built "
+                'without OpenMP)')
     for name in ('GOMP_SPINCOUNT', 'OMP_WAIT_POLICY'):
         if os.environ.get(name):
             return (f'OpenMP idle threads: {name}={os.environ[name]} (from '

@@ -428,6 +428,19 @@ def test_an_explicit_thread_count_wins(before_mxnet):
         _threads.use_all_cores(0)
 
 
+def test_on_macos_the_thread_count_sizes_only_the_compiled_loops(
+        before_mxnet):
+    # MXNet 1.9.1's macOS wheel links no OpenMP runtime
+    before_mxnet.setattr(sys, 'platform', 'darwin')
+    assert not _threads.mxnet_has_openmp()
+    message = _threads.use_all_cores(2)
+    assert os.environ['OMP_NUM_THREADS'] == '2'
+    assert message.startswith('CPU threads: 2 of ')
+    assert "for the compiled loops (MXNet's macOS wheel has no OpenMP" \
+        in message
+    assert 'MXNet alone would use' not in message
+
+
 def test_too_late_once_mxnet_is_imported():
     assert 'MXNet was imported before' in _threads.use_all_cores()
 
@@ -457,6 +470,14 @@ def test_openmp_waiting_from_the_environment_is_kept(before_openmp, name,
     assert os.environ[name] == value
     if name == 'OMP_WAIT_POLICY':
         assert 'GOMP_SPINCOUNT' not in os.environ
+
+
+def test_no_openmp_spin_is_set_on_macos(before_openmp):
+    before_openmp.setattr(sys, 'platform', 'darwin')
+    assert _threads.shorten_openmp_spin() == (
+        "OpenMP idle threads: none (MXNet's macOS wheel is built without "
+        'OpenMP)')
+    assert 'GOMP_SPINCOUNT' not in os.environ
 
 
 def test_too_late_for_openmp_spin_once_mxnet_is_imported(monkeypatch):
