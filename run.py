@@ -172,8 +172,29 @@ def ensure_supported_python(argv):
     refuse(current)
 
 
+# What MXNet 1.9.1's Linux aarch64 wheel links and does not bring: the Arm
+# Performance Libraries
+ARMPL_LIBRARIES = ('libarmpl_lp64_mp.so', 'libamath.so', 'libastring.so')
+X86_CONTAINER = ('  docker run --platform linux/amd64 -it -v "$PWD":/work '
+                 '-w /work python:3.11 python run.py chapter')
+
+
+def armpl_loads():
+    """Whether the Arm Performance Libraries that MXNet's aarch64 wheel
+    needs can be loaded (from the system or LD_LIBRARY_PATH)."""
+    import ctypes
+    try:
+        for name in ARMPL_LIBRARIES:
+            ctypes.CDLL(name)
+    except OSError:
+        return False
+    return True
+
+
 def check_platform():
-    """Stop where no MXNet 1.9.1 wheel exists: native Windows, arm64 macOS."""
+    """Stop where no MXNet 1.9.1 wheel works as installed: native Windows,
+    arm64 macOS, and Linux on aarch64 without the Arm Performance
+    Libraries."""
     advice = None
     if sys.platform == 'win32':
         advice = [
@@ -189,9 +210,19 @@ def check_platform():
             'Run an x86_64 Python under Rosetta 2 instead, for example',
             '  arch -x86_64 python3.11 run.py chapter',
             'with an x86_64 or universal2 Python 3.11 from python.org, or '
-            'use a Linux container:',
-            '  docker run -it -v "$PWD":/work -w /work python:3.11 '
-            'python run.py chapter']
+            'use an x86_64 Linux container:',
+            X86_CONTAINER]
+    elif (sys.platform.startswith('linux')
+          and platform.machine() in ('aarch64', 'arm64')
+          and not armpl_loads()):
+        advice = [
+            "MXNet 1.9.1's Linux wheel for aarch64 needs the Arm "
+            'Performance Libraries (' + ', '.join(ARMPL_LIBRARIES) + '), '
+            'which it does not bring, and none could be loaded here.',
+            "Install them (Arm's free download) and put their lib "
+            'directory on LD_LIBRARY_PATH, or use an x86_64 container '
+            '(emulated on an ARM machine):',
+            X86_CONTAINER]
     if advice is not None:
         print('run.py: ' + '\n'.join(advice)
               + '\n(see docs/install.md)', file=sys.stderr)

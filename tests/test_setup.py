@@ -6,6 +6,7 @@ creates a virtual environment or calls pip.
 import glob
 import importlib.util
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -245,16 +246,40 @@ def test_set_up_rejects_an_unknown_mxnet_build(fake_checkout, monkeypatch,
 @pytest.mark.parametrize('platform_name,machine,says', [
     ('win32', 'AMD64', 'Use WSL 2'),
     ('darwin', 'arm64', 'arch -x86_64 python3.11 run.py chapter'),
+    ('darwin', 'arm64', 'docker run --platform linux/amd64'),
+    ('linux', 'aarch64', 'needs the Arm Performance Libraries '
+                         '(libarmpl_lp64_mp.so, libamath.so, libastring.so)'),
 ])
 def test_run_py_stops_where_mxnet_has_no_wheel(platform_name, machine, says,
                                                monkeypatch, capsys):
     run = load_run_py()
     monkeypatch.setattr(run.sys, 'platform', platform_name)
     monkeypatch.setattr(run.platform, 'machine', lambda: machine)
+    monkeypatch.setattr(run, 'armpl_loads', lambda: False)
     with pytest.raises(SystemExit) as exit_info:
         run.check_platform()
     assert exit_info.value.code == 2
     assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('platform_name,machine,armpl', [
+    ('linux', 'x86_64', False),
+    ('linux', 'aarch64', True),
+    ('darwin', 'x86_64', False),
+])
+def test_run_py_goes_on_where_the_mxnet_wheel_works(platform_name, machine,
+                                                    armpl, monkeypatch):
+    run = load_run_py()
+    monkeypatch.setattr(run.sys, 'platform', platform_name)
+    monkeypatch.setattr(run.platform, 'machine', lambda: machine)
+    monkeypatch.setattr(run, 'armpl_loads', lambda: armpl)
+    run.check_platform()   # no SystemExit
+
+
+def test_armpl_is_not_found_on_this_x86_64_machine():
+    if platform.machine() != 'x86_64':
+        pytest.skip('the Arm Performance Libraries may exist here')
+    assert load_run_py().armpl_loads() is False
 
 
 def test_ci_script_runs_the_readme_test_command():
