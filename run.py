@@ -218,7 +218,8 @@ def check_platform():
         advice = [
             "MXNet 1.9.1's Linux wheel for aarch64 needs the Arm "
             'Performance Libraries (' + ', '.join(ARMPL_LIBRARIES) + '), '
-            'which it does not bring, and none could be loaded here.',
+            'which it does not bring, and they could not all be loaded '
+            'here.',
             "Install them (Arm's free download) and put their lib "
             'directory on LD_LIBRARY_PATH, or use an x86_64 container '
             '(emulated on an ARM machine):',
