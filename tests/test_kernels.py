@@ -518,7 +518,6 @@ def test_add_norm_refuses_inputs_of_different_shapes():
         add_norm_run(block, X, np.ones((2, 3, 5)), True)
 
 
-
 def _float64_row_arithmetic(kernel, args):
     """The float64 subtractions, products and divisions in `kernel`'s
     machine code for `args` (compiled afresh: numba shows no code it read
@@ -558,6 +557,7 @@ def test_layer_norm_loops_compute_float32_rows_in_float32():
     }
     for name, args in cases.items():
         assert _float64_row_arithmetic(getattr(NK, name), args) == [], name
+
 
 # --- add_embeddings --------------------------------------------------------
 
