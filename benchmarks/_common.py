@@ -32,10 +32,15 @@ BOOK = dict(batch_size=512, max_len=64, num_hiddens=128, ffn_num_hiddens=256,
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def set_threads(num_threads=None):
-    """Set OpenMP's thread count for MXNet and shorten its idle threads'
-    spin, and ask OpenBLAS for its AVX-512 kernels where the CPU has them,
-    as importing `d2l_bert` does; call before importing `mxnet`.
+def set_threads(num_threads=None, short_spin=True):
+    """Set OpenMP's thread count for MXNet and ask OpenBLAS for its
+    AVX-512 kernels where the CPU has them, as importing `d2l_bert` does;
+    with `short_spin`, shorten MXNet's idle threads' spin too, as
+    importing `d2l_bert` also does.  Call before importing `mxnet`.
+
+    Without `short_spin`, libgomp keeps its default spin (or what the
+    environment sets): a benchmark that runs no compiled loops should not
+    give d2l's operators the short spin, which only our loops need.
 
     Returns a description of the choices, one line each.
     """
@@ -48,8 +53,15 @@ def set_threads(num_threads=None):
     spec = importlib.util.spec_from_file_location('_d2l_bert_threads', path)
     threads = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(threads)
-    return '\n'.join([threads.use_all_cores(num_threads),
-                      threads.shorten_openmp_spin(),
+    if short_spin:
+        spin = threads.shorten_openmp_spin()
+    elif os.environ.get('GOMP_SPINCOUNT') or os.environ.get('OMP_WAIT_POLICY'):
+        spin = threads.shorten_openmp_spin()   # names the environment's
+    else:
+        spin = ("OpenMP idle threads: libgomp's default spin (no compiled "
+                "loops run here; with a short spin d2l's many small "
+                'operators wait for sleeping threads)')
+    return '\n'.join([threads.use_all_cores(num_threads), spin,
                       threads.use_avx512_blas()])
 
 

@@ -13,7 +13,10 @@ hybridized (`net.hybridize()`, nothing else); a third row shows ours after
 Gluon's ``optimize_for(..., backend='MKLDNN')`` (oneDNN's fused inference
 operators; no backward pass).  All start from the same parameters and
 their encodings are compared.  They and a float32 GEMM take turns in one
-process; medians are reported.
+process; medians are reported.  MXNet's idle OpenMP threads keep
+libgomp's default spin unless ``GOMP_SPINCOUNT`` is set: the short spin
+that ``import d2l_bert`` sets is for the compiled loops of training, and
+it slowed d2l's encoding (many small operators) more than ours.
 """
 import os
 import sys
@@ -87,7 +90,9 @@ def build(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    threads = _common.set_threads(args.threads)
+    # No compiled loops run here, so libgomp keeps its default spin: the
+    # short one `import d2l_bert` sets slowed d2l's imperative encoding
+    threads = _common.set_threads(args.threads, short_spin=False)
     if args.profile:
         os.environ['MXNET_EXEC_BULK_EXEC_INFERENCE'] = '0'
     print(threads)
