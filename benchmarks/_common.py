@@ -55,12 +55,11 @@ def set_threads(num_threads=None, short_spin=True):
     spec.loader.exec_module(threads)
     if short_spin:
         spin = threads.shorten_openmp_spin()
-    elif os.environ.get('GOMP_SPINCOUNT') or os.environ.get('OMP_WAIT_POLICY'):
-        spin = threads.shorten_openmp_spin()   # names the environment's
     else:
-        spin = ("OpenMP idle threads: libgomp's default spin (no compiled "
-                "loops run here; with a short spin d2l's many small "
-                'operators wait for sleeping threads)')
+        spin = threads.spin_chosen_elsewhere() or (
+            "OpenMP idle threads: libgomp's default spin (no compiled loops "
+            "run here; with a short spin d2l's many small operators wait "
+            'for sleeping threads)')
     return '\n'.join([threads.use_all_cores(num_threads), spin,
                       threads.use_avx512_blas()])
 

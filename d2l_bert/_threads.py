@@ -160,6 +160,20 @@ def use_avx512_blas():
 OPENMP_SPINCOUNT = 1000
 
 
+def spin_chosen_elsewhere():
+    """The line `shorten_openmp_spin` gives when the spin is not its to
+    choose: MXNet has no OpenMP (macOS), or the environment sets
+    ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``; None otherwise."""
+    if not mxnet_has_openmp():
+        return ("OpenMP idle threads: none (MXNet's macOS wheel is built "
+                'without OpenMP)')
+    for name in ('GOMP_SPINCOUNT', 'OMP_WAIT_POLICY'):
+        if os.environ.get(name):
+            return (f'OpenMP idle threads: {name}={os.environ[name]} (from '
+                    'the environment)')
+    return None
+
+
 def shorten_openmp_spin():
     """Make MXNet's idle OpenMP threads sleep after a short spin, if
     MXNet is not loaded yet.
@@ -174,13 +188,9 @@ def shorten_openmp_spin():
     str
         One line saying what was chosen and why.
     """
-    if not mxnet_has_openmp():
-        return ("OpenMP idle threads: none (MXNet's macOS wheel is built "
-                'without OpenMP)')
-    for name in ('GOMP_SPINCOUNT', 'OMP_WAIT_POLICY'):
-        if os.environ.get(name):
-            return (f'OpenMP idle threads: {name}={os.environ[name]} (from '
-                    'the environment)')
+    chosen = spin_chosen_elsewhere()
+    if chosen is not None:
+        return chosen
     if 'mxnet' in sys.modules:
         return ('OpenMP idle threads: libgomp\'s default spin; MXNet was '
                 'imported before d2l_bert could shorten it (import d2l_bert '
