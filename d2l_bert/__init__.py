@@ -44,3 +44,4 @@ from .finetuning import (  # noqa: E402,F401
 from .pretraining import (  # noqa: E402,F401
     _get_batch_loss_bert, train_bert, get_bert_encoding, evaluate_bert,
     save_pretrained, load_pretrained)
+from . import fast  # noqa: E402,F401

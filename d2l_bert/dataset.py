@@ -27,6 +27,7 @@ from mxnet import gluon, np
 
 from . import hub
 from .bert import get_tokens_and_segments
+from .checks import check_positive_int
 from .corpus import DATA_DIR as EMBEDDED_DIR
 
 # WikiText-2 :cite:`Merity.Xiong.Bradbury.ea.2016`.  The book's s3 address
@@ -560,12 +561,6 @@ class _SeededRandomSampler(gluon.data.Sampler):
         return self._length
 
 
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f'{name} must be a positive integer, got '
-                         f'{value!r}')
-
-
 def load_data_wiki(batch_size, max_len, corpus='embedded', split='train',
                    vocab=None, seed=None, num_workers=0, root=DATA_ROOT):
     """Load a WikiText corpus as minibatches of BERT pretraining examples.
@@ -610,8 +605,8 @@ def load_data_wiki(batch_size, max_len, corpus='embedded', split='train',
         (B,) float32; shuffled for ``split='train'``.
     vocab : d2l.Vocab
     """
-    _check_positive_int('batch_size', batch_size)
-    _check_positive_int('max_len', max_len)
+    check_positive_int('batch_size', batch_size)
+    check_positive_int('max_len', max_len)
     if split not in ('train', 'valid'):
         raise ValueError(f"split must be 'train' or 'valid', got {split!r}")
     if seed is not None:

@@ -21,10 +21,10 @@ import tempfile
 import time
 
 import mxnet as mx
-from mxnet import autograd, gluon, np, npx
+from d2l import mxnet as d2l
+from mxnet import gluon, np, npx
 from mxnet.gluon import nn
 
-from . import _kernels
 from .bert import BERTModel, get_tokens_and_segments
 from .hub import DATA_HUB, DATA_URL, data_home, download_extract  # noqa
 from .snli_synthetic import make_snli_synthetic
@@ -486,14 +486,9 @@ class BERTClassifier(nn.Block):
 
     def forward(self, inputs):
         tokens_X, segments_X, valid_lens_x = inputs
-        max_positions = self.encoder.pos_embedding.shape[1]
-        if tokens_X.shape[1] > max_positions:
-            raise ValueError(
-                f'inputs are {tokens_X.shape[1]} tokens long but the '
-                f'pretrained model has {max_positions} positions; use '
-                f'max_len <= {max_positions} in SNLIBERTDataset')
-        encoded_X = self.encoder(tokens_X, segments_X, valid_lens_x)
-        # 0 is the position of the `<cls>` token
+        encoded_X = self.encoder(tokens_X, segments_X,
+                                 valid_lens_x)               # (B, T, H)
+        # `<cls>` is at position 0
         return self.output(self.hidden(encoded_X[:, 0, :]))  # (B, 3)
 
 
@@ -526,103 +521,16 @@ def cls_spread(bert, dataset, num_examples=64):
     return float(encoded_X[:, 0, :].std(axis=0).mean())
 
 
-def split_batch_multi_inputs(X, y, devices):
-    """Split a minibatch of several inputs and its labels over `devices`.
-
-    Defined in :numref:`sec_natural-language-inference-attention`.
-
-    Returns
-    -------
-    X_shards : list of tuple
-        One tuple of input slices per device (shards may differ in size
-        by one when the batch does not divide evenly).
-    y_shards : list of ndarray
-    """
-    X = list(zip(*[gluon.utils.split_and_load(
-        feature, devices, even_split=False) for feature in X]))
-    return X, gluon.utils.split_and_load(y, devices, even_split=False)
-
-
-def accuracy(y_hat, y):
-    """Return the number of correct predictions as a float.
-
-    `y_hat` is ``(B, C)`` scores, `y` is ``(B,)`` labels.
-    """
-    return float((y_hat.argmax(axis=1).astype(y.dtype) == y).sum())
-
-
-def evaluate_accuracy_gpus(net, data_iter, split_f=split_batch_multi_inputs):
-    """Return the accuracy of `net` on `data_iter` over its devices.
-
-    Defined in :numref:`sec_multi_gpu_concise`.
-    """
-    devices = list(net.collect_params().values())[0].list_ctx()
-    correct, total = 0.0, 0
-    for features, labels in data_iter:
-        X_shards, y_shards = split_f(features, labels, devices)
-        for X_shard, y_shard in zip(X_shards, y_shards):
-            correct += accuracy(net(X_shard), y_shard)
-        total += labels.size
-    return correct / total
-
-
-def train_batch_ch13(net, features, labels, loss, trainer, devices,
-                     split_f=split_batch_multi_inputs):
-    """Train on one minibatch split over `devices`.
-
-    Defined in :numref:`sec_image_augmentation`.
-
-    The parameters of `MaskLM` and `NextSentencePred` get no gradient in
-    fine-tuning; ``ignore_stale_grad=True`` lets the trainer skip them.
-    On the CPU, the encoder's self-attention and AddNorm layers run as
-    compiled loops (`d2l_bert._kernels`), as in `train_bert`: the same
-    outputs and gradients within rounding (dropout masks are drawn
-    differently, with the same rate).
-
-    Returns
-    -------
-    loss_sum, correct : float
-    """
-    X_shards, y_shards = split_f(features, labels, devices)
-    with autograd.record(), _kernels.training_graph(
-            _kernels.usable(devices)):
-        pred_shards = [net(X_shard) for X_shard in X_shards]
-        ls = [loss(pred_shard, y_shard) for pred_shard, y_shard
-              in zip(pred_shards, y_shards)]
-    for l in ls:
-        l.backward()
-    trainer.step(labels.shape[0], ignore_stale_grad=True)
-    train_loss_sum = sum(float(l.sum()) for l in ls)
-    train_acc_sum = sum(accuracy(pred_shard, y_shard) for pred_shard, y_shard
-                        in zip(pred_shards, y_shards))
-    return train_loss_sum, train_acc_sum
-
-
-def train_ch13(net, train_iter, test_iter, loss, trainer, num_epochs,
-               devices, split_f=split_batch_multi_inputs, progress=False):
-    """Train and evaluate `net` on several devices, as `d2l.train_ch13`.
-
-    Defined in :numref:`sec_image_augmentation`.
-
-    Prints the same two lines as the book (final loss and accuracies,
-    then examples/sec) and, like the book's, returns None, so that a
-    notebook cell ending with the call shows just those lines.  The
-    figures along the way (the book's animated plot) are returned by
-    `train_ch13_history`, which runs the same loop; `plot_history` draws
-    them.  Parameters are those of `train_ch13_history`.
-    """
-    train_ch13_history(net, train_iter, test_iter, loss, trainer,
-                       num_epochs, devices, split_f, progress)
-
-
 def train_ch13_history(net, train_iter, test_iter, loss, trainer,
-                       num_epochs, devices, split_f=split_batch_multi_inputs,
-                       progress=False):
-    """`train_ch13`, returning the training history.
+                       num_epochs, devices,
+                       split_f=d2l.split_batch_multi_inputs, progress=False):
+    """d2l's `train_ch13` with a progress bar, returning the history.
 
-    Prints what `train_ch13` prints; the history takes the place of the
-    book's animated plot (`plot_history` draws it, ``d2l-bert finetune``
-    saves it).
+    The same steps as `d2l.train_ch13` (`d2l.train_batch_ch13` for each
+    minibatch, `d2l.evaluate_accuracy_gpus` after each epoch) and the
+    same two closing lines; the history takes the place of the book's
+    animated plot (`plot_history` draws it, ``d2l-bert finetune`` saves
+    it).  Apply `d2l_bert.fast.accelerate` to `net` first for speed.
 
     Parameters
     ----------
@@ -659,7 +567,7 @@ def train_ch13_history(net, train_iter, test_iter, loss, trainer,
                    file=sys.stderr)
         for i, (features, labels) in enumerate(bar):
             start = time.time()
-            l, acc = train_batch_ch13(
+            l, acc = d2l.train_batch_ch13(
                 net, features, labels, loss, trainer, devices, split_f)
             # The losses are read after the forward pass; the timer waits
             # for the backward pass and the update too (the book's does
@@ -676,7 +584,7 @@ def train_ch13_history(net, train_iter, test_iter, loss, trainer,
                 bar.set_postfix(loss=f'{loss_sum / examples:.3f}',
                                 acc=f'{correct / predictions:.3f}')
         bar.close()
-        test_acc = evaluate_accuracy_gpus(net, test_iter, split_f)
+        test_acc = d2l.evaluate_accuracy_gpus(net, test_iter, split_f)
         history['test epoch'].append(epoch + 1)
         history['test acc'].append(test_acc)
         if progress:

@@ -37,9 +37,10 @@ import numpy as onp
 from mxnet import autograd, gluon, np, npx
 from mxnet.gluon import nn
 
-from . import _kernels
-from .bert import (BERTModel, _check_encoder_inputs, _check_pred_positions,
-                   _finish_deferred_init, get_tokens_and_segments)
+from d2l import mxnet as d2l
+
+from .bert import BERTModel, get_tokens_and_segments
+from .checks import check_positive_int
 
 # The small BERT the section pretrains, and its training settings
 BOOK_BERT_CONFIG = dict(num_hiddens=128, ffn_num_hiddens=256, num_heads=2,
@@ -117,118 +118,74 @@ def _get_batch_loss_bert(net, loss, vocab_size, tokens_X_shards,
     return mlm_ls, nsp_ls, ls
 
 
-class _BatchLossBERT(nn.HybridBlock):
-    """`_get_batch_loss_bert` for one shard, as one graph.
+def train_bert(train_iter, net, loss, vocab_size, devices, num_steps):
+    """Pretrain BERT on masked language modeling and next sentence
+    prediction for `num_steps` steps, splitting each batch over `devices`.
 
-    The same lines as `_get_batch_loss_bert`.  Hybridized (as
-    `train_bert` does), the model, both losses and, under
-    `autograd.record`, the backward pass run as one graph with static
-    memory: reshaping the MLM scores (B, P, V) copies nothing, and no
-    buffer is allocated again at each step.
+    Defined in :numref:`sec_bert-pretraining`.
+
+    Prints the two losses averaged over the steps and the throughput, and
+    plots both losses step by step (`d2l.Animator`).  Like the book's,
+    returns None.  `train_bert_history` is the same loop with a progress
+    bar, checkpoints and the per-step losses returned, which
+    ``d2l-bert pretrain`` uses.
 
     Parameters
     ----------
+    train_iter : iterable of 7-tuples of ndarray
+        ``(tokens_X, segments_X, valid_lens_x, pred_positions_X,
+        mlm_weights_X, mlm_Y, nsp_y)``, as `load_data_wiki` serves them;
+        walked again from the start when exhausted.
     net : BERTModel
+        Initialized on every context of `devices` (or its fast twin,
+        `d2l_bert.fast.accelerate(net)`).
     loss : gluon.loss.SoftmaxCELoss
     vocab_size : int
-
-    Notes
-    -----
-    `net` and `loss` become children of this block, so hybridizing it
-    hybridizes them too.  Called with arrays, it checks them as
-    `BERTModel` does, and gives deferred parameters their shapes, before
-    running the graph.
-
-    On the CPU, the graph computes its self-attention and its AddNorm
-    layers, and the gradients of its other LayerNorms and of the MLM
-    loss, with compiled loops (`d2l_bert._kernels`): the same losses, and
-    gradients equal within rounding, several times faster than MXNet's
-    own (dropout masks are drawn differently, with the same rate).
-    ``use_kernels=False`` (or no numba, or ``D2L_BERT_KERNELS=0``) keeps
-    MXNet's operators throughout.
+    devices : list of mxnet.Context
+    num_steps : int
     """
+    trainer = gluon.Trainer(net.collect_params(), 'adam',
+                            {'learning_rate': 0.01})
+    step, timer = 0, d2l.Timer()
+    animator = d2l.Animator(xlabel='step', ylabel='loss',
+                            xlim=[1, num_steps], legend=['mlm', 'nsp'])
+    # MLM loss sum, NSP loss sum, sentence pairs, steps
+    metric = d2l.Accumulator(4)
+    num_steps_reached = False
+    while step < num_steps and not num_steps_reached:
+        for batch in train_iter:
+            (tokens_X_shards, segments_X_shards, valid_lens_x_shards,
+             pred_positions_X_shards, mlm_weights_X_shards,
+             mlm_Y_shards, nsp_y_shards) = [gluon.utils.split_and_load(
+                elem, devices, even_split=False) for elem in batch]
+            timer.start()
+            with autograd.record():
+                mlm_ls, nsp_ls, ls = _get_batch_loss_bert(
+                    net, loss, vocab_size, tokens_X_shards, segments_X_shards,
+                    valid_lens_x_shards, pred_positions_X_shards,
+                    mlm_weights_X_shards, mlm_Y_shards, nsp_y_shards)
+            for l in ls:
+                l.backward()
+            trainer.step(1)
+            mlm_l_mean = sum([float(l) for l in mlm_ls]) / len(mlm_ls)
+            nsp_l_mean = sum([float(l) for l in nsp_ls]) / len(nsp_ls)
+            metric.add(mlm_l_mean, nsp_l_mean, batch[0].shape[0], 1)
+            # Beyond the book: wait for the backward pass and the update,
+            # which the losses read above do not, so the throughput is
+            # that of whole steps
+            npx.waitall()
+            timer.stop()
+            animator.add(step + 1,
+                         (metric[0] / metric[3], metric[1] / metric[3]))
+            step += 1
+            if step == num_steps:
+                num_steps_reached = True
+                break
 
-    def __init__(self, net, loss, vocab_size, use_kernels=True):
-        super().__init__()
-        self.net, self.loss, self.vocab_size = net, loss, vocab_size
-        self.use_kernels = use_kernels
-        self._kernels_on = None   # what the cached graph was traced with
-
-    def forward(self, tokens_X, segments_X, valid_lens_x, pred_positions_X,
-                *args):
-        """Check the inputs (when arrays), then run the graph."""
-        if not isinstance(tokens_X, mx.sym.Symbol):
-            _check_encoder_inputs(tokens_X, segments_X,
-                                  valid_lens_x.reshape(-1),
-                                  self.net.encoder.vocab_size,
-                                  self.net.encoder.max_len)
-            _check_pred_positions(pred_positions_X, *tokens_X.shape)
-            kernels_on = (self.use_kernels
-                          and _kernels.usable([tokens_X.context]))
-            if kernels_on != self._kernels_on:
-                self._kernels_on = kernels_on
-                self._clear_cached_op()
-            if self._active:
-                _finish_deferred_init(self.net, tokens_X, segments_X,
-                                      valid_lens_x.reshape(-1))
-        return super().forward(tokens_X, segments_X, valid_lens_x,
-                               pred_positions_X, *args)
-
-    def hybrid_forward(self, F, tokens_X, segments_X, valid_lens_x,
-                       pred_positions_X, mlm_weights_X, mlm_Y, nsp_y):
-        """Return ``(mlm_l, nsp_l, mlm_l + nsp_l)``, each of shape ()."""
-        with _kernels.training_graph(bool(self._kernels_on)):
-            _, mlm_Y_hat, nsp_Y_hat = self.net(
-                tokens_X, segments_X, valid_lens_x.reshape(-1),
-                pred_positions_X)                    # (B, P, V), (B, 2)
-            scores = mlm_Y_hat.reshape((-1, self.vocab_size))  # (B*P, V)
-            if self._kernels_on and _is_plain_softmax_ce(self.loss):
-                # `self.loss`'s arithmetic, with a compiled gradient
-                mlm_l = _kernels.softmax_ce(
-                    F, scores, mlm_Y.reshape(-1))              # (B*P,)
-                mlm_l = mlm_l * mlm_weights_X.reshape(-1)      # (B*P,)
-            else:
-                mlm_l = self.loss(scores,
-                                  mlm_Y.reshape(-1),           # (B*P,)
-                                  mlm_weights_X.reshape((-1, 1)))
-        mlm_l = mlm_l.sum() / (mlm_weights_X.sum() + 1e-8)  # ()
-        nsp_l = self.loss(nsp_Y_hat, nsp_y).mean()           # ()
-        return mlm_l, nsp_l, mlm_l + nsp_l
-
-
-def _is_plain_softmax_ce(loss):
-    """Whether `loss` is a `SoftmaxCELoss` with integer labels over the
-    last axis, no class weight: what `_kernels.softmax_ce` computes."""
-    return (type(loss) is gluon.loss.SoftmaxCELoss
-            and loss._axis in (-1, 1) and loss._sparse_label
-            and not loss._from_logits and loss._weight is None
-            and loss._batch_axis == 0)
-
-
-def _batch_loss_function(net, loss, vocab_size):
-    """Return ``f(*shards) -> (mlm_ls, nsp_ls, ls)``, what
-    ``_get_batch_loss_bert(net, loss, vocab_size, *shards)`` returns.
-
-    For our `BERTModel` and a Gluon loss (both `HybridBlock`s), `f` runs
-    `_BatchLossBERT` hybridized; for anything else (d2l's `nn.Block`
-    model, say), `_get_batch_loss_bert` itself.
-    """
-    if not (isinstance(net, BERTModel)
-            and isinstance(loss, gluon.HybridBlock)):
-        return functools.partial(_get_batch_loss_bert, net, loss,
-                                 vocab_size)
-    graph = _BatchLossBERT(net, loss, vocab_size)
-    graph.hybridize(static_alloc=True, static_shape=True)
-
-    def batch_loss(*shards):
-        mlm_ls, nsp_ls, ls = [], [], []
-        for shard in zip(*shards):
-            mlm_l, nsp_l, l = graph(*shard)
-            mlm_ls.append(mlm_l)
-            nsp_ls.append(nsp_l)
-            ls.append(l)
-        return mlm_ls, nsp_ls, ls
-    return batch_loss
+    print(f'MLM loss {metric[0] / metric[3]:.3f}, '
+          f'NSP loss {metric[1] / metric[3]:.3f}')
+    print(f'{metric[2] / timer.sum():.1f} sentence pairs/sec on '
+          f'{str(devices)}')
 
 
 # ---------------------------------------------------------------------------
@@ -611,32 +568,15 @@ def load_checkpoint(path, net, trainer, devices, *, config=None):
 # Training
 # ---------------------------------------------------------------------------
 
-def train_bert(train_iter, net, loss, vocab_size, devices, num_steps,
-               **kwargs):
-    """Pretrain BERT on masked language modeling and next sentence
-    prediction for `num_steps` steps.
-
-    Defined in :numref:`sec_bert-pretraining`.
-
-    Every batch is split across `devices`; Adam updates the parameters
-    once per batch.  At the end, prints the MLM and NSP losses averaged
-    over all steps and the throughput and, like the book's, returns None,
-    so that a notebook cell ending with the call shows just that.  The
-    per-step losses are returned by `train_bert_history`, which runs the
-    same loop; its parameters are these.
-    """
-    train_bert_history(train_iter, net, loss, vocab_size, devices,
-                       num_steps, **kwargs)
-
-
 def train_bert_history(train_iter, net, loss, vocab_size, devices,
                        num_steps, *, learning_rate=BOOK_LEARNING_RATE,
                        plot='auto', progress=True, checkpoint=None,
-                       checkpoint_every=10, resume=False, config=None):
-    """`train_bert`, returning the per-step losses.
+                       checkpoint_every=10, resume=False, config=None,
+                       batch_loss=None):
+    """`train_bert`'s loop with checkpoints, returning the per-step losses.
 
     Prints what `train_bert` prints, and draws the loss curves as it
-    does.
+    does.  ``d2l-bert pretrain`` trains with it.
 
     Parameters
     ----------
@@ -670,6 +610,10 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
         Continue from `checkpoint` if the file exists.
     config : dict, keyword-only, optional
         Stored in the checkpoint; resuming with another one is an error.
+    batch_loss : callable, keyword-only, optional
+        ``batch_loss(*shards) -> (mlm_ls, nsp_ls, ls)``; default the
+        book's `_get_batch_loss_bert` on `net`.  ``d2l-bert pretrain``
+        passes `d2l_bert.fast.batch_loss(net, loss, vocab_size)`.
 
     Returns
     -------
@@ -677,13 +621,14 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
         The per-step losses (``.mlm``, ``.nsp``), their means
         (``.mlm_loss``, ``.nsp_loss``) and ``.pairs_per_sec``.
     """
-    num_steps = _check_positive_int('num_steps', num_steps)
+    num_steps = check_positive_int('num_steps', num_steps)
     if resume and checkpoint is None:
         raise ValueError('resume=True needs checkpoint=PATH')
     devices = list(devices)
     trainer = _make_trainer(net, learning_rate)
-    # `_get_batch_loss_bert`, as one hybridized graph for our model
-    batch_loss = _batch_loss_function(net, loss, vocab_size)
+    if batch_loss is None:
+        batch_loss = functools.partial(_get_batch_loss_bert, net, loss,
+                                       vocab_size)
     history = PretrainingHistory(devices)
     data = _DataPosition(train_iter)
     step, mx_seed = 0, None
@@ -779,13 +724,6 @@ def _progress_bar(total, initial, enabled):
     return tqdm(total=total, initial=initial, unit='step', delay=2,
                 disable=not enabled, file=sys.stderr, dynamic_ncols=True,
                 desc='pretraining')
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, onp.integer)) \
-            or value < 1:
-        raise ValueError(f'{name} must be a positive int, got {value!r}')
-    return int(value)
 
 
 # ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ broadcast and reduce kernels (about 20 times its forward pass), the MLM
 loss's `log_softmax` backward through oneDNN's reference loop over the
 5120 x 20256 scores, the interleaved attention operators run on one
 thread, and `Dropout` draws its mask one number at a time.  Here
-compiled loops (`d2l_bert._numba_kernels`) do that work,
+compiled loops (`d2l_bert.fast._loops`) do that work,
 wrapped as MXNet custom operators so that they run inside the hybridized
 graph of `train_bert`'s step:
 
@@ -28,22 +28,19 @@ graph of `train_bert`'s step:
   `add_n`, the positional one's broadcast as a matrix product (MXNet
   operators only); the gradients are the sum's, passed on, and a product.
 
-They are used only inside the `training_graph` context: while
-`train_bert`'s one-graph step is traced (`pretraining._BatchLossBERT`),
-and during the forward pass of a fine-tuning step
-(`finetuning.train_batch_ch13`: attention, AddNorm and LayerNorm).  A
-model exported, or called on its own, keeps MXNet's operators only.  The
-plain path stays the test oracle (`tests/test_kernels.py`).
+The fast blocks (`d2l_bert.fast.blocks`) decide once, when they are
+built, whether to call these operators; the book's blocks stay their
+test oracle (`tests/test_fast.py`, `tests/test_ops.py`).
 
 The kernels need numba; without it, on a device other than the CPU, or
-with ``D2L_BERT_KERNELS=0`` in the environment, the plain path runs.
+with ``D2L_BERT_KERNELS=0`` in the environment, the fast blocks use
+MXNet's operators.
 Inside the LayerNorm and loss operators, arrays on another device or of
 another type than float32 take a slower path built from MXNet operators,
 with the same results; the attention and AddNorm loops take float32 and
 float64 (other types go through float32).
 """
 import atexit
-import contextlib
 import ctypes
 import os
 import threading
@@ -143,7 +140,7 @@ def _single_threaded_blas():
 
 def blas_kernels():
     """The kernels SciPy's OpenBLAS runs ('SkylakeX', 'Haswell', 'Zen',
-    ...), which `d2l_bert._threads.use_avx512_blas` may have chosen;
+    ...), which `d2l_bert.threads.use_avx512_blas` may have chosen;
     None if SciPy uses another BLAS."""
     for lib in _scipy_openblas():
         try:
@@ -158,7 +155,7 @@ def blas_kernels():
 def _smoke_test():
     """Compile (or load from numba's cache) and run each loop once on a
     tiny input, checking one number of each."""
-    from . import _numba_kernels as K
+    from . import _loops as K
     _single_threaded_blas()
     X = onp.array([[0.0, 1.0, 2.0]], onp.float32)
     y = onp.array([2], onp.int32)
@@ -189,24 +186,6 @@ def _smoke_test():
         raise RuntimeError('a compiled loop gave a wrong result')
 
 
-@contextlib.contextmanager
-def training_graph(active=True):
-    """While active, `layer_norm`, `softmax_ce` and `MultiHeadAttention`'s
-    self-attention build the custom operators; otherwise the plain
-    operators."""
-    previous = getattr(_state, 'active', False)
-    _state.active = bool(active)
-    try:
-        yield
-    finally:
-        _state.active = previous
-
-
-def in_training_graph():
-    """Whether `training_graph` is active in this thread."""
-    return getattr(_state, 'active', False)
-
-
 # ---------------------------------------------------------------------------
 # What the blocks call
 # ---------------------------------------------------------------------------
@@ -225,8 +204,6 @@ def layer_norm(F, X, gamma, beta, epsilon):
     -------
     shape (..., C)
     """
-    if not in_training_graph():
-        return F.npx.layer_norm(X, gamma, beta, axis=-1, eps=epsilon)
     Y = F.Custom(X.as_nd_ndarray(), gamma.as_nd_ndarray(),
                  beta.as_nd_ndarray(), epsilon=repr(float(epsilon)),
                  op_type='d2l_bert_layer_norm')[0]
@@ -248,9 +225,6 @@ def softmax_ce(F, scores, labels):
     -------
     shape (N,)
     """
-    if not in_training_graph():
-        return -F.npx.pick(F.npx.log_softmax(scores, axis=-1), labels,
-                           axis=-1)                          # (N,)
     loss = F.Custom(scores.as_nd_ndarray(), labels.as_nd_ndarray(),
                     op_type='d2l_bert_softmax_ce')[0]
     return loss.as_np_ndarray()                              # (N,)
@@ -341,7 +315,7 @@ def add_embeddings(F, X, Y, row):
     """``X + Y + row``, with `row` broadcast over the batch, as the book
     sums the token, segment and positional embeddings.
 
-    Inside `training_graph`, one `add_n` of the three: its gradient goes to
+    One `add_n` of the three: its gradient goes to
     each term as it is, where MXNet's gradient of ``+`` copies it to both
     of its terms, and the sum reads and writes the (B, T, H) arrays once,
     not twice.  The broadcast is a product with a column of ones, so that
@@ -361,8 +335,6 @@ def add_embeddings(F, X, Y, row):
     -------
     shape (B, T, H)
     """
-    if not in_training_graph():
-        return X + Y + row                                   # (B, T, H)
     ones = F.np.ones_like(X[:, 0, 0:1])                      # (B, 1)
     outer = F.np.dot(ones, F.npx.reshape(row, (1, -1)))      # (B, T*H)
     outer = F.npx.reshape_like(outer, X)                     # (B, T, H)
@@ -404,7 +376,7 @@ def _threads():
     try:
         return max(1, int(os.environ.get('OMP_NUM_THREADS', '')))
     except ValueError:
-        from ._threads import physical_cores
+        from .._threads import physical_cores
         return physical_cores()
 
 
@@ -578,7 +550,7 @@ class _LayerNorm(mx.operator.CustomOp):
         if not _compiled([X, gamma, out_grad[0]]):
             return self._backward_plain(req, out_grad[0], X, gamma, mean,
                                         std, in_grad)
-        from . import _numba_kernels as K
+        from . import _loops as K
         C = X.shape[-1]
         dY = _host(out_grad[0]).reshape(-1, C)               # (N, C)
         X2 = _host(X).reshape(-1, C)                         # (N, C)
@@ -644,7 +616,7 @@ class _SoftmaxCE(mx.operator.CustomOp):
         scores, labels = in_data
         if not _compiled([scores]):
             return self._forward_plain(req, scores, labels, out_data)
-        from . import _numba_kernels as K
+        from . import _loops as K
         X = _host(scores)                                    # (N, V)
         N = X.shape[0]
         y = _host(labels).astype(onp.int32)                  # (N,)
@@ -662,7 +634,7 @@ class _SoftmaxCE(mx.operator.CustomOp):
         if not _compiled([scores, out_grad[0]]):
             return self._backward_plain(req, out_grad[0], scores, labels,
                                         in_grad)
-        from . import _numba_kernels as K
+        from . import _loops as K
         X = _host(scores)                                    # (N, V)
         N = X.shape[0]
         y = _host(labels).astype(onp.int32)                  # (N,)
@@ -745,7 +717,7 @@ class _SelfAttention(mx.operator.CustomOp):
                                            X.dtype)
 
     def forward(self, is_train, req, in_data, out_data, aux):
-        from . import _numba_kernels as K
+        from . import _loops as K
         B, T, H3 = in_data[0].shape
         X, = _loop_arrays(in_data[:1], 'd2l_bert_self_attention')
         dropout_on = bool(is_train and self.dropout > 0)
@@ -760,7 +732,7 @@ class _SelfAttention(mx.operator.CustomOp):
         _assign(out_data[2], req[2], onp.array([dropout_on], onp.float32))
 
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
-        from . import _numba_kernels as K
+        from . import _loops as K
         _no_gradient(self, req, in_data, in_grad,
                      range(1, len(in_data)))                 # seed, lens
         if req[0] == 'null':
@@ -826,7 +798,7 @@ class _AddNorm(mx.operator.CustomOp):
         self.epsilon, self.dropout = epsilon, dropout
 
     def forward(self, is_train, req, in_data, out_data, aux):
-        from . import _numba_kernels as K
+        from . import _loops as K
         X, Y, gamma, beta = _loop_arrays(in_data[:4], 'd2l_bert_add_norm')
         C = X.shape[-1]
         X, Y = X.reshape(-1, C), Y.reshape(-1, C)            # (N, C)
@@ -842,7 +814,7 @@ class _AddNorm(mx.operator.CustomOp):
         _assign(out_data[3], req[3], onp.array([dropout_on], onp.float32))
 
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
-        from . import _numba_kernels as K
+        from . import _loops as K
         _no_gradient(self, req, in_data, in_grad, [4])       # seed
         X, Y, gamma, dout, mean, std = _loop_arrays(
             in_data[:3] + [out_grad[0], out_data[1], out_data[2]],

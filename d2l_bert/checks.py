@@ -1,0 +1,145 @@
+"""Input checks that turn a student's mistake into one clear sentence.
+
+The book's blocks call one of these at the top of `forward`; without
+them a wrong shape or an id out of range ends in a deep MXNet traceback,
+or worse, in a silently wrong result.  Each message names the argument,
+the value received and what is allowed.
+
+Shapes and dtypes are checked for free; value ranges cost one small
+device-to-host copy per call (`check_ranges`).
+"""
+import mxnet as mx
+import numpy as onp
+
+
+def require_array(name, value):
+    """Raise a TypeError unless `value` is an MXNet array."""
+    if not isinstance(value, mx.nd.NDArray):
+        raise TypeError(
+            f'{name} must be an mxnet.np.ndarray, got '
+            f'{type(value).__name__}; wrap it with `np.array(...)`')
+
+
+def check_ranges(checks):
+    """Check value ranges with one host copy.
+
+    Parameters
+    ----------
+    checks : list of (name, array, low, high, allowed)
+        Every value of `array` must lie in [low, high]; `allowed` says so
+        in words.
+
+    Raises
+    ------
+    ValueError
+        Naming the first offender, its value and its index.
+    """
+    if not checks:
+        return
+    bounds = mx.np.stack([mx.np.stack([a.min(), a.max()]).astype('float64')
+                          for _, a, _, _, _ in checks]).asnumpy()
+    for (name, array, low, high, allowed), (lo, hi) in zip(checks, bounds):
+        if lo < low or hi > high:
+            # The error path may be slow: find the offender on the host
+            values = array.asnumpy()
+            where = tuple(onp.argwhere((values < low) | (values > high))[0])
+            raise ValueError(
+                f'{name} must hold {allowed}, got {values[where]:g} at '
+                f'{[int(i) for i in where]}')
+
+
+def check_encoder_inputs(tokens, segments, valid_lens, vocab_size, max_len):
+    """Raise a clear error for inputs `BERTEncoder` cannot encode.
+
+    Parameters
+    ----------
+    tokens, segments : arrays, shape (B, T)
+    valid_lens : array of shape (B,), or None
+    vocab_size, max_len : int
+        The encoder's vocabulary size and number of positions.
+    """
+    require_array('tokens', tokens)
+    require_array('segments', segments)
+    if tokens.ndim != 2:
+        raise ValueError(
+            f'tokens must have shape (batch size, sequence length), got '
+            f'shape {tokens.shape}')
+    if segments.shape != tokens.shape:
+        raise ValueError(
+            f'segments must have the shape of tokens {tokens.shape}, got '
+            f'{segments.shape}')
+    batch_size, seq_len = tokens.shape
+    if seq_len > max_len:
+        raise ValueError(
+            f'tokens has sequence length {seq_len}, longer than '
+            f'max_len={max_len} positions the encoder has; truncate the '
+            f'input or build the encoder with a larger max_len')
+    checks = [('tokens', tokens, 0, vocab_size - 1,
+               f'ids in [0, {vocab_size}) (vocab_size)'),
+              ('segments', segments, 0, 1, 'segment ids 0 or 1')]
+    if tokens.dtype.kind == 'f':
+        values = tokens.asnumpy()
+        fractional = values != onp.round(values)
+        if fractional.any():
+            where = tuple(onp.argwhere(fractional)[0])
+            raise TypeError(
+                f'tokens must hold integer ids, got {values[where]:g} at '
+                f'{[int(i) for i in where]}; use an integer dtype such as '
+                f'int32')
+    if valid_lens is not None:
+        require_array('valid_lens', valid_lens)
+        if valid_lens.shape != (batch_size,):
+            raise ValueError(
+                f'valid_lens must have shape ({batch_size},), one length '
+                f'per sequence, got {valid_lens.shape}')
+        checks.append(('valid_lens', valid_lens, 0, seq_len,
+                       f'lengths in [0, {seq_len}] (sequence length)'))
+    check_ranges(checks)
+
+
+def check_pred_positions(pred_positions, batch_size, seq_len):
+    """Raise a clear error for positions `MaskLM` cannot gather.
+
+    Parameters
+    ----------
+    pred_positions : array, shape (B, P)
+    batch_size, seq_len : int
+        B and T of the encoded sequences.
+    """
+    require_array('pred_positions', pred_positions)
+    if pred_positions.ndim != 2 or pred_positions.shape[0] != batch_size:
+        raise ValueError(
+            f'pred_positions must have shape ({batch_size}, P), P positions '
+            f'per sequence of the batch, got {pred_positions.shape}')
+    check_ranges([('pred_positions', pred_positions, 0, seq_len - 1,
+                   f'positions in [0, {seq_len}) (sequence length)')])
+
+
+def check_activation(activation):
+    """Return `activation` if it is one the blocks know, else raise."""
+    if activation not in ('relu', 'gelu'):
+        raise ValueError(f"activation must be 'relu' or 'gelu', got "
+                         f'{activation!r}')
+    return activation
+
+
+def check_positive_int(name, value):
+    """Return `value` as an int if it is a positive integer, else raise a
+    ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, (int, onp.integer)) \
+            or value < 1:
+        raise ValueError(f'{name} must be a positive integer, got '
+                         f'{value!r}')
+    return int(value)
+
+
+def num_blks_of(num_blks, num_layers):
+    """Accept the 1.0 name `num_blks` or the 0.17 name `num_layers`."""
+    if num_blks is None and num_layers is None:
+        raise TypeError('missing the number of blocks: pass num_blks '
+                        '(num_layers in the 0.17 editions)')
+    if num_blks is not None and num_layers is not None \
+            and num_blks != num_layers:
+        raise TypeError(f'num_blks={num_blks} and num_layers={num_layers} '
+                        f'disagree; pass one of them')
+    return num_blks if num_blks is not None else num_layers

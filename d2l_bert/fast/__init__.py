@@ -1,0 +1,178 @@
+"""d2l_bert.fast: the book's model, fast, by one visible call.
+
+    net = d2l_bert.fast.accelerate(net)
+
+returns a twin of a book model (`BERTModel`, `BERTEncoder`, or the
+fine-tuning section's `BERTClassifier`) that shares its `Parameter`s,
+runs as one hybridized graph and, on the CPU, computes self-attention,
+AddNorm and the LayerNorm gradients with compiled loops (`blocks`).  It
+is called exactly as the book's model is, so the book's own `train_bert`
+and d2l's `train_ch13` train it unchanged, and the book's model sees
+every update (they are the same weights).
+
+Beyond that call, `batch_loss` builds the one-graph pretraining step of
+the command line (`d2l-bert pretrain`): model and both losses in one
+graph, with a compiled MLM loss (`step`).
+
+Nothing here changes the book's classes; they stay the twins' test
+oracle (`tests/test_fast.py`).
+"""
+from mxnet import autograd, np
+
+from . import _ops
+from .blocks import (FastBERTClassifier, FastBERTEncoder,  # noqa: F401
+                     FastBERTModel, _Checked)
+from .step import FastBatchLoss, batch_loss  # noqa: F401
+
+#: The kinds of model `accelerate` takes, by the children they have (a
+#: class a notebook defines again counts by its structure, not its name)
+KINDS = (
+    ('BERTModel', FastBERTModel, ('encoder', 'hidden', 'mlm', 'nsp')),
+    ('BERTClassifier', FastBERTClassifier, ('encoder', 'hidden', 'output')),
+    ('BERTEncoder', FastBERTEncoder,
+     ('token_embedding', 'segment_embedding', 'blks', 'pos_embedding')),
+)
+
+
+def accelerate(net, kernels=None, check=True):
+    """Return the fast twin of the book model `net`, sharing its weights.
+
+    Parameters
+    ----------
+    net : BERTModel, BERTEncoder or BERTClassifier
+        Initialized (`net.initialize(...)` or loaded); deferred shapes
+        are completed by one small forward pass.
+    kernels : bool, optional
+        Use the compiled loops.  Default: when numba works here, every
+        context of `net`'s parameters is a CPU, and ``D2L_BERT_KERNELS``
+        is not '0'.
+    check : bool, default True
+        Run the twin and `net` on a small batch with dropout off and
+        raise if their outputs differ: the twin computes what the book's
+        classes compute, so a `forward` edited in a notebook is caught
+        here rather than silently trained around.
+
+    Returns
+    -------
+    FastBERTModel, FastBERTEncoder or FastBERTClassifier
+        Hybridized; called like `net`, with the same outputs.
+    """
+    if isinstance(net, _Checked):
+        return net
+    name, twin_class = _kind(net)
+    contexts = _contexts(net)
+    _finish_deferred_init(net, name, contexts[0])
+    if kernels is None:
+        kernels = _ops.usable(contexts)
+    twin = twin_class(net, bool(kernels))
+    _hybridize_twin(twin, net)
+    if check:
+        _check_twin(net, twin, name, contexts[0])
+    return twin
+
+
+def describe(net):
+    """One line saying which path `net` takes: the book's blocks, or the
+    fast twin with or without the compiled loops."""
+    if not isinstance(net, _Checked):
+        return "book's blocks (imperative; d2l_bert.fast.accelerate not used)"
+    kernels = any(getattr(block, 'kernels', False)
+                  for block in _walk(net))
+    return ('fast twin (one graph' + (', compiled attention, AddNorm and '
+                                      'LayerNorm loops)' if kernels
+                                      else ", MXNet's operators)"))
+
+
+def _kind(net):
+    for name, twin_class, children in KINDS:
+        if all(hasattr(net, child) for child in children):
+            return name, twin_class
+    kinds = ', '.join(name for name, _, _ in KINDS)
+    raise TypeError(f'accelerate takes a {kinds} (or a block with the same '
+                    f'children), got {type(net).__name__}')
+
+
+def _contexts(net):
+    """The contexts of `net`'s parameters; a clear error if there are
+    none yet."""
+    for param in net.collect_params().values():
+        try:
+            return param.list_ctx()
+        except RuntimeError:
+            raise ValueError(
+                f'accelerate: parameter {param.name} of {type(net).__name__}'
+                ' is not initialized; call net.initialize(...) (or load '
+                'parameters) first') from None
+    raise ValueError(f'accelerate: {type(net).__name__} has no parameters')
+
+
+def _tiny_batch(name, ctx, max_len):
+    """Two sequences of up to 8 tokens, with lengths and positions: token
+    ids 1 to 3, valid in any vocabulary of 4 or more."""
+    T = min(8, max_len)
+    row = ([1, 2, 3] * 3)[:T]
+    tokens = np.array([row, row[::-1]], dtype='int32', ctx=ctx)  # (2, T)
+    segments = np.array([[0] * (T // 2) + [1] * (T - T // 2)] * 2,
+                        dtype='int32', ctx=ctx)              # (2, T)
+    valid_lens = np.array([T, max(T - 2, 1)], dtype='float32',
+                          ctx=ctx)                           # (2,)
+    pred_positions = np.array([[0, T - 1], [1, 0]], dtype='int32',
+                              ctx=ctx)                       # (2, 2)
+    if name == 'BERTModel':
+        return tokens, segments, valid_lens, pred_positions
+    if name == 'BERTClassifier':
+        return ((tokens, segments, valid_lens),)
+    return tokens, segments, valid_lens
+
+
+def _max_len(net, name):
+    encoder = net if name == 'BERTEncoder' else net.encoder
+    return encoder.pos_embedding.shape[1]
+
+
+def _finish_deferred_init(net, name, ctx):
+    """Give deferred parameters their shapes with one small forward pass
+    of the book model (dropout off, nothing recorded)."""
+    if any(p._deferred_init for p in net.collect_params().values()):
+        with autograd.predict_mode():
+            net(*_tiny_batch(name, ctx, _max_len(net, name)))
+
+
+def _walk(block):
+    yield block
+    for child in block._children.values():
+        yield from _walk(child)
+
+
+def _hybridize_twin(twin, net):
+    """Hybridize `twin` with static memory, leaving the book model's
+    blocks as they were (hybridizing recurses into the shared layers)."""
+    active = {id(b): b._active for b in _walk(net) if hasattr(b, '_active')}
+    twin.hybridize(static_alloc=True, static_shape=True)
+    for block in _walk(net):
+        if id(block) in active:
+            block._active = active[id(block)]
+
+
+def _check_twin(net, twin, name, ctx, rtol=1e-3, atol=1e-4):
+    """Raise if `twin` and `net` disagree on a small batch (dropout off).
+
+    The tolerances are float32's: the twin sums and normalizes in another
+    order (fused projections, added mask, compiled loops)."""
+    import numpy as onp
+    batch = _tiny_batch(name, ctx, _max_len(net, name))
+    with autograd.predict_mode():
+        ours, book = twin(*batch), net(*batch)
+    ours = ours if isinstance(ours, tuple) else (ours,)
+    book = book if isinstance(book, tuple) else (book,)
+    for i, (a, b) in enumerate(zip(ours, book)):
+        if a is None and b is None:
+            continue
+        if (a is None) != (b is None) or a.shape != b.shape or not \
+                onp.allclose(a.asnumpy(), b.asnumpy(), rtol, atol):
+            raise ValueError(
+                f'accelerate: the fast twin and {type(net).__name__} give '
+                f'different output {i} on a test batch; the fast layer '
+                "computes what the book's classes compute, so if you "
+                'edited a forward method, train the model without '
+                'accelerate (or pass check=False if you know why)')

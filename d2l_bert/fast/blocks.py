@@ -1,0 +1,420 @@
+"""Fast twins of the book's blocks: the same parameters, one graph.
+
+Each twin is a Gluon `HybridBlock` built from a book block (`d2l_bert.bert`,
+`d2l_bert.transformer`, `d2l_bert.attention`).  It holds the book block's
+own leaf layers (`nn.Dense`, `nn.Embedding`, `nn.Dropout`) and its own
+`Parameter`s, so the twin and the book model train the same weights, and
+`save_parameters` names them the same way (``encoder.blks.0.attention.
+W_q.weight``).  What differs is how the arithmetic runs:
+
+- the whole model is one hybridized graph with static memory;
+- self-attention projects queries, keys and values with one matrix
+  product (`qkv_weight`), then attends either with compiled loops
+  (`_ops.self_attention`) or with MXNet's interleaved attention
+  operators, masking by addition (`_softmax_with_lens`);
+- AddNorm is one compiled operator (`_ops.add_norm`), and the other
+  LayerNorms get a compiled backward pass (`_ops.layer_norm`);
+- the three embeddings are summed by one `add_n` (`_ops.add_embeddings`).
+
+Whether the compiled loops run (``kernels``) is decided once, when a twin
+is built (`d2l_bert.fast.accelerate` decides for the whole model); each
+`hybrid_forward` has one `if` on it.  The book's blocks are the test
+oracle (`tests/test_fast.py`): outputs, attention outputs and gradients
+agree within float32 rounding, with dropout off.  With dropout on, the
+compiled loops draw other masks than `nn.Dropout`, at the same rate.
+
+Dimension key used in the shape comments:
+
+B: batch size, T: sequence length, H: num_hiddens, V: vocab_size,
+P: predicted positions per sequence, h: num_heads, d: H / h, D: the
+input size of the projections
+"""
+import warnings
+
+import mxnet as mx
+from mxnet.gluon import nn
+
+from ..checks import check_encoder_inputs, check_pred_positions
+from . import _ops
+
+
+def _param(F, param, X):
+    """A parameter inside `hybrid_forward`: a variable of the graph, or its
+    data on `X`'s context."""
+    return param.var() if F is mx.sym else param.data(X.ctx)
+
+
+class FastLayerNorm(nn.HybridBlock):
+    """`nn.LayerNorm` with a compiled backward pass (MXNet 1.9's own is
+    about 20 times slower than its forward pass).
+
+    Parameters
+    ----------
+    ln : nn.LayerNorm
+        The book's layer; its `gamma` and `beta` are used, not copied.
+    kernels : bool
+        Use the compiled loop (only over the last axis).
+    """
+    def __init__(self, ln, kernels):
+        # The book layer's prefix and parameters: `gamma` is its gamma
+        super().__init__(prefix=ln.prefix, params=ln.params)
+        self.gamma = self.params.get('gamma')
+        self.beta = self.params.get('beta')
+        self.axis, self.epsilon = ln._axis, ln._epsilon
+        self.kernels = kernels and ln._axis == -1
+
+    def hybrid_forward(self, F, X, gamma, beta):
+        """`X` (..., H) -> (..., H)."""
+        if self.kernels:
+            return _ops.layer_norm(F, X, gamma, beta,
+                                   self.epsilon)             # (..., H)
+        return F.npx.layer_norm(X, gamma, beta, axis=self.axis,
+                                eps=self.epsilon)            # (..., H)
+
+
+class FastAddNorm(nn.HybridBlock):
+    """`AddNorm`: ``LayerNorm(X + dropout(Y))``, as one compiled operator
+    when `kernels`.
+
+    Parameters
+    ----------
+    addnorm : AddNorm
+    kernels : bool
+    """
+    def __init__(self, addnorm, kernels):
+        super().__init__()
+        self.dropout = addnorm.dropout
+        self.ln = FastLayerNorm(addnorm.ln, kernels)
+        self.kernels = (kernels and not addnorm.dropout._axes
+                        and addnorm.ln._axis == -1)
+
+    def hybrid_forward(self, F, X, Y):
+        """`X`, `Y` (B, T, H) -> (B, T, H)."""
+        if self.kernels:
+            return _ops.add_norm(
+                F, X, Y, _param(F, self.ln.gamma, X),
+                _param(F, self.ln.beta, X), self.ln.epsilon,
+                self.dropout._rate)                          # (B, T, H)
+        return self.ln(self.dropout(Y) + X)                  # (B, T, H)
+
+
+class FastSelfAttention(nn.HybridBlock):
+    """`MultiHeadAttention` called as self-attention,
+    ``attention(X, X, X, valid_lens)``, with the heads' projections fused.
+
+    Parameters
+    ----------
+    attention : MultiHeadAttention
+    kernels : bool
+        Attend with the compiled loops; otherwise with MXNet's interleaved
+        attention operators.
+
+    Notes
+    -----
+    `valid_lens` must hold one length per sequence, shape (B,), as BERT's
+    do.  The attention weights are not kept (`attention_weights` is the
+    book block's, from its last imperative call).
+    """
+    def __init__(self, attention, kernels):
+        super().__init__()
+        self.num_heads = attention.num_heads
+        self.num_hiddens = attention.W_o._units
+        self.W_q, self.W_k = attention.W_q, attention.W_k
+        self.W_v, self.W_o = attention.W_v, attention.W_o
+        self.dropout = attention.attention.dropout
+        self.kernels = kernels and not self.dropout._axes
+
+    def hybrid_forward(self, F, X, valid_lens=None):
+        """`X` (B, T, D), `valid_lens` (B,) or None -> (B, T, H)."""
+        weight, bias = self.qkv_weight(F, X)     # (3*H, D), (3*H,) or None
+        if self.kernels:
+            qkv = F.npx.fully_connected(
+                X, weight, bias, num_hidden=3 * self.num_hiddens,
+                no_bias=bias is None, flatten=False)         # (B, T, 3*H)
+            output, _ = _ops.self_attention(
+                F, qkv, valid_lens, self.num_heads,
+                self.dropout._rate)                          # (B, T, H)
+        else:
+            output = self._interleaved_attention(
+                F, X, weight, bias, valid_lens)              # (B, T, H)
+        return self.W_o(output)                              # (B, T, H)
+
+    def qkv_weight(self, F, X):
+        """Stack `W_q`, `W_k` and `W_v` into one projection, head by head.
+
+        The interleaved layout the attention operators read: for each head
+        in turn, its query, key and value rows (d each).
+
+        Returns
+        -------
+        weight : shape (3*H, D)
+        bias : shape (3*H,), or None without biases
+        """
+        h, denses = self.num_heads, (self.W_q, self.W_k, self.W_v)
+        weights = [F.npx.reshape(_param(F, dense.weight, X),
+                                 (-6, h, -1, -2))            # (h, d, D)
+                   for dense in denses]
+        weight = F.np.stack(weights, axis=1)                 # (h, 3, d, D)
+        weight = F.npx.reshape(weight, (-5, -2, -2))         # (h*3, d, D)
+        weight = F.npx.reshape(weight, (-5, -2))             # (3*H, D)
+        if self.W_q.bias is None:
+            return weight, None
+        biases = [F.npx.reshape(_param(F, dense.bias, X),
+                                (-6, h, -1))                 # (h, d)
+                  for dense in denses]
+        bias = F.npx.reshape(F.np.stack(biases, axis=1), (-1,))  # (3*H,)
+        return weight, bias
+
+    def _interleaved_attention(self, F, X, weight, bias, valid_lens):
+        """MXNet's interleaved attention operators, which read the sequence
+        axis first; returns (B, T, H)."""
+        h = self.num_heads
+        X = F.np.transpose(X, (1, 0, 2))                     # (T, B, D)
+        qkv = F.npx.fully_connected(
+            X, weight, bias, num_hidden=3 * self.num_hiddens,
+            no_bias=bias is None, flatten=False)             # (T, B, 3*H)
+        qkv = qkv.as_nd_ndarray()  # the operators are not NumPy-style
+        # The queries are divided by sqrt(d) inside the product
+        scores = F.contrib.interleaved_matmul_selfatt_qk(
+            qkv, heads=h).as_np_ndarray()                    # (B*h, T, T)
+        weights = _softmax_with_lens(F, scores, valid_lens, h)
+        dropped = self.dropout(weights)                      # (B*h, T, T)
+        output = F.contrib.interleaved_matmul_selfatt_valatt(
+            qkv, dropped.as_nd_ndarray(),
+            heads=h).as_np_ndarray()                         # (T, B, H)
+        return F.np.transpose(output, (1, 0, 2))             # (B, T, H)
+
+
+def _softmax_with_lens(F, scores, valid_lens, num_heads):
+    """`masked_softmax` of self-attention scores, masking by addition.
+
+    The book replaces the scores past the valid length by -1e6; here -1e6
+    is added to them.  Either way their weight is exp(-1e6 - max) = 0 in
+    float32 and the other weights are the same; only a row with no valid
+    position differs (uniform in the book, BERT's inputs always hold
+    `<cls>`).  The mask is spread to the scores' shape and added
+    elementwise, so that the backward pass hands the gradient through
+    (NumPy-style broadcasting would reduce over it).
+
+    Parameters
+    ----------
+    scores : shape (B*h, T, T)
+    valid_lens : shape (B,), or None
+
+    Returns
+    -------
+    shape (B*h, T, T)
+    """
+    if valid_lens is None:
+        return F.npx.softmax(scores)                         # (B*h, T, T)
+    positions = F.npx.arange_like(scores, axis=-1)           # (T,)
+    lens = F.np.repeat(valid_lens.astype('float32'), num_heads,
+                       axis=0)                               # (B*h,)
+    lens = F.npx.reshape(lens, (-1, 1, 1))                   # (B*h, 1, 1)
+    mask = (positions >= lens).astype('float32') * -1e6     # (B*h, 1, T)
+    scores = scores.as_nd_ndarray()
+    mask = F.broadcast_like(mask.as_nd_ndarray(), scores)    # (B*h, T, T)
+    scores = F.elemwise_add(scores, mask).as_np_ndarray()    # (B*h, T, T)
+    return F.npx.softmax(scores)                             # (B*h, T, T)
+
+
+class FastPositionWiseFFN(nn.HybridBlock):
+    """`PositionWiseFFN`, in the graph."""
+    def __init__(self, ffn):
+        super().__init__()
+        self.dense1, self.dense2 = ffn.dense1, ffn.dense2
+
+    def hybrid_forward(self, F, X):
+        """`X` (B, T, H) -> (B, T, H)."""
+        return self.dense2(self.dense1(X))                   # (B, T, H)
+
+
+class FastTransformerEncoderBlock(nn.HybridBlock):
+    """`TransformerEncoderBlock`, from its fast parts."""
+    def __init__(self, blk, kernels):
+        super().__init__()
+        self.attention = FastSelfAttention(blk.attention, kernels)
+        self.addnorm1 = FastAddNorm(blk.addnorm1, kernels)
+        self.ffn = FastPositionWiseFFN(blk.ffn)
+        self.addnorm2 = FastAddNorm(blk.addnorm2, kernels)
+
+    def hybrid_forward(self, F, X, valid_lens=None):
+        """`X` (B, T, H), `valid_lens` (B,) or None -> (B, T, H)."""
+        Y = self.addnorm1(X, self.attention(X, valid_lens))  # (B, T, H)
+        return self.addnorm2(Y, self.ffn(Y))                 # (B, T, H)
+
+
+class _Checked(nn.HybridBlock):
+    """What the top-level twins share: the book's input checks before the
+    graph runs, and a new graph when an optional input turns None or
+    back (a graph is traced for one pattern of given inputs)."""
+
+    def _prepare(self, optional):
+        structure = tuple(arg is None for arg in optional)
+        if getattr(self, '_input_structure', structure) != structure:
+            self._clear_cached_op()
+        self._input_structure = structure
+
+
+class FastBERTEncoder(_Checked):
+    """`BERTEncoder` as one graph.
+
+    Parameters
+    ----------
+    encoder : BERTEncoder
+    kernels : bool
+    """
+    def __init__(self, encoder, kernels):
+        # The book encoder's prefix and parameters: `pos_embedding` is its
+        super().__init__(prefix=encoder.prefix, params=encoder.params)
+        self.vocab_size, self.max_len = encoder.vocab_size, encoder.max_len
+        self.token_embedding = encoder.token_embedding
+        self.segment_embedding = encoder.segment_embedding
+        self.blks = nn.HybridSequential()
+        for blk in encoder.blks:
+            self.blks.add(FastTransformerEncoderBlock(blk, kernels))
+        self.pos_embedding = self.params.get('pos_embedding')
+        self.embedding_norm = None
+        if encoder.embedding_norm is not None:
+            self.embedding_norm = FastLayerNorm(encoder.embedding_norm,
+                                                kernels)
+            self.embedding_dropout = encoder.embedding_dropout
+
+    def forward(self, tokens, segments, valid_lens=None):
+        """Check the inputs (arrays, not a graph's symbols), then encode."""
+        if not isinstance(tokens, mx.sym.Symbol):
+            check_encoder_inputs(tokens, segments, valid_lens,
+                                 self.vocab_size, self.max_len)
+            self._prepare([valid_lens])
+        return super().forward(tokens, segments, valid_lens)
+
+    def hybrid_forward(self, F, tokens, segments, valid_lens=None,
+                       pos_embedding=None):
+        """`tokens`, `segments` (B, T), `valid_lens` (B,) -> (B, T, H)."""
+        positions = F.npx.arange_like(tokens, axis=1)        # (T,)
+        X = _ops.add_embeddings(
+            F, self.token_embedding(tokens),                 # (B, T, H)
+            self.segment_embedding(segments),                # (B, T, H)
+            F.np.take(pos_embedding, positions.astype('int32'),
+                      axis=1))                               # (1, T, H)
+        if self.embedding_norm is not None:
+            X = self.embedding_dropout(self.embedding_norm(X))  # (B, T, H)
+        for blk in self.blks:
+            X = blk(X, valid_lens)                           # (B, T, H)
+        return X
+
+
+class FastMaskLM(nn.HybridBlock):
+    """`MaskLM`, gathering with `gather_nd`."""
+    def __init__(self, mlm, kernels):
+        super().__init__()
+        self.mlp = nn.HybridSequential()
+        self.mlp.add(mlm.mlp[0], FastLayerNorm(mlm.mlp[1], kernels),
+                     mlm.mlp[2])
+
+    def hybrid_forward(self, F, X, pred_positions):
+        """`X` (B, T, H), `pred_positions` (B, P) -> (B, P, V)."""
+        pred_positions = pred_positions.astype('int32')      # (B, P)
+        batch_idx = F.npx.arange_like(pred_positions,
+                                      axis=0).astype('int32')  # (B,)
+        # Row b of `batch_idx` repeats b once per predicted position
+        batch_idx = (F.np.zeros_like(pred_positions)
+                     + F.npx.reshape(batch_idx, (-1, 1)))    # (B, P)
+        indices = F.np.stack([batch_idx, pred_positions])    # (2, B, P)
+        masked_X = F.npx.gather_nd(X, indices)               # (B, P, H)
+        return self.mlp(masked_X)                            # (B, P, V)
+
+
+class FastNextSentencePred(nn.HybridBlock):
+    """`NextSentencePred`, in the graph."""
+    def __init__(self, nsp):
+        super().__init__()
+        self.output = nsp.output
+
+    def hybrid_forward(self, F, X):
+        """`X` (B, H) -> (B, 2)."""
+        return self.output(X)                                # (B, 2)
+
+
+class FastBERTModel(_Checked):
+    """`BERTModel` as one graph: called as the book's, it returns
+    ``(encoded_X, mlm_Y_hat, nsp_Y_hat)``, `mlm_Y_hat` None without
+    `pred_positions`.
+
+    Parameters
+    ----------
+    net : BERTModel
+    kernels : bool
+    """
+    def __init__(self, net, kernels):
+        super().__init__()
+        self.encoder = FastBERTEncoder(net.encoder, kernels)
+        self.hidden = net.hidden
+        self.mlm = FastMaskLM(net.mlm, kernels)
+        self.nsp = FastNextSentencePred(net.nsp)
+
+    def forward(self, tokens, segments, valid_lens=None,
+                pred_positions=None):
+        """Check the inputs (arrays), then run the graph."""
+        if not isinstance(tokens, mx.sym.Symbol):
+            check_encoder_inputs(tokens, segments, valid_lens,
+                                 self.encoder.vocab_size,
+                                 self.encoder.max_len)
+            if pred_positions is not None:
+                check_pred_positions(pred_positions, *tokens.shape)
+            self._prepare([valid_lens, pred_positions])
+        with warnings.catch_warnings():
+            # Without `pred_positions` the graph leaves `mlm` out, as it
+            # should; Gluon's warning about unused parameters would confuse
+            warnings.filterwarnings('ignore', 'Parameter .* is not used')
+            outputs = super().forward(tokens, segments, valid_lens,
+                                      pred_positions)
+        if isinstance(tokens, mx.sym.Symbol):
+            return outputs
+        if pred_positions is None:
+            encoded_X, nsp_Y_hat = outputs
+            return encoded_X, None, nsp_Y_hat
+        return tuple(outputs)
+
+    def hybrid_forward(self, F, tokens, segments, valid_lens=None,
+                       pred_positions=None):
+        """Returns ``encoded_X`` (B, T, H), ``mlm_Y_hat`` (B, P, V) (left
+        out without `pred_positions`) and ``nsp_Y_hat`` (B, 2)."""
+        encoded_X = self.encoder(tokens, segments, valid_lens)  # (B, T, H)
+        # The NSP classifier reads the encoding of `<cls>`, at position 0
+        nsp_Y_hat = self.nsp(self.hidden(encoded_X[:, 0, :]))  # (B, 2)
+        if pred_positions is None:
+            return encoded_X, nsp_Y_hat  # a graph cannot output None
+        mlm_Y_hat = self.mlm(encoded_X, pred_positions)      # (B, P, V)
+        return encoded_X, mlm_Y_hat, nsp_Y_hat
+
+
+class FastBERTClassifier(_Checked):
+    """The fine-tuning section's `BERTClassifier` as one graph; called, as
+    the book's, with one tuple ``(tokens_X, segments_X, valid_lens_x)``.
+
+    Parameters
+    ----------
+    net : BERTClassifier
+    kernels : bool
+    """
+    def __init__(self, net, kernels):
+        super().__init__()
+        self.encoder = FastBERTEncoder(net.encoder, kernels)
+        self.hidden = net.hidden
+        self.output = net.output
+
+    def forward(self, inputs):
+        """`inputs`: (tokens_X (B, T), segments_X (B, T), valid_lens_x
+        (B,)).  Returns the class scores (B, C)."""
+        tokens_X, segments_X, valid_lens_x = inputs
+        check_encoder_inputs(tokens_X, segments_X, valid_lens_x,
+                             self.encoder.vocab_size, self.encoder.max_len)
+        self._prepare([valid_lens_x])
+        return super().forward(tokens_X, segments_X, valid_lens_x)
+
+    def hybrid_forward(self, F, tokens_X, segments_X, valid_lens_x=None):
+        """Encode, then classify the `<cls>` encoding; (B, C)."""
+        encoded_X = self.encoder(tokens_X, segments_X,
+                                 valid_lens_x)               # (B, T, H)
+        return self.output(self.hidden(encoded_X[:, 0, :]))  # (B, C)
