@@ -27,7 +27,7 @@ INSTALL_REQUIRES = [
     # read Hugging Face BERT checkpoints (weights, WordPiece) without torch
     'safetensors==0.5.3',
     'tokenizers==0.20.3',
-    # compiles the CPU loops of the fast pretraining step (d2l_bert/_kernels)
+    # compiles the CPU loops of the fast pretraining step (d2l_bert/fast)
     'numba==0.58.1',  # the last numba for Python 3.8; numpy 1.22 to 1.26
 ]
 

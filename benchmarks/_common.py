@@ -15,7 +15,8 @@ imported (and loads OpenBLAS, which picks its kernels then).
   with other work slows them all alike; report medians;
 - `pretrain_step_flops`, `encode_flops`: the arithmetic of a step;
 - `arg_parser`: the options every script takes;
-- `ours_step`: d2l_bert's training step, as `train_bert` runs it.
+- `ours_step`: d2l_bert's training step, as ``d2l-bert pretrain`` runs it;
+  `book_loop_step`: the book's loop on the accelerated model.
 """
 import argparse
 import os
@@ -216,8 +217,9 @@ def arg_parser(doc, repeats, batch_size,
 
 
 def ours_step(net, vocab_size, batch):
-    """d2l_bert's pretraining step on one device, as
-    `d2l_bert.pretraining.train_bert` runs it (one graph, Adam at 0.01).
+    """d2l_bert's pretraining step on one device, as ``d2l-bert pretrain``
+    runs it: `d2l_bert.fast.batch_loss` (model and losses in one graph),
+    Adam at 0.01.
 
     Parameters
     ----------
@@ -231,12 +233,36 @@ def ours_step(net, vocab_size, batch):
         (mlm, nsp) losses
     losses : (mlm, nsp) before training, dropout off
     """
-    from mxnet import autograd, gluon
-    from d2l_bert import pretraining
+    from mxnet import gluon
+    from d2l_bert import fast
 
-    batch_loss = pretraining._batch_loss_function(
-        net, gluon.loss.SoftmaxCELoss(), vocab_size)
-    trainer = pretraining._make_trainer(net, 0.01)
+    batch_loss = fast.batch_loss(net, gluon.loss.SoftmaxCELoss(),
+                                 vocab_size)
+    return _step(batch_loss, batch_loss.graph.net, batch)
+
+
+def book_loop_step(net, vocab_size, batch):
+    """One step of the book's own loop (`_get_batch_loss_bert`, as
+    `train_bert` calls it, Adam at 0.01) on ``fast.accelerate(net)`` and
+    ``fast.accelerate(loss)``: what the pretraining notebook runs.  Same parameters and returns as
+    `ours_step`."""
+    import functools
+
+    from mxnet import gluon
+    from d2l_bert import fast
+    from d2l_bert.pretraining import _get_batch_loss_bert
+
+    twin = fast.accelerate(net)
+    loss = fast.accelerate(gluon.loss.SoftmaxCELoss())
+    batch_loss = functools.partial(_get_batch_loss_bert, twin, loss,
+                                   vocab_size)
+    return _step(batch_loss, twin, batch)
+
+
+def _step(batch_loss, net, batch):
+    from mxnet import autograd, gluon
+    trainer = gluon.Trainer(net.collect_params(), 'adam',
+                            {'learning_rate': 0.01})
     shards = [[b] for b in batch]
 
     def step():

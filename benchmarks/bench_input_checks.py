@@ -8,8 +8,8 @@ and prints the ratio::
 
     python benchmarks/bench_input_checks.py [--repeats 15]
 
-Two cases: the book's pretraining batch (512 x 64, hybridized, as
-`train_bert` runs it) and the chapter's demo batch (2 x 8, 768 hidden,
+Two cases: the book's pretraining batch (512 x 64, on the fast twin,
+``fast.accelerate(net)``) and the chapter's demo batch (2 x 8, 768 hidden,
 imperative), where a fixed per-call cost weighs most.
 """
 import argparse
@@ -30,17 +30,18 @@ def main():
     import mxnet as mx
     from mxnet import np
 
-    from d2l_bert import BERTModel
+    from d2l_bert import BERTModel, checks, fast
     from d2l_bert import bert as bert_module
+    from d2l_bert.fast import blocks
 
-    checks = (bert_module._check_encoder_inputs,
-              bert_module._check_pred_positions)
+    names = ('check_encoder_inputs', 'check_pred_positions')
 
     def set_checks(on):
-        names = ('_check_encoder_inputs', '_check_pred_positions')
-        for name, fn in zip(names, checks):
-            setattr(bert_module, name,
-                    fn if on else (lambda *a, **k: None))
+        # The book's blocks and the fast twins call the same two checks
+        for module in (bert_module, blocks):
+            for name in names:
+                setattr(module, name, getattr(checks, name) if on
+                        else (lambda *a, **k: None))
 
     def case(net, inputs):
         def run(on):
@@ -55,7 +56,7 @@ def main():
                     book['ffn_num_hiddens'], book['num_heads'],
                     book['num_blks'], 0.0, max_len=book['max_len'])
     net.initialize(mx.init.Xavier())
-    net.hybridize()
+    net = fast.accelerate(net)
     tokens, segments, valid_lens, positions = [
         np.array(a) for a in _common.book_batch()[:4]]
     demo = BERTModel(10000, 768, 1024, 4, 2, 0.2)
@@ -65,7 +66,7 @@ def main():
                              [0, 0, 0, 1, 1, 1, 1, 1]], dtype='int32'),
                    None, np.array([[1, 5, 2], [6, 1, 5]], dtype='int32'))
     for label, cases in [
-            ('pretraining forward, 512 x 64, hybridized',
+            ('pretraining forward, 512 x 64, accelerate(net)',
              case(net, (tokens, segments, valid_lens, positions))),
             ("chapter demo forward, 2 x 8, 768 hidden, imperative",
              case(demo, demo_inputs))]:

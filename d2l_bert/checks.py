@@ -118,8 +118,8 @@ def check_pred_positions(pred_positions, batch_size, seq_len):
 def check_activation(activation):
     """Return `activation` if it is one the blocks know, else raise."""
     if activation not in ('relu', 'gelu'):
-        raise ValueError(f"activation must be 'relu' or 'gelu', got "
-                         f'{activation!r}')
+        raise ValueError(f"activation must be one of ('relu', 'gelu'), "
+                         f'got {activation!r}')
     return activation
 
 

@@ -144,6 +144,7 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps):
     devices : list of mxnet.Context
     num_steps : int
     """
+    check_positive_int('num_steps', num_steps)
     trainer = gluon.Trainer(net.collect_params(), 'adam',
                             {'learning_rate': 0.01})
     step, timer = 0, d2l.Timer()

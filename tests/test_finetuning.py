@@ -16,7 +16,7 @@ import pytest
 from d2l import mxnet as d2l
 from mxnet import gluon, np
 
-from d2l_bert import BERTModel, finetuning as ft
+from d2l_bert import BERTModel, fast, finetuning as ft
 from d2l_bert.cli import finetune as finetune_cli
 from d2l_bert.pretraining import save_pretrained
 from d2l_bert.snli_synthetic import make_snli_synthetic
@@ -312,8 +312,8 @@ def test_text_longer_than_the_positions_is_a_clear_error(pretrained_dir,
     test_set = ft.SNLIBERTDataset(ft.read_snli(snli_dir, False), 40, vocab,
                                   num_workers=0)
     (token_ids, segments, valid_len), _ = test_set[0:2]
-    with pytest.raises(ValueError, match='inputs are 40 tokens long but the '
-                                         'pretrained model has 32 positions'):
+    with pytest.raises(ValueError, match='tokens has sequence length 40, '
+                                         'longer than max_len=32'):
         net((token_ids, segments, valid_len))
 
 
@@ -342,6 +342,7 @@ def test_fine_tuning_on_two_cpus_learns_synthetic_snli(pretrained_dir,
     train_iter, test_iter = _loaders(snli_dir, vocab, 28, 32)
     net = ft.BERTClassifier(bert)
     net.output.initialize(ctx=TWO_CPUS)
+    net = fast.accelerate(net)
     trainer = gluon.Trainer(net.collect_params(), 'adam',
                             {'learning_rate': 1e-3})
     history = ft.train_ch13_history(net, train_iter, test_iter,
@@ -355,11 +356,12 @@ def test_fine_tuning_on_two_cpus_learns_synthetic_snli(pretrained_dir,
     assert history['epoch'][-1] == pytest.approx(3.0)
 
 
-def test_train_ch13_prints_and_returns_what_d2l_train_ch13_does(
+def test_accelerated_classifier_trains_like_the_books_under_d2l_train_ch13(
         pretrained_dir, snli_dir, capsys):
-    # same start, no dropout, no shuffling: both loops must agree; both
-    # return None, so a cell ending with the call shows only the printout
-    def run(train_ch13, split_f):
+    # same start, no dropout, no shuffling: d2l's own loop on the book's
+    # classifier and on its fast twin must agree; both return None, so a
+    # cell ending with the call shows only the printout
+    def run(accelerated):
         _seed(0)
         bert, vocab = ft.load_pretrained_model(
             pretrained_dir, devices=[mx.cpu()], **dict(TINY_NLI, dropout=0))
@@ -367,18 +369,21 @@ def test_train_ch13_prints_and_returns_what_d2l_train_ch13_does(
                                          shuffle=False)
         net = ft.BERTClassifier(bert)
         net.output.initialize(ctx=[mx.cpu()])
+        if accelerated:
+            net = fast.accelerate(net)
         trainer = gluon.Trainer(net.collect_params(), 'adam',
                                 {'learning_rate': 1e-3})
         capsys.readouterr()
-        returned = train_ch13(net, train_iter, test_iter,
-                              gluon.loss.SoftmaxCrossEntropyLoss(), trainer,
-                              1, [mx.cpu()], split_f)
+        returned = d2l.train_ch13(net, train_iter, test_iter,
+                                  gluon.loss.SoftmaxCrossEntropyLoss(),
+                                  trainer, 1, [mx.cpu()],
+                                  d2l.split_batch_multi_inputs)
         out = capsys.readouterr().out
         return re.search(r'loss [\d.]+, train acc [\d.]+, test acc [\d.]+',
                          out).group(), returned
 
-    ours = run(ft.train_ch13, ft.split_batch_multi_inputs)
-    book = run(d2l.train_ch13, d2l.split_batch_multi_inputs)
+    ours = run(True)
+    book = run(False)
     assert ours == book
     assert ours[1] is None
 
@@ -488,43 +493,33 @@ def test_notebook_runs_offline_at_small_sizes(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize('devices', [[mx.cpu()], TWO_CPUS])
 def test_train_batch_with_compiled_loops_steps_like_without(
-        pretrained_dir, snli_dir, monkeypatch, devices):
-    # One SGD step, then every parameter: the compiled AddNorm and
-    # LayerNorm loops (on by default on the CPU) against MXNet's own
-    # operators (D2L_BERT_KERNELS=0)
-    def one_step():
+        pretrained_dir, snli_dir, devices):
+    # One SGD step of d2l's `train_batch_ch13`, then every parameter: the
+    # fast twin with its compiled AddNorm and LayerNorm loops against the
+    # twin with MXNet's own operators (kernels=False)
+    def one_step(kernels):
         _seed(0)
         bert, vocab = ft.load_pretrained_model(
             pretrained_dir, devices=devices, **dict(TINY_NLI, dropout=0))
         train_iter, _ = _loaders(snli_dir, vocab, 28, 32, shuffle=False)
         net = ft.BERTClassifier(bert)
         net.output.initialize(ctx=devices)
+        net = fast.accelerate(net, kernels=kernels)
         trainer = gluon.Trainer(net.collect_params(), 'sgd',
                                 {'learning_rate': 1.0})
         features, labels = next(iter(train_iter))
-        loss_sum, correct = ft.train_batch_ch13(
+        loss_sum, correct = d2l.train_batch_ch13(
             net, features, labels, gluon.loss.SoftmaxCrossEntropyLoss(),
-            trainer, devices)
+            trainer, devices, d2l.split_batch_multi_inputs)
         return loss_sum, correct, {
             k: p.data(devices[0]).asnumpy()
             for k, p in net._collect_params_with_prefix().items()}
 
-    calls = []
-    for op in (ft._kernels._LayerNorm, ft._kernels._AddNorm):
-        def counted(self, *args, original=op.backward, **kwargs):
-            calls.append(type(self).__name__)
-            return original(self, *args, **kwargs)
-        monkeypatch.setattr(op, 'backward', counted)
-    fast = one_step()
-    # The encoder's LayerNorms are all in AddNorm blocks
-    assert set(calls) == {'_AddNorm'}
-    monkeypatch.setenv('D2L_BERT_KERNELS', '0')
-    calls.clear()
-    plain = one_step()
-    assert not calls
-    assert fast[0] == pytest.approx(plain[0], rel=1e-6)
-    assert fast[1] == plain[1]
+    compiled = one_step(True)
+    plain = one_step(False)
+    assert compiled[0] == pytest.approx(plain[0], rel=1e-6)
+    assert compiled[1] == plain[1]
     for name, value in plain[2].items():
         # learning rate 1: the parameters differ by the gradients' rounding
-        onp.testing.assert_allclose(fast[2][name], value, rtol=1e-4,
+        onp.testing.assert_allclose(compiled[2][name], value, rtol=1e-4,
                                     atol=2e-5, err_msg=name)

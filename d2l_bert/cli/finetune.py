@@ -143,6 +143,7 @@ def run(args):
     import numpy as onp
     from mxnet import gluon
 
+    from d2l_bert import fast
     from d2l_bert import finetuning as ft
     from d2l_bert.devices import parse_devices
 
@@ -185,10 +186,13 @@ def run(args):
               '--lr 0.001) or use bert.small', file=sys.stderr)
     net = ft.BERTClassifier(bert)
     net.output.initialize(ctx=devices)
-    trainer = gluon.Trainer(net.collect_params(), 'adam',
+    # The fast layer: the same parameters, one graph, compiled loops
+    twin = fast.accelerate(net)
+    print(f'path: {fast.describe(twin)}')
+    trainer = gluon.Trainer(twin.collect_params(), 'adam',
                             {'learning_rate': args.lr})
     loss = gluon.loss.SoftmaxCrossEntropyLoss()
-    history = ft.train_ch13_history(net, train_iter, test_iter, loss,
+    history = ft.train_ch13_history(twin, train_iter, test_iter, loss,
                                     trainer, args.epochs, devices,
                                     progress=not args.no_progress)
     seconds = time.time() - start

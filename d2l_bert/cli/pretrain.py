@@ -119,7 +119,7 @@ def main(args):
 
     from mxnet import gluon, init
 
-    from .. import CPU_THREADS, OPENMP_SPIN, _kernels
+    from .. import CPU_THREADS, OPENMP_SPIN, fast
     from ..bert import BERTModel
     from ..dataset import load_data_wiki
     from ..pretraining import (evaluate_bert, save_pretrained,
@@ -162,7 +162,13 @@ def main(args):
     checkpoint = os.path.join(out, CHECKPOINT_FILE)
     if args.resume and not os.path.exists(checkpoint):
         print(f'no checkpoint at {checkpoint}: starting from step 0')
-    print(_kernels.describe(devices))
+    # The fast layer: the model and both losses as one graph, the book
+    # model's parameters trained in place
+    batch_loss = fast.batch_loss(net, loss, len(vocab))
+    twin = batch_loss.graph.net
+    print(f'path: {fast.describe(twin)}, model and losses in one graph '
+          '(d2l_bert.fast.batch_loss)')
+    print(fast._ops.describe(devices))
     print(f'pretraining {args.steps} steps on {devices} ...', flush=True)
     plot = os.path.join(out, PLOT_FILE)
     try:
@@ -170,11 +176,11 @@ def main(args):
             train_iter, net, loss, len(vocab), devices, args.steps,
             learning_rate=args.lr, plot=plot, checkpoint=checkpoint,
             checkpoint_every=args.checkpoint_every, resume=args.resume,
-            config=settings)
+            config=settings, batch_loss=batch_loss)
     except ValueError as e:
         return fail(e)
 
-    accuracy = evaluate_bert(net, valid_iter, len(vocab), devices)
+    accuracy = evaluate_bert(twin, valid_iter, len(vocab), devices)
     print(f'held-out MLM accuracy {accuracy.mlm_accuracy:.3f} '
           f'({accuracy.num_masked} masked tokens), NSP accuracy '
           f'{accuracy.nsp_accuracy:.3f} ({accuracy.num_pairs} pairs)')

@@ -1,14 +1,18 @@
 """d2l_bert.fast: the book's model, fast, by one visible call.
 
     net = d2l_bert.fast.accelerate(net)
+    loss = d2l_bert.fast.accelerate(loss)
 
-returns a twin of a book model (`BERTModel`, `BERTEncoder`, or the
+The first returns a twin of a book model (`BERTModel`, `BERTEncoder`, or the
 fine-tuning section's `BERTClassifier`) that shares its `Parameter`s,
 runs as one hybridized graph and, on the CPU, computes self-attention,
 AddNorm and the LayerNorm gradients with compiled loops (`blocks`).  It
 is called exactly as the book's model is, so the book's own `train_bert`
 and d2l's `train_ch13` train it unchanged, and the book's model sees
-every update (they are the same weights).
+every update (they are the same weights).  The second turns Gluon's
+`SoftmaxCELoss` into one that computes the same numbers with a compiled
+loop (`loss`): the MLM loss over the whole vocabulary is the largest
+piece of the book's step that runs outside the model.
 
 Beyond that call, `batch_loss` builds the one-graph pretraining step of
 the command line (`d2l-bert pretrain`): model and both losses in one
@@ -17,11 +21,12 @@ graph, with a compiled MLM loss (`step`).
 Nothing here changes the book's classes; they stay the twins' test
 oracle (`tests/test_fast.py`).
 """
-from mxnet import autograd, np
+from mxnet import autograd, gluon, np
 
 from . import _ops
 from .blocks import (FastBERTClassifier, FastBERTEncoder,  # noqa: F401
                      FastBERTModel, _Checked)
+from .loss import FastSoftmaxCELoss, accelerate_loss  # noqa: F401
 from .step import FastBatchLoss, batch_loss  # noqa: F401
 
 #: The kinds of model `accelerate` takes, by the children they have (a
@@ -35,13 +40,14 @@ KINDS = (
 
 
 def accelerate(net, kernels=None, check=True):
-    """Return the fast twin of the book model `net`, sharing its weights.
+    """Return the fast twin of the book model `net`, sharing its weights;
+    or, for a loss, `accelerate_loss(net)`.
 
     Parameters
     ----------
-    net : BERTModel, BERTEncoder or BERTClassifier
-        Initialized (`net.initialize(...)` or loaded); deferred shapes
-        are completed by one small forward pass.
+    net : BERTModel, BERTEncoder, BERTClassifier or SoftmaxCELoss
+        A model initialized (`net.initialize(...)` or loaded); deferred
+        shapes are completed by one small forward pass.
     kernels : bool, optional
         Use the compiled loops.  Default: when numba works here, every
         context of `net`'s parameters is a CPU, and ``D2L_BERT_KERNELS``
@@ -54,9 +60,11 @@ def accelerate(net, kernels=None, check=True):
 
     Returns
     -------
-    FastBERTModel, FastBERTEncoder or FastBERTClassifier
+    FastBERTModel, FastBERTEncoder, FastBERTClassifier or loss
         Hybridized; called like `net`, with the same outputs.
     """
+    if isinstance(net, gluon.loss.Loss):
+        return accelerate_loss(net)
     if isinstance(net, _Checked):
         return net
     name, twin_class = _kind(net)

@@ -14,20 +14,11 @@ B: batch size, T: sequence length, V: vocab_size, P: predicted positions
 per sequence
 """
 import mxnet as mx
-from mxnet import gluon
 from mxnet.gluon import nn
 
 from ..checks import check_encoder_inputs, check_pred_positions
 from . import _ops
-
-
-def _is_plain_softmax_ce(loss):
-    """Whether `loss` is a `SoftmaxCELoss` with integer labels over the
-    last axis, no class weight: what `_ops.softmax_ce` computes."""
-    return (type(loss) is gluon.loss.SoftmaxCELoss
-            and loss._axis in (-1, 1) and loss._sparse_label
-            and not loss._from_logits and loss._weight is None
-            and loss._batch_axis == 0)
+from .loss import is_plain_softmax_ce
 
 
 class FastBatchLoss(nn.HybridBlock):
@@ -46,7 +37,7 @@ class FastBatchLoss(nn.HybridBlock):
     def __init__(self, twin, loss, vocab_size, kernels):
         super().__init__()
         self.net, self.loss, self.vocab_size = twin, loss, vocab_size
-        self.kernels = kernels and _is_plain_softmax_ce(loss)
+        self.kernels = kernels and is_plain_softmax_ce(loss)
 
     def forward(self, tokens_X, segments_X, valid_lens_x, pred_positions_X,
                 *args):

@@ -1,0 +1,396 @@
+"""The fast layer against the book's blocks, its test oracle.
+
+`d2l_bert.fast.accelerate` builds twins that share the book model's
+parameters; every test here runs the book's block and its twin on the
+same inputs and compares outputs and gradients (dropout off), with and
+without `valid_lens`, with the compiled loops and with MXNet's operators
+(``kernels``).  Tolerances: float32 sums taken in another order (fused
+projections, an added mask, compiled loops) differ by a few units in the
+6th digit; 1e-5 absolute on values of order 1 leaves room for that and
+for nothing else.
+"""
+import mxnet as mx
+import numpy as onp
+import pytest
+from d2l import mxnet as d2l
+from mxnet import autograd, gluon, init, np
+
+from d2l_bert import fast
+from d2l_bert.attention import MultiHeadAttention
+from d2l_bert.bert import BERTEncoder, BERTModel
+from d2l_bert.fast import blocks
+from d2l_bert.finetuning import BERTClassifier
+from d2l_bert.pretraining import _get_batch_loss_bert, train_bert
+from d2l_bert.transformer import AddNorm, TransformerEncoderBlock
+
+from conftest import TINY
+
+KERNELS = [pytest.param(True, id='kernels'),
+           pytest.param(False, id='mxnet-ops')]
+
+
+def randomize(net, scale=0.3):
+    """Non-zero values everywhere, biases included (they start at 0)."""
+    for param in net.collect_params().values():
+        param.set_data(np.random.normal(0, scale, size=param.shape))
+
+
+def assert_close(a, b, atol=1e-5, rtol=1e-5):
+    onp.testing.assert_allclose(onp.asarray(a.asnumpy()),
+                                onp.asarray(b.asnumpy()), rtol=rtol,
+                                atol=atol)
+
+
+def tiny_model(**overrides):
+    """The tiny BERT, initialized, its deferred shapes known."""
+    net = BERTModel(**dict(TINY, **overrides))
+    net.initialize(init.Xavier())
+    tokens = np.zeros((1, 2), dtype='int32')
+    net(tokens, tokens, None, np.zeros((1, 1), dtype='int32'))
+    return net
+
+
+def outputs_and_grads(net, batch, head_grads):
+    """The outputs of `net` on `batch` and the gradients of
+    ``sum(output * head_grad)`` for every parameter, by structural name."""
+    with autograd.record():
+        outputs = net(*batch)
+        outputs = [o for o in outputs if o is not None]
+        total = sum((o * g).sum() for o, g in zip(outputs, head_grads))
+    total.backward()
+    grads = {name: p.grad().copy()
+             for name, p in net._collect_params_with_prefix().items()}
+    return [o.copy() for o in outputs], grads
+
+
+# --- The whole model --------------------------------------------------------
+
+@pytest.mark.parametrize('kernels', KERNELS)
+@pytest.mark.parametrize('with_valid_lens', [True, False])
+def test_fast_model_equals_the_book_model(tiny_batch, kernels,
+                                          with_valid_lens):
+    net = tiny_model()
+    randomize(net)
+    tokens, segments, valid_lens, pred_positions = tiny_batch
+    batch = (tokens, segments, valid_lens if with_valid_lens else None,
+             pred_positions)
+    twin = fast.accelerate(net, kernels=kernels)
+    head_grads = [np.random.normal(size=s)
+                  for s in [(3, 12, 32), (3, 3, 99), (3, 2)]]
+    book_out, book_grads = outputs_and_grads(net, batch, head_grads)
+    fast_out, fast_grads = outputs_and_grads(twin, batch, head_grads)
+    for a, b in zip(fast_out, book_out):
+        assert a.shape == b.shape
+        assert_close(a, b)
+    assert sorted(fast_grads) == sorted(book_grads)
+    for name in book_grads:
+        # W_k's bias has a zero gradient in exact arithmetic (a softmax
+        # ignores a constant added to every score): only rounding is left
+        assert_close(fast_grads[name], book_grads[name], atol=2e-5,
+                     rtol=1e-4)
+
+
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_fast_blocks_take_the_books_parameters_and_names(kernels):
+    net = tiny_model()
+    twin = fast.accelerate(net, kernels=kernels)
+    ours = twin._collect_params_with_prefix()
+    book = net._collect_params_with_prefix()
+    assert sorted(ours) == sorted(book)
+    assert all(ours[name] is book[name] for name in book)
+    assert 'encoder.pos_embedding' in ours
+    assert sorted(twin.collect_params().keys()) == sorted(
+        net.collect_params().keys())
+
+
+def test_saved_fast_parameters_load_into_the_book_and_d2l(tmp_path,
+                                                          tiny_batch):
+    net = tiny_model()
+    randomize(net)
+    twin = fast.accelerate(net)
+    path = str(tmp_path / 'twin.params')
+    twin.save_parameters(path)
+    book = BERTModel(**TINY)
+    book.load_parameters(path)
+    ref = d2l.BERTModel(**TINY)
+    ref.load_parameters(path)
+    for a, b, c in zip(net(*tiny_batch), book(*tiny_batch),
+                       ref(*tiny_batch)):
+        assert_close(a, b, atol=0)
+        assert_close(a, c)
+
+
+def test_training_the_twin_trains_the_book_model(tiny_batch):
+    net = tiny_model()
+    twin = fast.accelerate(net)
+    before = net.encoder.blks[0].attention.W_q.weight.data().copy()
+    trainer = gluon.Trainer(twin.collect_params(), 'sgd',
+                            {'learning_rate': 0.1})
+    with autograd.record():
+        _, mlm_Y_hat, nsp_Y_hat = twin(*tiny_batch)
+        l = mlm_Y_hat.sum() + nsp_Y_hat.sum()
+    l.backward()
+    trainer.step(1)
+    after = net.encoder.blks[0].attention.W_q.weight.data()
+    assert float(np.abs(after - before).max()) > 1e-6
+
+
+def test_accelerate_leaves_the_book_blocks_imperative():
+    net = tiny_model()
+    fast.accelerate(net)
+    hybrid = [b for b in fast._walk(net) if hasattr(b, '_active')]
+    assert hybrid and not any(b._active for b in hybrid)
+
+
+def test_accelerate_gives_deferred_parameters_their_shapes(tiny_batch):
+    net = BERTModel(**TINY)
+    net.initialize()   # `Dense` layers wait for their input size
+    assert any(p._deferred_init for p in net.collect_params().values())
+    twin = fast.accelerate(net)
+    assert not any(p._deferred_init for p in net.collect_params().values())
+    assert_close(twin(*tiny_batch)[0], net(*tiny_batch)[0])
+
+
+def test_accelerate_without_pred_positions_gives_none(tiny_batch):
+    twin = fast.accelerate(tiny_model())
+    tokens, segments, valid_lens, pred_positions = tiny_batch
+    encoded_X, mlm_Y_hat, nsp_Y_hat = twin(tokens, segments, valid_lens)
+    assert mlm_Y_hat is None and nsp_Y_hat.shape == (3, 2)
+    # and back: the graph is built again for the other inputs
+    assert twin(*tiny_batch)[1].shape == (3, 3, 99)
+    assert twin(tokens, segments)[0].shape == (3, 12, 32)
+
+
+def test_accelerate_refuses_an_uninitialized_model():
+    with pytest.raises(ValueError, match=r'accelerate: parameter .* is not '
+                                         r'initialized; call net.initialize'):
+        fast.accelerate(BERTModel(**TINY))
+
+
+def test_accelerate_refuses_other_blocks():
+    block = MultiHeadAttention(8, 2, 0.0)
+    block.initialize()
+    with pytest.raises(TypeError, match='accelerate takes a BERTModel, '
+                                        'BERTClassifier, BERTEncoder .*got '
+                                        'MultiHeadAttention'):
+        fast.accelerate(block)
+
+
+def test_accelerate_catches_an_edited_forward():
+    # A student's encoder that scales its embeddings: the twin would not
+    class ScaledEncoder(BERTEncoder):
+        def forward(self, tokens, segments, valid_lens=None):
+            return super().forward(tokens, segments, valid_lens) * 2
+
+    encoder = ScaledEncoder(**TINY)
+    encoder.initialize()
+    with pytest.raises(ValueError, match='different output 0 on a test '
+                                         'batch.*without accelerate'):
+        fast.accelerate(encoder)
+    assert fast.accelerate(encoder, check=False) is not None
+
+
+def test_accelerate_takes_a_model_class_defined_again():
+    # A notebook's `#@save` cell defines its own BERTModel: same children
+    class BERTModel(tiny_model().__class__):
+        pass
+    net = BERTModel(**TINY)
+    net.initialize()
+    assert isinstance(fast.accelerate(net), blocks.FastBERTModel)
+
+
+def test_fast_model_checks_its_inputs(tiny_batch):
+    twin = fast.accelerate(tiny_model())
+    tokens, segments, valid_lens, pred_positions = tiny_batch
+    with pytest.raises(ValueError, match=r'segments must hold segment ids 0 '
+                                         r'or 1, got 2 at \[0, 6\]'):
+        twin(tokens, segments * 2, valid_lens, pred_positions)
+    with pytest.raises(ValueError, match=r'pred_positions must hold '
+                                         r'positions in \[0, 12\)'):
+        twin(tokens, segments, valid_lens, pred_positions + 2)
+
+
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_two_cpu_contexts_give_what_one_gives(tiny_batch, kernels):
+    ctxs = [mx.cpu(0), mx.cpu(1)]
+    net = BERTModel(**TINY)
+    net.initialize(init.Xavier(), ctx=ctxs)
+    twin = fast.accelerate(net, kernels=kernels)
+    whole = twin(*tiny_batch)
+    shards = [gluon.utils.split_and_load(a, ctxs, even_split=False)
+              for a in tiny_batch]
+    parts = [twin(*shard) for shard in zip(*shards)]
+    assert [p[0].ctx for p in parts] == ctxs
+    for i in range(3):
+        joined = np.concatenate([p[i].as_in_ctx(ctxs[0]) for p in parts])
+        assert_close(joined, whole[i])
+
+
+@pytest.mark.skipif(mx.context.num_gpus() == 0,
+                    reason='no GPU that MXNet can use on this machine')
+def test_fast_model_on_gpu_equals_the_book_model(tiny_batch):
+    net = BERTModel(**TINY)
+    net.initialize(init.Xavier(), ctx=[mx.gpu(0)])
+    twin = fast.accelerate(net)
+    assert 'compiled' not in fast.describe(twin)
+    batch = [a.as_in_ctx(mx.gpu(0)) for a in tiny_batch]
+    for a, b in zip(twin(*batch), net(*batch)):
+        assert a.ctx == mx.gpu(0)
+        assert_close(a, b, atol=1e-4)
+
+
+# --- The pieces -------------------------------------------------------------
+
+def test_fused_weight_stacks_query_key_value_head_by_head():
+    attention = MultiHeadAttention(8, 2, 0.0, use_bias=True)
+    attention.initialize()
+    X = np.random.normal(size=(1, 3, 5))
+    attention(X, X, X, None)
+    randomize(attention)
+    twin = blocks.FastSelfAttention(attention, kernels=False)
+    weight, bias = twin.qkv_weight(mx.nd, X)
+    W = {n: getattr(attention, n).weight.data() for n in ('W_q', 'W_k',
+                                                          'W_v')}
+    b = {n: getattr(attention, n).bias.data() for n in ('W_q', 'W_k',
+                                                        'W_v')}
+    # rows: q of head 0, k of head 0, v of head 0, then head 1 (d = 4)
+    for head in range(2):
+        for i, name in enumerate(('W_q', 'W_k', 'W_v')):
+            rows = slice((3 * head + i) * 4, (3 * head + i + 1) * 4)
+            assert_close(weight[rows], W[name][head * 4:(head + 1) * 4],
+                         atol=0)
+            assert_close(bias[rows], b[name][head * 4:(head + 1) * 4],
+                         atol=0)
+
+
+@pytest.mark.parametrize('kernels', KERNELS)
+@pytest.mark.parametrize('valid_lens', [None, [5, 2, 1]])
+def test_fast_encoder_block_equals_the_books(kernels, valid_lens):
+    blk = TransformerEncoderBlock(16, 24, 4, 0.0, True)
+    blk.initialize()
+    X = np.random.normal(size=(3, 5, 16))
+    lens = None if valid_lens is None else np.array(valid_lens, 'float32')
+    blk(X, lens)
+    randomize(blk)
+    twin = blocks.FastTransformerEncoderBlock(blk, kernels)
+    twin.hybridize()
+    assert_close(twin(X, lens), blk(X, lens))
+
+
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_fast_add_norm_equals_the_books_with_its_epsilon(kernels):
+    addnorm = AddNorm(0.0, epsilon=1e-12)
+    addnorm.initialize()
+    X, Y = np.random.normal(size=(2, 3, 8)), np.random.normal(size=(2, 3, 8))
+    addnorm(X, Y)
+    randomize(addnorm)
+    twin = blocks.FastAddNorm(addnorm, kernels)
+    assert twin.kernels == kernels
+    assert_close(twin(X, Y), addnorm(X, Y))
+
+
+def test_fast_layer_norm_over_another_axis_keeps_mxnets_operator():
+    ln = gluon.nn.LayerNorm(axis=1)
+    ln.initialize()
+    X = np.random.normal(size=(2, 3, 4))
+    ln(X)
+    twin = blocks.FastLayerNorm(ln, kernels=True)
+    assert not twin.kernels
+    assert_close(twin(X), ln(X))
+
+
+# --- Training with the book's own loops -------------------------------------
+
+def test_book_batch_loss_on_the_twin_equals_the_book_model(tiny_batch):
+    tokens, segments, valid_lens, pred_positions = tiny_batch
+    weights = np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0]], dtype='float32')
+    mlm_Y = np.array([[3, 4, 5], [6, 7, 0], [8, 0, 0]], dtype='int32')
+    nsp_y = np.array([0, 1, 1], dtype='int32')
+    shards = [[a] for a in (tokens, segments, valid_lens, pred_positions,
+                            weights, mlm_Y, nsp_y)]
+    net = tiny_model()
+    loss = gluon.loss.SoftmaxCELoss()
+    book = _get_batch_loss_bert(net, loss, 99, *shards)
+    ours = _get_batch_loss_bert(fast.accelerate(net), loss, 99, *shards)
+    for our_list, book_list in zip(ours, book):
+        assert abs(float(our_list[0]) - float(book_list[0])) < 1e-5
+    assert abs(float(book[0][0]) - onp.log(99)) < 1.0  # not a trivial 0
+
+
+def test_books_train_bert_on_the_twin_trains_as_on_the_book_model(
+        tiny_batch, capsys):
+    tokens, segments, valid_lens, pred_positions = tiny_batch
+    batch = (tokens, segments, valid_lens, pred_positions,
+             np.ones((3, 3), dtype='float32'),
+             np.array([[3, 4, 5], [6, 7, 8], [9, 1, 2]], dtype='int32'),
+             np.array([0, 1, 1], dtype='int32'))
+    results = []
+    for accelerated in (False, True):
+        mx.random.seed(0)
+        net, loss = tiny_model(), gluon.loss.SoftmaxCELoss()
+        if accelerated:
+            net, loss = fast.accelerate(net), fast.accelerate(loss)
+        train_bert([batch], net, loss, 99, [mx.cpu()], 2)
+        results.append({name: p.data().asnumpy() for name, p in
+                        net._collect_params_with_prefix().items()})
+    capsys.readouterr()
+    for name in results[0]:
+        # W_k's bias has a zero gradient in exact arithmetic; Adam scales
+        # its rounding noise up to steps of the learning rate (0.01), so
+        # after two steps it may differ by up to 2 * 2 * 0.01
+        atol = 0.04 if 'W_k.bias' in name else 1e-4
+        onp.testing.assert_allclose(results[1][name], results[0][name],
+                                    rtol=1e-4, atol=atol, err_msg=name)
+
+
+# --- The loss ---------------------------------------------------------------
+
+@pytest.mark.parametrize('with_weights', [False, True])
+def test_fast_loss_equals_gluons_with_its_gradient(with_weights):
+    pytest.importorskip('numba')
+    scores = np.random.normal(0, 3, size=(6, 11))
+    labels = np.array([0, 3, 10, 2, 2, 7], dtype='int32')
+    weights = np.array([[1], [0], [1], [1], [0], [1]], dtype='float32')
+    args = (labels, weights) if with_weights else (labels,)
+    results = []
+    for loss in (gluon.loss.SoftmaxCELoss(),
+                 fast.accelerate(gluon.loss.SoftmaxCELoss())):
+        scores.attach_grad()
+        with autograd.record():
+            l = loss(scores, *args)
+        l.backward()
+        results.append((l.copy(), scores.grad.copy()))
+    assert isinstance(loss, fast.FastSoftmaxCELoss)
+    assert results[1][0].shape == (6,)
+    assert_close(results[1][0], results[0][0])
+    assert_close(results[1][1], results[0][1])
+
+
+def test_other_losses_are_not_accelerated():
+    dense_labels = gluon.loss.SoftmaxCELoss(sparse_label=False)
+    assert fast.accelerate(dense_labels) is dense_labels
+    l2 = gluon.loss.L2Loss()
+    assert fast.accelerate(l2) is l2
+
+
+def test_fast_loss_takes_scores_of_other_ranks_as_gluon_does():
+    scores = np.random.normal(size=(2, 3, 5))
+    labels = np.array([[0, 1, 4], [2, 2, 3]], dtype='int32')
+    loss = fast.accelerate(gluon.loss.SoftmaxCELoss())
+    assert_close(loss(scores, labels),
+                 gluon.loss.SoftmaxCELoss()(scores, labels))
+
+
+# --- Fine-tuning ------------------------------------------------------------
+
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_fast_classifier_equals_the_books(tiny_batch, kernels):
+    net = BERTClassifier(tiny_model())
+    net.output.initialize()
+    tokens, segments, valid_lens, _ = tiny_batch
+    expected = net((tokens, segments, valid_lens))
+    twin = fast.accelerate(net, kernels=kernels)
+    assert isinstance(twin, blocks.FastBERTClassifier)
+    assert_close(twin((tokens, segments, valid_lens)), expected)
+    assert sorted(twin._collect_params_with_prefix()) == sorted(
+        net._collect_params_with_prefix())
