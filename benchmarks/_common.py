@@ -244,8 +244,8 @@ def ours_step(net, vocab_size, batch):
 def book_loop_step(net, vocab_size, batch):
     """One step of the book's own loop (`_get_batch_loss_bert`, as
     `train_bert` calls it, Adam at 0.01) on ``fast.accelerate(net)`` and
-    ``fast.accelerate(loss)``: what the pretraining notebook runs.  Same parameters and returns as
-    `ours_step`."""
+    ``fast.accelerate(loss)``: what the pretraining notebook runs.  Same
+    parameters and returns as `ours_step`."""
     import functools
 
     from mxnet import gluon

@@ -123,9 +123,8 @@ class MultiHeadAttention(nn.Block):
         keys = self.transpose_qkv(self.W_k(keys))            # (B*h, K, d)
         values = self.transpose_qkv(self.W_v(values))        # (B*h, K, d)
         if valid_lens is not None:
-            # Each example's length (or lengths) serves its h heads
-            valid_lens = valid_lens.repeat(self.num_heads,
-                                           axis=0)           # (B*h,) or (B*h, Q)
+            # Each example's length(s) serve its h heads: (B*h,) or (B*h, Q)
+            valid_lens = valid_lens.repeat(self.num_heads, axis=0)
         output = self.attention(queries, keys, values,
                                 valid_lens)                  # (B*h, Q, d)
         output_concat = self.transpose_output(output)        # (B, Q, H)

@@ -12,7 +12,6 @@ N: number of examples, B: batch size, T: sequence length (`max_len`),
 H: num_hiddens, C: number of classes (3: entailment, contradiction,
 neutral)
 """
-import json
 import multiprocessing
 import os
 import re
@@ -26,6 +25,8 @@ from mxnet import gluon, np, npx
 from mxnet.gluon import nn
 
 from .bert import BERTModel, get_tokens_and_segments
+from .model_files import (PARAMS_FILE, infer_config, load_vocab,
+                          read_config)
 from .hub import DATA_HUB, DATA_URL, data_home, download_extract  # noqa
 from .snli_synthetic import make_snli_synthetic
 
@@ -71,57 +72,6 @@ def _need_file(data_dir, name):
     return path
 
 
-def load_vocab(file_name):
-    """Read a vocabulary saved as a JSON list of tokens in index order.
-
-    This is the `vocab.json` of `bert.small` and `bert.base`: token ``i`` of
-    the list has index ``i``.
-
-    Parameters
-    ----------
-    file_name : str
-        Path of `vocab.json`.
-
-    Returns
-    -------
-    d2l.Vocab
-        With `idx_to_token` and `token_to_idx` set from the file.
-
-    Raises
-    ------
-    ValueError
-        If the file is not a JSON list of distinct strings holding the
-        tokens BERT needs (`<unk>`, `<pad>`, `<cls>`, `<sep>`).
-    """
-    from d2l.mxnet import Vocab
-    try:
-        with open(file_name, encoding='utf-8') as f:
-            idx_to_token = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(
-            f'{file_name} is not valid JSON ({e}); it should be the list '
-            'of tokens in index order') from e
-    if not isinstance(idx_to_token, list) or not all(
-            isinstance(t, str) for t in idx_to_token):
-        raise ValueError(
-            f'{file_name} must hold a JSON list of token strings in index '
-            f'order, got a {type(idx_to_token).__name__}')
-    if len(set(idx_to_token)) != len(idx_to_token):
-        raise ValueError(f'{file_name} lists a token twice')
-    missing = [t for t in ('<unk>', '<pad>', '<cls>', '<sep>')
-               if t not in idx_to_token]
-    if missing:
-        raise ValueError(
-            f'{file_name} lacks the special tokens {missing} that BERT '
-            'inputs need')
-    # An empty vocabulary, then the saved tokens in their saved order
-    vocab = Vocab()
-    vocab.idx_to_token = idx_to_token
-    vocab.token_to_idx = {token: idx for idx, token in enumerate(
-        idx_to_token)}
-    return vocab
-
-
 def load_pretrained_config(pretrained_model):
     """Return the constructor arguments a pretrained model was built with.
 
@@ -143,9 +93,10 @@ def load_pretrained_config(pretrained_model):
     if pretrained_model in PRETRAINED_CONFIGS:
         return dict(PRETRAINED_CONFIGS[pretrained_model])
     data_dir = _pretrained_dir(pretrained_model)
-    config = _read_config(data_dir)
+    config = read_config(data_dir)
     if config is None:
-        return _infer_config(_need_file(data_dir, 'pretrained.params'))
+        sizes = infer_config(_need_file(data_dir, PARAMS_FILE))
+        return dict({k: sizes[k] for k in CONFIG_KEYS}, dropout=0.1)
     missing = [k for k in CONFIG_KEYS if k not in config]
     if missing:
         raise ValueError(
@@ -153,50 +104,6 @@ def load_pretrained_config(pretrained_model):
     out = {k: int(config[k]) for k in CONFIG_KEYS}
     out['dropout'] = float(config.get('dropout', 0.1))
     return out
-
-
-def _infer_config(params_file):
-    """Read the sizes of a `bert.small`/`bert.base` parameter file."""
-    try:
-        shapes = {k: v.shape for k, v in mx.nd.load(params_file).items()}
-    except mx.base.MXNetError as e:
-        raise ValueError(
-            f'{params_file} is corrupt or truncated; download it again or '
-            're-run `d2l-bert pretrain`') from e
-    try:
-        _, num_hiddens = shapes['encoder.token_embedding.weight']
-        max_len = shapes['encoder.pos_embedding'][1]
-        ffn_num_hiddens = shapes['encoder.blks.0.ffn.dense1.weight'][0]
-    except KeyError as e:
-        raise ValueError(
-            f'{params_file} holds no BERTModel parameter {e}') from None
-    num_blks = len({k.split('.')[2] for k in shapes
-                    if k.startswith('encoder.blks.')})
-    sizes = dict(num_hiddens=num_hiddens, ffn_num_hiddens=ffn_num_hiddens,
-                 num_blks=num_blks, max_len=max_len)
-    for preset in PRETRAINED_CONFIGS.values():
-        if all(preset[k] == v for k, v in sizes.items()):
-            return dict(preset)
-    raise FileNotFoundError(
-        f'{os.path.join(os.path.dirname(params_file), "config.json")} not '
-        f'found and the sizes {sizes} are not those of bert.small or '
-        'bert.base: write a config.json with num_hiddens, ffn_num_hiddens, '
-        'num_heads, num_blks and max_len')
-
-
-def _read_config(data_dir):
-    """Return the dict in ``data_dir/config.json``, or None without one."""
-    path = os.path.join(data_dir, 'config.json')
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding='utf-8') as f:
-            config = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f'{path} is not valid JSON ({e})') from e
-    if not isinstance(config, dict):
-        raise ValueError(f'{path} must hold a JSON object')
-    return config
 
 
 def load_pretrained_model(pretrained_model, num_hiddens, ffn_num_hiddens,
@@ -241,7 +148,7 @@ def load_pretrained_model(pretrained_model, num_hiddens, ffn_num_hiddens,
     params_file = _need_file(data_dir, 'pretrained.params')
     asked = dict(num_hiddens=num_hiddens, ffn_num_hiddens=ffn_num_hiddens,
                  num_heads=num_heads, num_blks=num_blks, max_len=max_len)
-    config = _read_config(data_dir) or {}
+    config = read_config(data_dir) or {}
     wrong = [f'{k}={asked[k]} (config.json: {config[k]})'
              for k in CONFIG_KEYS if k in config and config[k] != asked[k]]
     if wrong:

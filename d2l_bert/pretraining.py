@@ -35,12 +35,13 @@ from collections import namedtuple
 import mxnet as mx
 import numpy as onp
 from mxnet import autograd, gluon, np, npx
-from mxnet.gluon import nn
 
 from d2l import mxnet as d2l
 
 from .bert import BERTModel, get_tokens_and_segments
 from .checks import check_positive_int
+from .model_files import (CONFIG_FILE, PARAMS_FILE, VOCAB_FILE,
+                          infer_config, load_vocab, read_config)
 
 # The small BERT the section pretrains, and its training settings
 BOOK_BERT_CONFIG = dict(num_hiddens=128, ffn_num_hiddens=256, num_heads=2,
@@ -852,8 +853,6 @@ def get_bert_encoding(net, tokens_a, tokens_b=None, *, vocab=None,
 # Saving and loading a pretrained model (d2l's `bert.small` layout)
 # ---------------------------------------------------------------------------
 
-PARAMS_FILE, VOCAB_FILE, CONFIG_FILE = ('pretrained.params', 'vocab.json',
-                                        'config.json')
 MODEL_KEYS = ('vocab_size', 'num_hiddens', 'ffn_num_hiddens', 'num_heads',
               'num_blks', 'dropout', 'max_len')
 
@@ -902,31 +901,6 @@ def _write_text(path, text):
         f.write(text)
 
 
-def _infer_config(params_file):
-    """Guess the `BERTModel` arguments from the parameter shapes.
-
-    Used for directories without our ``config.json`` (d2l's own
-    ``bert.small``, ``bert.base``).  The number of heads does not show in
-    the shapes: we take ``num_hiddens // 64``, BERT's head size (right
-    for ``bert.small``, ``bert.base`` and the book's small BERT).
-    """
-    shapes = {k: v.shape for k, v in mx.nd.load(params_file).items()}
-    try:
-        vocab_size, num_hiddens = shapes['encoder.token_embedding.weight']
-        _, max_len, _ = shapes['encoder.pos_embedding']
-    except KeyError:
-        raise ValueError(f'{params_file!r} does not hold BERTModel '
-                         'parameters (no encoder.token_embedding.weight or '
-                         'encoder.pos_embedding)') from None
-    blks = {k.split('.')[2] for k in shapes if k.startswith('encoder.blks.')}
-    ffn = [v for k, v in shapes.items()
-           if k.startswith('encoder.blks.0.') and 'ffn.dense1.weight' in k]
-    return dict(vocab_size=vocab_size, num_hiddens=num_hiddens,
-                ffn_num_hiddens=ffn[0][0] if ffn else 4 * num_hiddens,
-                num_heads=max(num_hiddens // 64, 1), num_blks=len(blks),
-                dropout=0.0, max_len=max_len)
-
-
 def load_pretrained(model_dir, devices=None):
     """Load a model saved by `save_pretrained` (or d2l's ``bert.small``).
 
@@ -945,7 +919,6 @@ def load_pretrained(model_dir, devices=None):
     vocab : d2l.Vocab
     config : dict
     """
-    from d2l import mxnet as d2l
     devices = list(devices) if devices else [mx.cpu()]
     if not os.path.isdir(model_dir):
         raise FileNotFoundError(f'model directory {model_dir!r} does not '
@@ -957,18 +930,8 @@ def load_pretrained(model_dir, devices=None):
                 f'{PARAMS_FILE} and {VOCAB_FILE} (d2l-bert pretrain --out '
                 'writes one)')
     params_file = os.path.join(model_dir, PARAMS_FILE)
-    config_file = os.path.join(model_dir, CONFIG_FILE)
-    if os.path.isfile(config_file):
-        with open(config_file, encoding='utf-8') as f:
-            config = json.load(f)
-    else:
-        config = _infer_config(params_file)
-    # As the book's `load_pretrained_model`: an empty `Vocab`, filled in
-    vocab = d2l.Vocab()
-    with open(os.path.join(model_dir, VOCAB_FILE), encoding='utf-8') as f:
-        vocab.idx_to_token = json.load(f)
-    vocab.token_to_idx = {token: idx
-                          for idx, token in enumerate(vocab.idx_to_token)}
+    config = read_config(model_dir) or infer_config(params_file)
+    vocab = load_vocab(os.path.join(model_dir, VOCAB_FILE))
     net = BERTModel(len(vocab), config['num_hiddens'],
                     config['ffn_num_hiddens'], config['num_heads'],
                     config['num_blks'], config['dropout'], config['max_len'])
