@@ -6,7 +6,7 @@ imported (and loads OpenBLAS, which picks its kernels then).
 
 - `set_threads`: all cores by default (MXNet alone would give OpenMP half
   of them, one thread on a 2-core machine), and OpenBLAS's AVX-512
-  kernels on a CPU that has AVX-512, as importing `d2l_bert` does;
+  kernels on a CPU that has AVX-512 (`d2l_bert.threads.set_threads`);
 - `book_batch`: a random batch shaped and typed like the book's
   pretraining batches (lengths spread like real data);
 - `gemm_rate`: the float32 matrix multiply rate of this machine, measured
@@ -34,10 +34,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def set_threads(num_threads=None, short_spin=True):
-    """Set OpenMP's thread count for MXNet and ask OpenBLAS for its
-    AVX-512 kernels where the CPU has them, as importing `d2l_bert` does;
-    with `short_spin`, shorten MXNet's idle threads' spin too, as
-    importing `d2l_bert` also does.  Call before importing `mxnet`.
+    """`d2l_bert.threads.set_threads`, before `mxnet` is imported, as the
+    command line and the notebooks' first cell do.
 
     Without `short_spin`, libgomp keeps its default spin (or what the
     environment sets): a benchmark that runs no compiled loops should not
@@ -47,22 +45,15 @@ def set_threads(num_threads=None, short_spin=True):
     """
     if 'mxnet' in sys.modules:
         raise RuntimeError('set_threads must run before `import mxnet`')
-    # Load d2l_bert/_threads.py by path: importing the package would
-    # import mxnet
-    import importlib.util
-    path = os.path.join(os.path.dirname(_HERE), 'd2l_bert', '_threads.py')
-    spec = importlib.util.spec_from_file_location('_d2l_bert_threads', path)
-    threads = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(threads)
-    if short_spin:
-        spin = threads.shorten_openmp_spin()
-    else:
-        spin = threads.spin_chosen_elsewhere() or (
+    from d2l_bert.threads import set_threads as choose
+    lines = choose(num_threads, short_spin=short_spin)
+    if not short_spin:
+        lines = lines.replace(
+            "OpenMP idle threads: libgomp's default spin",
             "OpenMP idle threads: libgomp's default spin (no compiled loops "
             "run here; with a short spin d2l's many small operators wait "
             'for sleeping threads)')
-    return '\n'.join([threads.use_all_cores(num_threads), spin,
-                      threads.use_avx512_blas()])
+    return lines
 
 
 def machine():

@@ -17,7 +17,7 @@ operators; no backward pass).  All start from the same parameters and
 their encodings are compared.  They and a float32 GEMM take turns in one
 process; medians are reported.  MXNet's idle OpenMP threads keep
 libgomp's default spin unless ``GOMP_SPINCOUNT`` is set: the short spin
-that ``import d2l_bert`` sets is for the compiled loops of training, and
+that ``set_threads()`` can set is for the compiled loops of training, and
 it slowed d2l's encoding (many small operators) more than ours.
 """
 import os

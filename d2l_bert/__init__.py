@@ -2,46 +2,67 @@
 
 The public names are the book's.  Each object says in its docstring which
 section of the book defines it.
+
+Importing the package loads nothing else and sets no environment
+variable: a name is imported from its section module when it is first
+used (``d2l_bert.BERTEncoder``, ``from d2l_bert import BERTEncoder``).
+That leaves room for the one choice that must come before `mxnet` is
+imported, made by an explicit call (see `d2l_bert.threads`)::
+
+    from d2l_bert.threads import set_threads
+    print(set_threads())
+    import d2l_bert
 """
-# MXNet fixes its CPU thread count when it is imported, to half the
-# processors unless told otherwise, and importing it loads OpenMP and
-# OpenBLAS, which fix their settings then; before that, ask for every
-# core, for idle OpenMP threads that soon sleep and, on a CPU with
-# AVX-512, for OpenBLAS's AVX-512 kernels
-from ._threads import shorten_openmp_spin as _shorten_openmp_spin
-from ._threads import use_all_cores as _use_all_cores
-from ._threads import use_avx512_blas as _use_avx512_blas
-#: What MXNet uses for its CPU operators, in words (see `_threads`)
-CPU_THREADS = _use_all_cores()
-#: How long MXNet's idle OpenMP threads spin, in words (see `_threads`)
-OPENMP_SPIN = _shorten_openmp_spin()
-#: Which kernels OpenBLAS was asked for, in words (see `_threads`)
-BLAS_KERNELS = _use_avx512_blas()
-
-from mxnet import npx as _npx  # noqa: E402
-
-# The book runs every cell under NumPy semantics (`npx.set_np()`); our
-# blocks are written for it, so importing the package turns it on
-_npx.set_np()
+import importlib
+import importlib.util
 
 __version__ = '0.1.0'
 
-from .bert import get_tokens_and_segments  # noqa: E402,F401
-from .attention import (  # noqa: E402,F401
-    masked_softmax, DotProductAttention, MultiHeadAttention)
-from .transformer import (  # noqa: E402,F401
-    PositionWiseFFN, AddNorm, TransformerEncoderBlock, EncoderBlock)
-from .bert import (  # noqa: E402,F401
-    BERTEncoder, MaskLM, NextSentencePred, BERTModel, ORIGINAL_BERT)
-from .dataset import (  # noqa: E402,F401
-    _read_wiki, _get_next_sentence, _get_nsp_data_from_paragraph,
-    _replace_mlm_tokens, _get_mlm_data_from_tokens, _pad_bert_inputs,
-    _WikiTextDataset, load_data_wiki)
-from .hf import load_pretrained_bert, PretrainedBERT  # noqa: E402,F401
-from .finetuning import (  # noqa: E402,F401
-    DATA_HUB, DATA_URL, load_pretrained_model, read_snli, SNLIBERTDataset,
-    BERTClassifier)
-from .pretraining import (  # noqa: E402,F401
-    _get_batch_loss_bert, train_bert, get_bert_encoding, evaluate_bert,
-    save_pretrained, load_pretrained)
-from . import fast  # noqa: E402,F401
+#: The public names, by the module that defines them
+_MODULE_OF = {}
+for _module, _names in (
+        ('bert', ('get_tokens_and_segments', 'BERTEncoder', 'MaskLM',
+                  'NextSentencePred', 'BERTModel', 'ORIGINAL_BERT')),
+        ('attention', ('masked_softmax', 'DotProductAttention',
+                       'MultiHeadAttention')),
+        ('transformer', ('PositionWiseFFN', 'AddNorm',
+                         'TransformerEncoderBlock', 'EncoderBlock')),
+        ('dataset', ('_read_wiki', '_get_next_sentence',
+                     '_get_nsp_data_from_paragraph', '_replace_mlm_tokens',
+                     '_get_mlm_data_from_tokens', '_pad_bert_inputs',
+                     '_WikiTextDataset', 'load_data_wiki')),
+        ('pretraining', ('_get_batch_loss_bert', 'train_bert',
+                         'get_bert_encoding', 'evaluate_bert',
+                         'save_pretrained', 'load_pretrained')),
+        ('finetuning', ('DATA_HUB', 'DATA_URL', 'load_pretrained_model',
+                        'read_snli', 'SNLIBERTDataset', 'BERTClassifier')),
+        ('hf', ('load_pretrained_bert', 'PretrainedBERT'))):
+    for _name in _names:
+        _MODULE_OF[_name] = _module
+del _module, _names, _name
+
+__all__ = sorted(_MODULE_OF) + ['fast', 'threads']
+
+
+def __getattr__(name):
+    """Import `name` from its module on first use (PEP 562).
+
+    The first model name used also turns on MXNet's NumPy semantics
+    (`npx.set_np()`), as the book's first cell does: every block here is
+    written for them.
+    """
+    if name in _MODULE_OF:
+        from mxnet import npx
+        npx.set_np()
+        module = importlib.import_module(f'.{_MODULE_OF[name]}', __name__)
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
+    if not name.startswith('__') and importlib.util.find_spec(
+            f'{__name__}.{name}') is not None:  # a module: d2l_bert.fast
+        return importlib.import_module(f'.{name}', __name__)
+    raise AttributeError(f"module 'd2l_bert' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,16 +1,22 @@
-"""Shared fixtures: a tiny BERT configuration and seeded randomness."""
+"""Shared fixtures: a tiny BERT configuration, seeded randomness, and a
+check that no test leaves the environment changed."""
 import os
 import random
 
-# d2l_bert before mxnet, as the notebooks do, so that the tests run with
-# the thread count and OpenBLAS kernels users get (see d2l_bert._threads);
-# it also turns on NumPy semantics
-import d2l_bert  # noqa: F401  (isort: skip)
+# Before mxnet, as the command line and the notebooks' first cell do, so
+# that the tests run with the threads and OpenBLAS kernels users get; an
+# OPENBLAS_CORETYPE set for the run (.ci/run sets Haswell) is kept
+from d2l_bert.threads import set_threads
 
-import mxnet as mx
-import numpy as onp
-import pytest
-from mxnet import np
+set_threads()
+
+import mxnet as mx  # noqa: E402
+import numpy as onp  # noqa: E402
+import pytest  # noqa: E402
+from mxnet import np, npx  # noqa: E402
+
+# The book's first cell turns on NumPy semantics; every test runs with them
+npx.set_np()
 
 #: A configuration small enough for fast tests (vocab 99, hidden 32, 2 blocks)
 TINY = dict(vocab_size=99, num_hiddens=32, ffn_num_hiddens=48, num_heads=4,
@@ -23,6 +29,35 @@ def seeded():
     random.seed(0)
     onp.random.seed(0)
     mx.random.seed(0)
+
+
+def _environment():
+    """`os.environ` as a dict, without pytest's own PYTEST_CURRENT_TEST."""
+    return {name: value for name, value in os.environ.items()
+            if name != 'PYTEST_CURRENT_TEST'}
+
+
+@pytest.fixture(autouse=True)
+def environment_unchanged():
+    """Fail the test that leaves `os.environ` changed (and restore it).
+
+    A test that set OPENBLAS_CORETYPE=SkylakeX and did not undo it once
+    made every later notebook kernel die on a CPU without AVX-512.  Use
+    `monkeypatch.setenv`/`delenv`, or pass the functions a mapping.
+    """
+    before = _environment()
+    yield
+    after = _environment()
+    if after != before:
+        for name in set(after) - set(before):
+            del os.environ[name]
+        os.environ.update(before)
+        changed = sorted(name for name in set(before) | set(after)
+                         if before.get(name) != after.get(name))
+        pytest.fail('the test left os.environ changed: '
+                    + ', '.join(f'{name}: {before.get(name)!r} -> '
+                                f'{after.get(name)!r}' for name in changed),
+                    pytrace=False)
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Tests of d2l_bert.attention: parity with d2l 1.0.3, including
 gradients through the mask.  The fast twin of the self-attention is
-tested against these blocks in test_fast.py."""
+tested against these blocks in test_fast_blocks.py."""
 import mxnet as mx
 import numpy as onp
 import pytest

@@ -394,3 +394,24 @@ def test_fast_classifier_equals_the_books(tiny_batch, kernels):
     assert_close(twin((tokens, segments, valid_lens)), expected)
     assert sorted(twin._collect_params_with_prefix()) == sorted(
         net._collect_params_with_prefix())
+
+
+def test_the_operators_take_numpy_arrays_when_imported_before_set_np():
+    # MXNet fixes an operator's array type when it is registered; the
+    # chapter's runner imports the fast layer before any cell has called
+    # `npx.set_np()`
+    pytest.importorskip('numba', reason='the compiled loops need numba')
+    import subprocess
+    import sys
+    code = ('import d2l_bert.fast\n'
+            'from mxnet import init, npx\n'
+            'npx.set_np()\n'
+            'import d2l_bert\n'
+            'net = d2l_bert.BERTModel(50, 16, 32, 2, 1, 0.0)\n'
+            'net.initialize(init.Xavier())\n'
+            'print(type(d2l_bert.fast.accelerate(net, kernels=True))'
+            '.__name__)\n')
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.split()[-1] == 'FastBERTModel'

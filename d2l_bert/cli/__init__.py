@@ -3,6 +3,10 @@
 Each subcommand lives in its own module of this package and provides
 ``add_arguments(parser)`` and ``main(args) -> int``.  The modules are
 imported only when their command runs, so `d2l-bert --help` stays fast.
+
+Before any command imports `mxnet`, `main` makes the process's thread
+choices with one explicit call (`d2l_bert.threads.set_threads`); the
+commands that train print what it chose (``args.threads``).
 """
 import argparse
 import importlib
@@ -42,6 +46,10 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 2
+    # Before `mxnet` is imported: every core, idle OpenMP threads that
+    # sleep soon, OpenBLAS's AVX-512 kernels where the CPU has them
+    from ..threads import set_threads
+    args.threads = set_threads()
     module = importlib.import_module(args._module)
     try:
         return module.main(args)

@@ -81,11 +81,10 @@ def main(args):
     except (ValueError, FileNotFoundError) as e:
         print(f'd2l-bert chapter: {e}', file=sys.stderr)
         return 2
-    from .. import CPU_THREADS, OPENMP_SPIN
     from ..runner import SMALL_ENV, small_sizes
+    from ..threads import set_threads
 
-    print(CPU_THREADS)
-    print(OPENMP_SPIN)
+    print(getattr(args, 'threads', None) or set_threads())
     saved = os.environ.get(SMALL_ENV)
     if args.small:
         os.environ[SMALL_ENV] = '1'  # the notebooks read it

@@ -119,15 +119,15 @@ def main(args):
 
     from mxnet import gluon, init
 
-    from .. import CPU_THREADS, OPENMP_SPIN, fast
+    from .. import fast
+    from ..threads import set_threads
     from ..bert import BERTModel
     from ..dataset import load_data_wiki
     from ..pretraining import (evaluate_bert, save_pretrained,
                                train_bert_history)
 
     _seed_everything(args.seed)
-    print(CPU_THREADS)
-    print(OPENMP_SPIN)
+    print(getattr(args, 'threads', None) or set_threads())
     print(f'loading the {args.corpus} corpus (batch size '
           f'{args.batch_size}, max_len {args.max_len}) ...', flush=True)
     start = time.perf_counter()

@@ -376,7 +376,7 @@ def _threads():
     try:
         return max(1, int(os.environ.get('OMP_NUM_THREADS', '')))
     except ValueError:
-        from .._threads import physical_cores
+        from ..threads import physical_cores
         return physical_cores()
 
 
@@ -582,7 +582,22 @@ class _LayerNorm(mx.operator.CustomOp):
         self.assign(in_grad[2], req[2], nd.sum(dY, axis=axes).as_np_ndarray())
 
 
-@mx.operator.register('d2l_bert_layer_norm')
+def _register(name):
+    """`mx.operator.register`, under NumPy semantics whatever the caller's.
+
+    MXNet fixes, when an operator is registered, which array type its
+    callbacks receive (legacy `NDArray` or `mx.np.ndarray`, by
+    `is_np_array()` at that moment, in `mxnet/operator.py`); the operators
+    here are written for `mx.np` arrays, and this module may be imported
+    before the caller's ``npx.set_np()``.
+    """
+    def decorate(prop):
+        with mx.util.np_array(True):
+            return mx.operator.register(name)(prop)
+    return decorate
+
+
+@_register('d2l_bert_layer_norm')
 class _LayerNormProp(mx.operator.CustomOpProp):
     def __init__(self, epsilon='1e-05'):
         super().__init__(need_top_grad=True)
@@ -663,7 +678,7 @@ class _SoftmaxCE(mx.operator.CustomOp):
         self.assign(in_grad[0], req[0], dX.as_np_ndarray())
 
 
-@mx.operator.register('d2l_bert_softmax_ce')
+@_register('d2l_bert_softmax_ce')
 class _SoftmaxCEProp(mx.operator.CustomOpProp):
     def __init__(self):
         super().__init__(need_top_grad=True)
@@ -750,7 +765,7 @@ class _SelfAttention(mx.operator.CustomOp):
         _assign(in_grad[0], req[0], dX)
 
 
-@mx.operator.register('d2l_bert_self_attention')
+@_register('d2l_bert_self_attention')
 class _SelfAttentionProp(mx.operator.CustomOpProp):
     def __init__(self, heads, dropout='0.0', has_lens='True'):
         super().__init__(need_top_grad=True)
@@ -836,7 +851,7 @@ class _AddNorm(mx.operator.CustomOp):
         _assign(in_grad[3], req[3], sums[1])
 
 
-@mx.operator.register('d2l_bert_add_norm')
+@_register('d2l_bert_add_norm')
 class _AddNormProp(mx.operator.CustomOpProp):
     def __init__(self, epsilon='1e-05', dropout='0.0'):
         super().__init__(need_top_grad=True)

@@ -1,6 +1,17 @@
 """How many threads MXNet's operators use on the CPU, how long they spin
 when idle, and which kernels OpenBLAS uses: three choices a process can
-only make before `mxnet` is imported.
+only make before `mxnet` is imported, and one explicit call that makes
+them, `set_threads`::
+
+    from d2l_bert.threads import set_threads
+    print(set_threads())    # first: before `mxnet` is imported
+    import d2l_bert
+
+Importing `d2l_bert` alone chooses nothing and sets no environment
+variable.  The functions here write to the mapping they are given
+(`os.environ` by default) and read which modules are loaded from the
+one they are given (`sys.modules`), so that they can be tested on
+dictionaries.
 
 MXNet reads the OpenMP thread count once, when it is imported.  Unless
 ``OMP_NUM_THREADS`` is set, it takes half the processors, assuming that
@@ -19,7 +30,7 @@ AVX-512 kernels on a CPU that has AVX-512, before the library is loaded.
 MXNet's OpenMP library (GNU libgomp) reads its settings when it is loaded,
 with `mxnet`.  By default, a thread left idle at the end of an operator
 spins for up to 300,000 rounds before it sleeps.  The compiled loops of a
-training step (`d2l_bert._kernels`) run on threads of their own, between
+training step (`d2l_bert.fast`) run on threads of their own, between
 MXNet's operators, and the spinning threads took cores from them: at the
 book's pretraining sizes on 2 cores, a step used about 2.1 s of CPU for
 1.1 s, against 1.9 s for 1.0 s with short spins.  `shorten_openmp_spin`
@@ -60,14 +71,22 @@ def physical_cores():
     return max(len(cores), 1)
 
 
-def mxnet_has_openmp():
+def mxnet_has_openmp(platform=None):
     """Whether the MXNet that `import mxnet` will load runs its operators
     with OpenMP: its Linux wheels do (GNU libgomp), its macOS wheel does
-    not."""
-    return sys.platform != 'darwin'
+    not.  `platform` defaults to `sys.platform`."""
+    return (sys.platform if platform is None else platform) != 'darwin'
 
 
-def use_all_cores(num_threads=None):
+def _too_late(modules, names=('mxnet',)):
+    """Whether one of `names` is loaded already (in `modules`, default
+    `sys.modules`)."""
+    modules = sys.modules if modules is None else modules
+    return any(name in modules for name in names)
+
+
+def use_all_cores(num_threads=None, environ=None, modules=None,
+                  platform=None):
     """Make MXNet use every core (or `num_threads`), if still possible.
 
     Parameters
@@ -75,30 +94,40 @@ def use_all_cores(num_threads=None):
     num_threads : int, optional
         Thread count to use; default: `physical_cores()`, unless the
         environment already sets ``OMP_NUM_THREADS`` (then that is kept).
+    environ : mutable mapping, optional
+        Where ``OMP_NUM_THREADS`` is read and written; `os.environ` by
+        default.
+    modules : mapping, optional
+        The loaded modules; `sys.modules` by default.
+    platform : str, optional
+        `sys.platform` by default.
 
     Returns
     -------
     str
         One line saying what MXNet will use and why.
     """
+    environ = os.environ if environ is None else environ
     cores = physical_cores()
     default = max((os.cpu_count() or 1) // 2, 1)
     if num_threads is not None and (not isinstance(num_threads, int)
+                                    or isinstance(num_threads, bool)
                                     or num_threads < 1):
         raise ValueError(f'num_threads must be a positive integer, got '
                          f'{num_threads!r}')
-    if 'mxnet' in sys.modules:
-        current = os.environ.get('OMP_NUM_THREADS')
+    if _too_late(modules):
+        current = environ.get('OMP_NUM_THREADS')
         chosen = current if current else f'{default} (MXNet default)'
         return (f'CPU threads: {chosen}; MXNet was imported before the '
-                'thread count could be set (set OMP_NUM_THREADS before '
-                'starting Python to change it)')
-    if num_threads is None and os.environ.get('OMP_NUM_THREADS'):
-        return (f"CPU threads: {os.environ['OMP_NUM_THREADS']} "
+                'thread count could be set (call set_threads() before '
+                '`import mxnet`, or set OMP_NUM_THREADS before starting '
+                'Python)')
+    if num_threads is None and environ.get('OMP_NUM_THREADS'):
+        return (f"CPU threads: {environ['OMP_NUM_THREADS']} "
                 f'(OMP_NUM_THREADS from the environment; {cores} cores)')
     chosen = num_threads if num_threads is not None else cores
-    os.environ['OMP_NUM_THREADS'] = str(chosen)
-    if not mxnet_has_openmp():
+    environ['OMP_NUM_THREADS'] = str(chosen)
+    if not mxnet_has_openmp(platform):
         return (f'CPU threads: {chosen} of {cores} cores for the compiled '
                 "loops (MXNet's macOS wheel has no OpenMP, so the count does "
                 'not reach its operators; set OMP_NUM_THREADS to choose)')
@@ -128,30 +157,34 @@ def avx512(cpuinfo='/proc/cpuinfo'):
     return False
 
 
-def use_avx512_blas():
+def use_avx512_blas(environ=None, modules=None, cpuinfo='/proc/cpuinfo'):
     """Ask OpenBLAS for its AVX-512 kernels, if this CPU has AVX-512 and
     OpenBLAS is not loaded yet.
 
-    Sets ``OPENBLAS_CORETYPE=SkylakeX`` unless the environment already
-    sets ``OPENBLAS_CORETYPE`` (that is kept).  An Intel CPU with AVX-512
-    gets these kernels anyway; an AMD Zen 4 gets them only this way.
+    Sets ``OPENBLAS_CORETYPE=SkylakeX`` in `environ` (`os.environ` by
+    default) unless it already sets ``OPENBLAS_CORETYPE`` (that is kept:
+    ``OPENBLAS_CORETYPE=Haswell`` gives the AVX2 kernels on any x86 CPU).
+    An Intel CPU with AVX-512 gets these kernels anyway; an AMD Zen 4
+    gets them only this way.  `modules` (`sys.modules` by default) tells
+    whether OpenBLAS is loaded; `cpuinfo` is read by `avx512`.
 
     Returns
     -------
     str
         One line saying what was chosen and why.
     """
-    if os.environ.get('OPENBLAS_CORETYPE'):
-        return (f"OpenBLAS kernels: {os.environ['OPENBLAS_CORETYPE']} "
+    environ = os.environ if environ is None else environ
+    if environ.get('OPENBLAS_CORETYPE'):
+        return (f"OpenBLAS kernels: {environ['OPENBLAS_CORETYPE']} "
                 '(OPENBLAS_CORETYPE from the environment)')
-    if not avx512():
+    if not avx512(cpuinfo):
         return "OpenBLAS kernels: OpenBLAS's own choice (no AVX-512 here)"
-    if 'mxnet' in sys.modules or 'scipy.linalg' in sys.modules:
+    if _too_late(modules, ('mxnet', 'scipy.linalg')):
         return ("OpenBLAS kernels: OpenBLAS's own choice; it was loaded "
-                'before d2l_bert could ask for the AVX-512 ones (import '
-                'd2l_bert before mxnet and scipy, or set '
+                'before the AVX-512 ones could be asked for (call '
+                'set_threads() before `import mxnet` and scipy, or set '
                 'OPENBLAS_CORETYPE=SkylakeX before starting Python)')
-    os.environ['OPENBLAS_CORETYPE'] = 'SkylakeX'
+    environ['OPENBLAS_CORETYPE'] = 'SkylakeX'
     return ('OpenBLAS kernels: SkylakeX (AVX-512, which this CPU has; set '
             'OPENBLAS_CORETYPE to choose)')
 
@@ -160,43 +193,82 @@ def use_avx512_blas():
 OPENMP_SPINCOUNT = 1000
 
 
-def spin_chosen_elsewhere():
+def spin_chosen_elsewhere(environ=None, platform=None):
     """The line `shorten_openmp_spin` gives when the spin is not its to
-    choose: MXNet has no OpenMP (macOS), or the environment sets
-    ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``; None otherwise."""
-    if not mxnet_has_openmp():
+    choose: MXNet has no OpenMP (macOS), or `environ` (`os.environ` by
+    default) sets ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``; None
+    otherwise."""
+    environ = os.environ if environ is None else environ
+    if not mxnet_has_openmp(platform):
         return ("OpenMP idle threads: none (MXNet's macOS wheel is built "
                 'without OpenMP)')
     for name in ('GOMP_SPINCOUNT', 'OMP_WAIT_POLICY'):
-        if os.environ.get(name):
-            return (f'OpenMP idle threads: {name}={os.environ[name]} (from '
+        if environ.get(name):
+            return (f'OpenMP idle threads: {name}={environ[name]} (from '
                     'the environment)')
     return None
 
 
-def shorten_openmp_spin():
+def shorten_openmp_spin(environ=None, modules=None, platform=None):
     """Make MXNet's idle OpenMP threads sleep after a short spin, if
     MXNet is not loaded yet.
 
-    Sets ``GOMP_SPINCOUNT`` to `OPENMP_SPINCOUNT` unless the environment
-    sets ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` (those are kept).  Only
-    GNU libgomp, which MXNet's Linux wheels use, reads the variable; on
-    macOS, whose MXNet wheel has no OpenMP, nothing is set.
+    Sets ``GOMP_SPINCOUNT`` to `OPENMP_SPINCOUNT` in `environ`
+    (`os.environ` by default) unless it sets ``GOMP_SPINCOUNT`` or
+    ``OMP_WAIT_POLICY`` (those are kept).  Only GNU libgomp, which
+    MXNet's Linux wheels use, reads the variable; on macOS, whose MXNet
+    wheel has no OpenMP, nothing is set.
 
     Returns
     -------
     str
         One line saying what was chosen and why.
     """
-    chosen = spin_chosen_elsewhere()
+    environ = os.environ if environ is None else environ
+    chosen = spin_chosen_elsewhere(environ, platform)
     if chosen is not None:
         return chosen
-    if 'mxnet' in sys.modules:
+    if _too_late(modules):
         return ('OpenMP idle threads: libgomp\'s default spin; MXNet was '
-                'imported before d2l_bert could shorten it (import d2l_bert '
+                'imported before it could be shortened (call set_threads() '
                 f'first, or set GOMP_SPINCOUNT={OPENMP_SPINCOUNT} before '
                 'starting Python)')
-    os.environ['GOMP_SPINCOUNT'] = str(OPENMP_SPINCOUNT)
+    environ['GOMP_SPINCOUNT'] = str(OPENMP_SPINCOUNT)
     return (f'OpenMP idle threads: sleep after {OPENMP_SPINCOUNT} spins '
             "(GOMP_SPINCOUNT; libgomp's default 300000 takes cores from the "
             'compiled loops; set GOMP_SPINCOUNT to choose)')
+
+
+def set_threads(num_threads=None, short_spin=True, environ=None,
+                modules=None):
+    """Make the three choices above, for this process and the processes it
+    starts; call it before `import mxnet` (and before `import d2l_bert`'s
+    models, which import `mxnet`).
+
+    Parameters
+    ----------
+    num_threads : int, optional
+        MXNet's CPU threads; default every physical core (`use_all_cores`).
+    short_spin : bool, default True
+        Let idle OpenMP threads sleep soon (`shorten_openmp_spin`), which
+        the compiled loops of `d2l_bert.fast` need; False keeps libgomp's
+        default.
+    environ : mutable mapping, optional
+        Where the choices are written; `os.environ` by default.
+    modules : mapping, optional
+        The loaded modules; `sys.modules` by default.
+
+    Returns
+    -------
+    str
+        Three lines saying what was chosen and why (threads, OpenMP spin,
+        OpenBLAS kernels); a choice made too late says so.
+    """
+    environ = os.environ if environ is None else environ
+    if short_spin:
+        spin = shorten_openmp_spin(environ, modules)
+    else:
+        spin = spin_chosen_elsewhere(environ) or (
+            "OpenMP idle threads: libgomp's default spin")
+    return '\n'.join([use_all_cores(num_threads, environ, modules), spin,
+                      use_avx512_blas(environ, modules)])

@@ -1,0 +1,216 @@
+"""Tests of `d2l_bert.threads`: the thread, OpenMP-spin and OpenBLAS
+choices, made on dictionaries that stand for the environment and the
+loaded modules, so that no test touches this process's `os.environ`."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from d2l_bert import threads
+
+#: `modules` for a process that has not imported mxnet (or scipy) yet
+BEFORE = {}
+#: ... and for one that has
+AFTER = {'mxnet': object()}
+
+
+# --- Every core --------------------------------------------------------------
+
+def test_all_physical_cores_are_asked_for_before_mxnet():
+    env = {}
+    message = threads.use_all_cores(environ=env, modules=BEFORE)
+    cores = threads.physical_cores()
+    assert env == {'OMP_NUM_THREADS': str(cores)}
+    assert message.startswith(f'CPU threads: {cores} of {cores} cores')
+
+
+def test_a_thread_count_from_the_environment_is_kept():
+    env = {'OMP_NUM_THREADS': '3'}
+    assert 'from the environment' in threads.use_all_cores(
+        environ=env, modules=BEFORE)
+    assert env == {'OMP_NUM_THREADS': '3'}
+
+
+def test_an_explicit_thread_count_wins():
+    env = {'OMP_NUM_THREADS': '3'}
+    threads.use_all_cores(1, environ=env, modules=BEFORE)
+    assert env == {'OMP_NUM_THREADS': '1'}
+
+
+@pytest.mark.parametrize('bad', [0, -2, 1.5, '2', True])
+def test_a_thread_count_must_be_a_positive_integer(bad):
+    env = {}
+    with pytest.raises(ValueError, match='num_threads must be a positive '
+                                         f'integer, got {bad!r}'):
+        threads.use_all_cores(bad, environ=env, modules=BEFORE)
+    assert env == {}
+
+
+def test_on_macos_the_thread_count_sizes_only_the_compiled_loops():
+    # MXNet 1.9.1's macOS wheel links no OpenMP runtime
+    assert not threads.mxnet_has_openmp('darwin')
+    env = {}
+    message = threads.use_all_cores(2, environ=env, modules=BEFORE,
+                                    platform='darwin')
+    assert env == {'OMP_NUM_THREADS': '2'}
+    assert message.startswith('CPU threads: 2 of ')
+    assert "for the compiled loops (MXNet's macOS wheel has no OpenMP" \
+        in message
+    assert 'MXNet alone would use' not in message
+
+
+def test_too_late_once_mxnet_is_imported():
+    env = {}
+    message = threads.use_all_cores(environ=env, modules=AFTER)
+    assert 'MXNet was imported before the thread count could be set' \
+        in message
+    assert env == {}
+
+
+# --- Idle OpenMP threads -----------------------------------------------------
+
+def test_idle_openmp_threads_spin_shortly_before_mxnet():
+    env = {}
+    message = threads.shorten_openmp_spin(environ=env, modules=BEFORE,
+                                          platform='linux')
+    assert env == {'GOMP_SPINCOUNT': '1000'}
+    assert message.startswith('OpenMP idle threads: sleep after 1000 spins')
+
+
+@pytest.mark.parametrize('name, value', [('GOMP_SPINCOUNT', '0'),
+                                         ('OMP_WAIT_POLICY', 'ACTIVE')])
+def test_openmp_waiting_from_the_environment_is_kept(name, value):
+    env = {name: value}
+    assert threads.shorten_openmp_spin(
+        environ=env, modules=BEFORE, platform='linux') == (
+        f'OpenMP idle threads: {name}={value} (from the environment)')
+    assert env == {name: value}
+
+
+def test_no_openmp_spin_is_set_on_macos():
+    env = {}
+    assert threads.shorten_openmp_spin(
+        environ=env, modules=BEFORE, platform='darwin') == (
+        "OpenMP idle threads: none (MXNet's macOS wheel is built without "
+        'OpenMP)')
+    assert env == {}
+
+
+def test_too_late_for_openmp_spin_once_mxnet_is_imported():
+    env = {}
+    assert 'MXNet was imported before it could be shortened' in \
+        threads.shorten_openmp_spin(environ=env, modules=AFTER,
+                                    platform='linux')
+    assert env == {}
+
+
+# --- OpenBLAS's kernels ------------------------------------------------------
+
+@pytest.fixture
+def cpuinfo(tmp_path):
+    """``cpuinfo(avx512)`` -> the path of a cpuinfo file with or without
+    the AVX-512 flags."""
+    def write(has_avx512):
+        flags = 'fpu sse avx2 fma' + (
+            ' avx512f avx512dq avx512bw avx512vl' if has_avx512 else '')
+        path = tmp_path / f'cpuinfo-{has_avx512}'
+        path.write_text(f'processor\t: 0\nflags\t\t: {flags}\n\n')
+        return str(path)
+    return write
+
+
+@pytest.mark.parametrize('has_avx512', [True, False])
+def test_avx512_kernels_are_asked_for_only_on_an_avx512_cpu(cpuinfo,
+                                                            has_avx512):
+    env = {}
+    message = threads.use_avx512_blas(environ=env, modules=BEFORE,
+                                      cpuinfo=cpuinfo(has_avx512))
+    if has_avx512:
+        assert env == {'OPENBLAS_CORETYPE': 'SkylakeX'}
+        assert message.startswith('OpenBLAS kernels: SkylakeX (AVX-512')
+    else:
+        assert env == {}
+        assert message == ("OpenBLAS kernels: OpenBLAS's own choice (no "
+                           "AVX-512 here)")
+
+
+def test_openblas_kernels_from_the_environment_are_kept(cpuinfo):
+    env = {'OPENBLAS_CORETYPE': 'Haswell'}
+    assert threads.use_avx512_blas(
+        environ=env, modules=BEFORE, cpuinfo=cpuinfo(True)) == (
+        'OpenBLAS kernels: Haswell (OPENBLAS_CORETYPE from the environment)')
+    assert env == {'OPENBLAS_CORETYPE': 'Haswell'}
+
+
+@pytest.mark.parametrize('loaded', ['mxnet', 'scipy.linalg'])
+def test_too_late_for_openblas_kernels_once_it_is_loaded(cpuinfo, loaded):
+    env = {}
+    message = threads.use_avx512_blas(environ=env, modules={loaded: 1},
+                                      cpuinfo=cpuinfo(True))
+    assert 'it was loaded before the AVX-512 ones could be asked for' \
+        in message
+    assert env == {}
+
+
+@pytest.mark.parametrize('flags, expected', [
+    ('fpu sse avx2 avx512f avx512dq avx512bw avx512vl avx512cd', True),
+    ('fpu sse avx2 avx512f avx512cd', False),        # no BW, DQ, VL
+    ('fpu sse avx2 fma', False)])
+def test_avx512_reads_the_cpus_flags(tmp_path, flags, expected):
+    path = tmp_path / 'cpuinfo'
+    path.write_text(f'processor\t: 0\nflags\t\t: {flags}\n\n')
+    assert threads.avx512(str(path)) is expected
+    assert threads.avx512(str(tmp_path / 'missing')) is False
+
+
+@pytest.mark.skipif(not hasattr(os, 'sched_getaffinity'),
+                    reason='os.sched_getaffinity is Linux-only')
+def test_physical_cores_counts_within_the_affinity_mask():
+    cores = threads.physical_cores()
+    assert 1 <= cores <= len(os.sched_getaffinity(0))
+
+
+# --- The one call ------------------------------------------------------------
+
+def test_set_threads_makes_the_three_choices_in_the_mapping_it_is_given(
+        cpuinfo, monkeypatch):
+    monkeypatch.setattr(threads, 'avx512', lambda path: True)
+    env = {}
+    lines = threads.set_threads(2, environ=env, modules=BEFORE).split('\n')
+    assert [line.split(':')[0] for line in lines] == [
+        'CPU threads', 'OpenMP idle threads', 'OpenBLAS kernels']
+    expected = {'OMP_NUM_THREADS': '2', 'OPENBLAS_CORETYPE': 'SkylakeX'}
+    if threads.mxnet_has_openmp():
+        expected['GOMP_SPINCOUNT'] = '1000'
+    assert env == expected
+
+
+def test_set_threads_without_short_spin_leaves_libgomps_default():
+    env = {}
+    lines = threads.set_threads(1, short_spin=False, environ=env,
+                                modules=BEFORE)
+    assert 'GOMP_SPINCOUNT' not in env
+    assert env['OMP_NUM_THREADS'] == '1'
+    if threads.mxnet_has_openmp():
+        assert "OpenMP idle threads: libgomp's default spin" in lines
+
+
+def _python(code, env=None):
+    """Run `code` in a new interpreter; return its stdout."""
+    done = subprocess.run([sys.executable, '-c', code], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_importing_d2l_bert_sets_no_environment_variable_and_loads_no_mxnet():
+    out = _python(
+        'import os, sys\n'
+        'before = dict(os.environ)\n'
+        'import d2l_bert, d2l_bert.threads\n'
+        'print("mxnet" in sys.modules, dict(os.environ) == before)\n'
+        'd2l_bert.BERTEncoder\n'
+        'print("mxnet" in sys.modules, dict(os.environ) == before)\n')
+    assert out.split() == ['False', 'True', 'True', 'True']
+
