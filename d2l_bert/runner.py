@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 #: Modules of this package that are tools, not book sections
 TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.runner', 'd2l_bert.editions',
+                'd2l_bert.saved_cells', 'd2l_bert.threads',
                 'd2l_bert.book_outputs', 'd2l_bert.__main__')
 
 #: Names of the 0.17 releases that d2l 1.0 renamed: old -> new

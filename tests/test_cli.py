@@ -94,7 +94,8 @@ def test_python_m_d2l_bert_chapter_prints_the_books_shapes():
     assert lines[0].startswith('CPU threads: 1 (OMP_NUM_THREADS from the '
                                'environment')
     assert lines[1].startswith('OpenMP idle threads: ')
-    assert lines[2] == 'sec_bert (bert.ipynb, small sizes)'
+    assert lines[2].startswith('OpenBLAS kernels: ')
+    assert lines[3] == 'sec_bert (bert.ipynb, small sizes)'
     for final, shape in [('encoded_X.shape', '(2, 8, 768)'),
                          ('mlm_Y_hat.shape', '(2, 3, 10000)'),
                          ('mlm_l.shape', '(6,)'),
@@ -111,11 +112,12 @@ def test_chapter_runs_only_the_sections_asked_for(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith('CPU threads: ')
     assert lines[1].startswith('OpenMP idle threads: ')
-    lines = lines[2:]
+    assert lines[2].startswith('OpenBLAS kernels: ')
+    lines = lines[3:]
     assert lines[0] == 'sec_bert (bert.ipynb)'
-    assert lines[1].split() == ['cell', '5', 'encoded_X.shape', 'prints',
+    assert lines[1].split() == ['cell', '6', 'encoded_X.shape', 'prints',
                                 '(2,', '8,', '768)', '|', 'book', '(2,',
                                 '8,', '768)', 'ok']
-    assert lines[-1].startswith('chapter: 1 section(s), 12 cells, 0 error(s)'
+    assert lines[-1].startswith('chapter: 1 section(s), 13 cells, 0 error(s)'
                                 '; 5 documented outputs: 5 ok, 0 MISMATCH, '
                                 '0 shown (')
