@@ -15,8 +15,8 @@ To write a new definition out in a notebook, add a cell holding
 ``#@save`` and a stub of the same name (``def load_data_wiki(): pass``),
 then run ``--write``.  `tests/test_saved_cells.py` fails when a cell and
 the package differ by any line, and when a definition of the section
-(an object of the section's module whose docstring says "Defined in
-:numref:" with one of the section's labels) is not written out.
+(an object of the section's module whose docstring names one of the
+section's labels as the place that defines it) is not written out.
 """
 import ast
 import difflib
@@ -84,7 +84,8 @@ def module_definitions(module_name):
 
 def section_names(module_name, labels):
     """The names a section defines: the module's objects whose docstring
-    says "Defined in :numref:`label`" for one of `labels`."""
+    gives one of `labels` as the place that defines it (the line the
+    docstrings of the book's objects carry)."""
     module = importlib.import_module(module_name)
     with open(module.__file__, encoding='utf-8') as f:
         tree = ast.parse(f.read())

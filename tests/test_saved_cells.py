@@ -115,3 +115,41 @@ def test_the_books_layer_imports_nothing_of_the_fast_layer():
         assert 'fast' not in text.replace('fast twin', '').replace(
             'd2l_bert.fast', ''), module
         assert '_kernels' not in text, module
+
+
+def _run_bert_notebook(edit=None):
+    """Run bert.ipynb's cells up to ``encoded_X`` with a fixed seed, the
+    `BERTEncoder` cell passed through `edit`; return ``encoded_X``."""
+    import mxnet as mx
+
+    from d2l_bert.runner import Runner
+    runner = Runner()
+    for cell in _read('bert.ipynb').cells:
+        if cell.cell_type != 'code':
+            continue
+        source = cell.source
+        if edit and saved_cells.cell_names(source) == ['BERTEncoder']:
+            source = edit(source)
+        mx.random.seed(0)  # the same parameters and tokens every run
+        result = runner.run(source)
+        assert result.status == 'ran', result.traceback
+        if 'encoded_X' in runner.namespace:
+            return runner.namespace['encoded_X'].asnumpy()
+    raise AssertionError('no cell computed encoded_X')
+
+
+def test_an_edited_definition_is_what_the_later_cells_run():
+    # The book's first exercise: GELU instead of ReLU in the encoder
+    def gelu(source):
+        edited = source.replace('num_hiddens, ffn_num_hiddens, num_heads, '
+                                'dropout, True,\n                activation,',
+                                "num_hiddens, ffn_num_hiddens, num_heads, "
+                                "dropout, True,\n                'gelu',")
+        assert edited != source
+        return edited
+    relu = _run_bert_notebook()
+    again = _run_bert_notebook()
+    gelu_X = _run_bert_notebook(gelu)
+    assert relu.shape == gelu_X.shape == (2, 8, 768)
+    assert abs(relu - again).max() == 0  # the same seed, the same numbers
+    assert abs(relu - gelu_X).max() > 1e-3
