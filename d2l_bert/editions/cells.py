@@ -88,8 +88,3 @@ def _section_label(labels):
         if label.startswith('sec_'):
             return label
     return labels[0] if labels else None
-
-
-def _join(text):
-    """A Jupyter text field, which may be a list of lines, as one string."""
-    return ''.join(text) if isinstance(text, list) else str(text)

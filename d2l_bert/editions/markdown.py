@@ -14,8 +14,7 @@ sources saved them, are the outputs of the cell before.
 import json
 import re
 
-from .cells import (FRAMEWORKS, _LABEL_MD, Cell, Edition, _join,
-                    _section_label)
+from .cells import FRAMEWORKS, _LABEL_MD, Cell, Edition, _section_label
 
 _FENCE = re.compile(r'^( {0,3})(`{3,}|~{3,})\s*(.*?)\s*$')
 _TAB = re.compile(r'^\s*#\s*@tab\b(.*)$')
@@ -120,6 +119,11 @@ def _json_output(code):
         elif 'data' in out:
             texts.append(_join(out['data'].get('text/plain', '')))
     return '\n'.join(t.rstrip('\n') for t in texts)
+
+
+def _join(text):
+    """A Jupyter text field, which may be a list of lines, as one string."""
+    return ''.join(text) if isinstance(text, list) else str(text)
 
 
 def _assign_tabs(edition, default_tab):
