@@ -29,13 +29,14 @@ INSTALL_REQUIRES = [
     'tokenizers==0.20.3',
     # compiles the CPU loops of the fast pretraining step (d2l_bert/fast)
     'numba==0.58.1',  # the last numba for Python 3.8; numpy 1.22 to 1.26
+    # reads notebook editions (`d2l-bert check-text FILE.ipynb`, chapter)
+    'nbformat==5.10.4',
 ]
 
 EXTRAS = {
     'test': [
         'pytest==8.3.5',
         'nbclient==0.10.1',
-        'nbformat==5.10.4',
         'ipykernel==6.29.5',
     ],
     'docs': [

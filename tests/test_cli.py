@@ -55,6 +55,16 @@ def test_check_text_missing_file_exits_2(capsys, tmp_path):
     assert f'cannot read {missing}' in capsys.readouterr().err
 
 
+def test_check_text_malformed_notebook_is_one_line_and_exit_2(capsys,
+                                                              tmp_path):
+    path = tmp_path / 'broken.ipynb'
+    path.write_text('{"cells": [')
+    assert cli.main(['check-text', str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f'd2l-bert check-text: {path} is not a notebook: Expecting value: '
+        'line 1 column 12 (char 11)\n')
+
+
 @NO_GPU
 @pytest.mark.parametrize('command', ['chapter', 'check-text'])
 def test_a_gpu_on_a_machine_without_one_is_one_line_and_exit_2(

@@ -1,0 +1,158 @@
+"""Read the book's markdown source (English or a translation) as an edition.
+
+Code cells are fences marked ``{.python .input}``.  A first line
+``#@tab mxnet`` (``pytorch``, ``tensorflow``, ``jax``, ``paddle``, a
+comma-separated list of them, or ``all``) says which frameworks the cell
+belongs to.  Untagged cells belong to the edition's default framework:
+MXNet in 0.17-era editions (where MXNet was the first tab and was never
+tagged), PyTorch in 1.0-era editions (the first tab since 1.0, which
+tag every MXNet cell ``#@tab mxnet``).  Text inside HTML comments
+(translations keep the English original there) is not read, so a fence
+inside a comment is not a cell.  ``{.json .output}`` fences, as older
+sources saved them, are the outputs of the cell before.
+"""
+import json
+import re
+
+from .cells import FRAMEWORKS, _LABEL_MD, Cell, Edition, _section_label
+
+_FENCE = re.compile(r'^( {0,3})(`{3,}|~{3,})\s*(.*?)\s*$')
+_TAB = re.compile(r'^\s*#\s*@tab\b(.*)$')
+
+
+def parse_markdown(text, path='<markdown>', default_tab=None):
+    """Read a markdown source edition (see the module's docstring)."""
+    edition = Edition(path, 'markdown')
+    labels, comment_labels = [], []
+    in_comment = False
+    fence = None  # (char, length, kind, start line, info, lines)
+    lines = text.split('\n')
+
+    def close(end_finding=None):
+        char, length, kind, start, info, body = fence
+        code = '\n'.join(body)
+        if kind == 'input':
+            cell = Cell(code, line=start, finding=end_finding)
+            if not re.fullmatch(r'\{[^{}]*\}', info):
+                cell.finding = cell.finding or (
+                    f'malformed fence info {info!r} (expected '
+                    '{.python .input})')
+            edition.cells.append(cell)
+        elif kind == 'output' and edition.cells:
+            prev = edition.cells[-1]
+            prev.output = _json_output(code)
+
+    for number, line in enumerate(lines, 1):
+        if fence is not None:
+            m = _FENCE.match(line)
+            if m and m.group(2)[0] == fence[0] and \
+                    len(m.group(2)) >= fence[1] and not m.group(3):
+                close()
+                fence = None
+                continue
+            if m and fence[2] == 'input' and '.input' in m.group(3):
+                close(f'fence opened at line {fence[3]} is not closed '
+                      f'before the next cell (line {number})')
+                fence = (m.group(2)[0], len(m.group(2)), 'input', number,
+                         m.group(3), [])
+                continue
+            fence[5].append(line)
+            continue
+        if in_comment:
+            end = line.find('-->')
+            comment_labels += _LABEL_MD.findall(line if end < 0
+                                                else line[:end])
+            if end < 0:
+                continue
+            in_comment = False
+            line = line[end + 3:]
+        line, in_comment, hidden = _strip_comments(line)
+        comment_labels += _LABEL_MD.findall(hidden)
+        labels += _LABEL_MD.findall(line)
+        m = _FENCE.match(line)
+        if m and not in_comment:
+            info = m.group(3)
+            kind = ('input' if '.input' in info else
+                    'output' if '.output' in info else 'other')
+            fence = (m.group(2)[0], len(m.group(2)), kind, number, info, [])
+    if fence is not None:
+        if fence[2] == 'input':
+            close(f'fence opened at line {fence[3]} is never closed')
+        else:
+            edition.notes.append(f'a fence opened at line {fence[3]} is '
+                                 'never closed')
+    edition.label = _section_label(labels or comment_labels)
+    _assign_tabs(edition, default_tab)
+    for cell in edition.cells:
+        cell.label = edition.label
+    return edition
+
+
+def _strip_comments(line):
+    """Remove ``<!-- ... -->`` parts of a line; say if a comment stays open.
+    """
+    kept, hidden = [], []
+    while True:
+        start = line.find('<!--')
+        if start < 0:
+            kept.append(line)
+            return ''.join(kept), False, ''.join(hidden)
+        kept.append(line[:start])
+        end = line.find('-->', start + 4)
+        if end < 0:
+            hidden.append(line[start + 4:])
+            return ''.join(kept), True, ''.join(hidden)
+        hidden.append(line[start + 4:end])
+        line = line[end + 3:]
+
+
+def _json_output(code):
+    """Text of a ``{.json .output}`` fence (a list of Jupyter outputs)."""
+    try:
+        outputs = json.loads(code)
+    except ValueError:
+        return code
+    texts = []
+    for out in outputs if isinstance(outputs, list) else []:
+        if out.get('output_type') == 'stream':
+            texts.append(_join(out.get('text', '')))
+        elif 'data' in out:
+            texts.append(_join(out['data'].get('text/plain', '')))
+    return '\n'.join(t.rstrip('\n') for t in texts)
+
+
+def _join(text):
+    """A Jupyter text field, which may be a list of lines, as one string."""
+    return ''.join(text) if isinstance(text, list) else str(text)
+
+
+def _assign_tabs(edition, default_tab):
+    tagged_mxnet_alone = False
+    for cell in edition.cells:
+        first = cell.code.split('\n', 1)[0]
+        m = _TAB.match(first)
+        if not m:
+            continue
+        names = [n for n in re.split(r'[\s,]+', m.group(1).strip()) if n]
+        unknown = [n for n in names if n not in FRAMEWORKS + ('all',)]
+        if unknown or not names:
+            cell.finding = cell.finding or (
+                f"unknown tab {', '.join(unknown) or '(empty)'!r} in "
+                f"{first.strip()!r} (known: {', '.join(FRAMEWORKS)}, all)")
+            cell.frameworks = ()
+            continue
+        cell.frameworks = FRAMEWORKS if 'all' in names else tuple(names)
+        if names == ['mxnet']:
+            tagged_mxnet_alone = True
+        cell.tagged = True
+    if default_tab is None:
+        default_tab = 'pytorch' if tagged_mxnet_alone else 'mxnet'
+        era = ('1.0-era convention: MXNet cells are tagged `#@tab mxnet`'
+               if tagged_mxnet_alone else
+               '0.17-era convention: no cell is tagged `#@tab mxnet` alone')
+        if any(not c.tagged for c in edition.cells):
+            edition.notes.append(
+                f'untagged cells belong to {default_tab} ({era})')
+    for cell in edition.cells:
+        if not cell.tagged and not cell.finding:
+            cell.frameworks = (default_tab,)
