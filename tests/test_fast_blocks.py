@@ -263,6 +263,33 @@ def test_fused_weight_stacks_query_key_value_head_by_head():
                          atol=0)
 
 
+@pytest.mark.parametrize('valid_lens', [None, [5, 2, 1]])
+def test_compiled_attention_weights_equal_the_books(valid_lens):
+    # The book's `attention_weights` (B*h, T, T), batch-major then head,
+    # against what the compiled attention computes from the fused
+    # projection; then its output through `W_o` against the book's
+    pytest.importorskip('numba', reason='the compiled loops need numba')
+    from d2l_bert.fast import _ops
+    attention = MultiHeadAttention(16, 4, 0.0, use_bias=True)
+    attention.initialize()
+    X = np.random.normal(size=(3, 5, 16))
+    lens = None if valid_lens is None else np.array(valid_lens, 'float32')
+    attention(X, X, X, lens)
+    randomize(attention)
+    book_out = attention(X, X, X, lens)                      # (3, 5, 16)
+    book_weights = attention.attention.attention_weights     # (12, 5, 5)
+    twin = blocks.FastSelfAttention(attention, kernels=True)
+    weight, bias = twin.qkv_weight(mx.nd, X)
+    qkv = mx.nd.npx.fully_connected(X, weight, bias, num_hidden=48,
+                                    flatten=False)           # (3, 5, 48)
+    out, weights = _ops.self_attention(mx.nd, qkv, lens, 4, 0.0)
+    assert weights.shape == book_weights.shape == (12, 5, 5)
+    assert_close(weights, book_weights)
+    if valid_lens is not None:  # no weight past a sequence's length
+        assert float(abs(weights[4:8, :, 2:]).max()) == 0
+    assert_close(attention.W_o(out), book_out)
+
+
 @pytest.mark.parametrize('kernels', KERNELS)
 @pytest.mark.parametrize('valid_lens', [None, [5, 2, 1]])
 def test_fast_encoder_block_equals_the_books(kernels, valid_lens):
