@@ -18,14 +18,18 @@ from mxnet import autograd, gluon, init, np
 from d2l_bert import fast
 from d2l_bert.attention import MultiHeadAttention
 from d2l_bert.bert import BERTEncoder, BERTModel
-from d2l_bert.fast import blocks
+from d2l_bert.fast import _ops, blocks
 from d2l_bert.finetuning import BERTClassifier
 from d2l_bert.pretraining import _get_batch_loss_bert, train_bert
 from d2l_bert.transformer import AddNorm, TransformerEncoderBlock
 
 from conftest import TINY
 
-KERNELS = [pytest.param(True, id='kernels'),
+#: Each twin with the compiled loops (where numba works here) and with
+#: MXNet's own operators
+KERNELS = [pytest.param(True, id='kernels', marks=pytest.mark.skipif(
+               not _ops.available(), reason='numba is missing or cannot '
+               'compile here: no compiled loops to test')),
            pytest.param(False, id='mxnet-ops')]
 
 
@@ -269,7 +273,6 @@ def test_compiled_attention_weights_equal_the_books(valid_lens):
     # against what the compiled attention computes from the fused
     # projection; then its output through `W_o` against the book's
     pytest.importorskip('numba', reason='the compiled loops need numba')
-    from d2l_bert.fast import _ops
     attention = MultiHeadAttention(16, 4, 0.0, use_bias=True)
     attention.initialize()
     X = np.random.normal(size=(3, 5, 16))
