@@ -76,7 +76,7 @@ def atomic_write_into(folder, write):
     Parameters
     ----------
     folder : str or os.PathLike
-        Created if missing.
+        Created if missing; ``''`` is the current directory.
     write : callable
         ``write(tmp)``, `tmp` a path to an empty folder.
 
@@ -85,7 +85,7 @@ def atomic_write_into(folder, write):
     list of str
         The paths of the entries now in `folder`, sorted.
     """
-    folder = os.fspath(folder)
+    folder = os.fspath(folder) or os.curdir
     os.makedirs(folder, exist_ok=True)
     # The temporary folder is never renamed into place, only its entries
     # are: `mkdtemp`'s private mode does not matter

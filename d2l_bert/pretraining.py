@@ -40,6 +40,7 @@ from d2l import mxnet as d2l
 
 from .bert import BERTModel, get_tokens_and_segments
 from .checks import check_positive_int
+from .files import atomic_write
 from .model_files import (CONFIG_FILE, PARAMS_FILE, VOCAB_FILE,
                           infer_config, load_vocab, read_config)
 
@@ -276,8 +277,8 @@ class PretrainingHistory:
         ax.grid(True)
         fig.tight_layout()
         if path is not None:
-            _atomic_write(path, lambda tmp: fig.savefig(tmp, format='png',
-                                                        dpi=120))
+            atomic_write(path, lambda tmp: fig.savefig(tmp, format='png',
+                                                       dpi=120))
         return fig
 
     def to_dict(self):
@@ -414,40 +415,8 @@ class _DataPosition:
 
 
 # ---------------------------------------------------------------------------
-# Atomic files and checkpoints
+# Checkpoints
 # ---------------------------------------------------------------------------
-
-def _atomic_write(path, write):
-    """Call ``write(tmp_path)`` then move the file into place at once.
-
-    The temporary file sits in the destination's directory, so
-    `os.replace` is atomic: readers see the old file or the new one,
-    never half of one.
-    """
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        dir=directory, prefix=f'.{os.path.basename(path)}.', suffix='.tmp')
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, 'rb+') as f:
-            os.fsync(f.fileno())
-        # `mkstemp` makes the file private; give it the usual mode
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
 
 def _file_bytes(directory, write):
     """Return the bytes that ``write(path)`` writes, via a temporary file."""
@@ -513,7 +482,7 @@ def save_checkpoint(path, net, trainer, step, history, *, data_state=None,
             z.writestr('meta.json', json.dumps(meta))
             z.writestr('model.params', params)
             z.writestr('trainer.states', states)
-    _atomic_write(path, write)
+    atomic_write(path, write)
 
 
 def read_checkpoint_meta(path):
@@ -887,18 +856,12 @@ def save_pretrained(net, vocab, model_dir, config):
         raise ValueError(f"config['vocab_size'] is {config['vocab_size']} "
                          f'but vocab has {len(vocab)} tokens')
     os.makedirs(model_dir, exist_ok=True)
-    _atomic_write(os.path.join(model_dir, PARAMS_FILE), net.save_parameters)
-    for name, obj in ((VOCAB_FILE, list(vocab.idx_to_token)),
-                      (CONFIG_FILE, config)):
-        text = json.dumps(obj, indent=None if name == VOCAB_FILE else 2)
-        _atomic_write(os.path.join(model_dir, name),
-                      lambda tmp, text=text: _write_text(tmp, text))
+    atomic_write(os.path.join(model_dir, PARAMS_FILE), net.save_parameters)
+    atomic_write(os.path.join(model_dir, VOCAB_FILE),
+                 json.dumps(list(vocab.idx_to_token)))
+    atomic_write(os.path.join(model_dir, CONFIG_FILE),
+                 json.dumps(config, indent=2))
     return model_dir
-
-
-def _write_text(path, text):
-    with open(path, 'w', encoding='utf-8') as f:
-        f.write(text)
 
 
 def load_pretrained(model_dir, devices=None):
