@@ -83,6 +83,8 @@ def use_all_cores(num_threads=None):
     """
     cores = physical_cores()
     default = max((os.cpu_count() or 1) // 2, 1)
+    # Not `checks.check_positive_int`: importing `checks` imports `mxnet`,
+    # and this must run before
     if num_threads is not None and (not isinstance(num_threads, int)
                                     or num_threads < 1):
         raise ValueError(f'num_threads must be a positive integer, got '

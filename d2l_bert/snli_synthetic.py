@@ -32,6 +32,7 @@ are a deterministic function of the seed and the sizes.
 import os
 import random
 
+from .checks import check_positive_int
 from .files import atomic_write
 
 SNLI_HEADER = ('gold_label', 'sentence1_binary_parse',
@@ -137,9 +138,7 @@ def generate_snli_rows(num_examples, seed=0):
     list of tuple of str
         One tuple of 14 columns per row, in the order of `SNLI_HEADER`.
     """
-    if not isinstance(num_examples, int) or num_examples < 1:
-        raise ValueError(
-            f'num_examples must be a positive int, got {num_examples!r}')
+    check_positive_int('num_examples', num_examples)
     rng = random.Random(seed)
     rows, labelled = [], 0
     while labelled < num_examples:
