@@ -42,6 +42,7 @@ from .finetuning import (  # noqa: E402,F401
     DATA_HUB, DATA_URL, load_pretrained_model, read_snli, SNLIBERTDataset,
     BERTClassifier)
 from .pretraining import (  # noqa: E402,F401
-    _get_batch_loss_bert, train_bert, get_bert_encoding, evaluate_bert,
-    save_pretrained, load_pretrained)
+    _get_batch_loss_bert, train_bert, get_bert_encoding)
+from .training import evaluate_bert  # noqa: E402,F401
+from .model_files import save_pretrained, load_pretrained  # noqa: E402,F401
 from . import fast  # noqa: E402,F401

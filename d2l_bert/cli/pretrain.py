@@ -122,8 +122,8 @@ def main(args):
     from .. import CPU_THREADS, OPENMP_SPIN, fast
     from ..bert import BERTModel
     from ..dataset import load_data_wiki
-    from ..pretraining import (evaluate_bert, save_pretrained,
-                               train_bert_history)
+    from ..model_files import save_pretrained
+    from ..training import evaluate_bert, train_bert_history
 
     _seed_everything(args.seed)
     print(CPU_THREADS)
