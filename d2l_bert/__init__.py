@@ -32,8 +32,9 @@ for _module, _names in (
                      '_get_mlm_data_from_tokens', '_pad_bert_inputs',
                      '_WikiTextDataset', 'load_data_wiki')),
         ('pretraining', ('_get_batch_loss_bert', 'train_bert',
-                         'get_bert_encoding', 'evaluate_bert',
-                         'save_pretrained', 'load_pretrained')),
+                         'get_bert_encoding')),
+        ('training', ('evaluate_bert',)),
+        ('model_files', ('save_pretrained', 'load_pretrained')),
         ('finetuning', ('DATA_HUB', 'DATA_URL', 'load_pretrained_model',
                         'read_snli', 'SNLIBERTDataset', 'BERTClassifier')),
         ('hf', ('load_pretrained_bert', 'PretrainedBERT'))):

@@ -38,6 +38,8 @@ import random
 import re
 import sys
 
+from .files import atomic_write
+
 # Sizes and seeds of the shipped splits; changing any of them changes the
 # files under `d2l_bert/data/embedded`
 TRAIN_ARTICLES, VALID_ARTICLES = 3200, 320
@@ -767,11 +769,7 @@ def write_corpus(data_dir=DATA_DIR):
     paths = {}
     for split, (num_articles, seed) in sizes.items():
         path = os.path.join(data_dir, FILE_NAMES[split])
-        tmp = path + '.tmp'
-        with open(tmp, 'w', encoding='utf-8', newline='\n') as f:
-            f.write(generate(num_articles, seed))
-        os.replace(tmp, path)
-        paths[split] = path
+        paths[split] = atomic_write(path, generate(num_articles, seed))
     return paths
 
 

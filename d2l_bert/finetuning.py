@@ -16,7 +16,6 @@ import multiprocessing
 import os
 import re
 import sys
-import tempfile
 import time
 
 import mxnet as mx
@@ -25,6 +24,7 @@ from mxnet import gluon, np, npx
 from mxnet.gluon import nn
 
 from .bert import BERTModel, get_tokens_and_segments
+from .files import atomic_write
 from .model_files import (PARAMS_FILE, infer_config, load_vocab,
                           read_config)
 from .hub import DATA_HUB, DATA_URL, data_home, download_extract  # noqa
@@ -508,7 +508,7 @@ def train_ch13_history(net, train_iter, test_iter, loss, trainer,
 def plot_history(history, file_name):
     """Plot training loss and accuracies against epochs into a PNG file.
 
-    The file is written to a temporary name and renamed into place.
+    The file is written whole or not at all (`atomic_write`).
     """
     import matplotlib
     matplotlib.use('Agg')
@@ -525,13 +525,8 @@ def plot_history(history, file_name):
     ax.grid(True)
     ax.legend()
     fig.tight_layout()
-    folder = os.path.dirname(os.path.abspath(file_name))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-', suffix='.png')
-    os.close(fd)
     try:
-        fig.savefig(tmp, format='png', dpi=120)
-        os.replace(tmp, file_name)
+        atomic_write(file_name,
+                     lambda tmp: fig.savefig(tmp, format='png', dpi=120))
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)

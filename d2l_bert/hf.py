@@ -36,6 +36,7 @@ import zipfile
 
 import numpy as onp
 
+from .checks import check_positive_int
 from .hub import file_hash
 
 #: The command that installs the offline default model's files
@@ -206,16 +207,14 @@ def bert_options(config, source='config.json'):
     every input the book builds.  A checkpoint with one (RoBERTa-like) can
     encode single texts only.
     """
-    def need(key, kind=int):
+    def need(key):
         if key not in config:
             raise CheckpointError(f'{source} lacks {key!r}, which a BERT '
                                   f'config needs')
-        value = config[key]
-        if kind is int and (not isinstance(value, int)
-                            or isinstance(value, bool) or value <= 0):
-            raise CheckpointError(f'{source}: {key} must be a positive '
-                                  f'integer, got {value!r}')
-        return value
+        try:
+            return check_positive_int(key, config[key])
+        except ValueError as e:
+            raise CheckpointError(f'{source}: {e}') from None
 
     def refuse(key, value, allowed):
         raise CheckpointError(
@@ -249,9 +248,8 @@ def bert_options(config, source='config.json'):
     if num_hiddens % num_heads:
         refuse('num_attention_heads', num_heads,
                f'a divisor of hidden_size={num_hiddens}')
-    num_segments = config.get('type_vocab_size', 2)
-    if not isinstance(num_segments, int) or num_segments < 1:
-        refuse('type_vocab_size', num_segments, 'a positive integer')
+    num_segments = (need('type_vocab_size') if 'type_vocab_size' in config
+                    else 2)
     epsilon = config.get('layer_norm_eps', 1e-12)
     if not isinstance(epsilon, (int, float)) or not epsilon > 0:
         refuse('layer_norm_eps', epsilon, 'a positive number')

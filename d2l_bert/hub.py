@@ -24,13 +24,13 @@ Every download of the package goes through `download` here, WikiText-2's
 import hashlib
 import http.client
 import os
-import shutil
 import socket
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+
+from .files import atomic_write, atomic_write_into
 
 DATA_URL = 'http://d2l-data.s3-accelerate.amazonaws.com/'
 
@@ -257,18 +257,12 @@ def _download(name, folder=None, sha1_hash=None, timeout=TIMEOUT,
     failures = []
     for url in urls:
         print(f'Downloading {fname} from {url}...', file=sys.stderr)
-        fd, tmp = tempfile.mkstemp(
-            dir=folder, prefix=f'.{base_name}.', suffix='.part')
-        os.close(fd)
         try:
-            _fetch(url, tmp, sha1_hash, timeout)
-            os.replace(tmp, fname)
+            atomic_write(fname, lambda tmp, url=url: _fetch(
+                url, tmp, sha1_hash, timeout))
             return fname, True
         except DownloadError as e:
             failures.append(f'{url}: {e}')
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
     # Raised here, outside the `except`, so no urllib traceback is chained
     hint = offline_hint or OFFLINE_HINTS.get(label)
     mirrors = f' from any of its {len(urls)} mirrors' if len(urls) > 1 else ''
@@ -285,16 +279,17 @@ def extract(file_name, folder=None):
 
     Defined in :numref:`sec_utils` (as `d2l.extract`).
 
-    Each top-level entry of the archive is unpacked into a temporary
-    directory first and then renamed into place, replacing any older
-    copy, so an interrupted extraction leaves no partial folder.
+    The archive is unpacked into a temporary directory first; each of its
+    top-level entries is then renamed into place, replacing any older
+    copy (`atomic_write_into`), so an interrupted extraction leaves no
+    partial folder.
     """
     folder = folder or os.path.dirname(file_name)
     if not file_name.endswith('.zip'):
         raise ValueError(
             f'only zip archives can be extracted, got {file_name!r}')
-    tmp = tempfile.mkdtemp(dir=folder, prefix='.extract-')
-    try:
+
+    def unpack(tmp):
         try:
             with zipfile.ZipFile(file_name) as fp:
                 fp.extractall(tmp)
@@ -302,15 +297,7 @@ def extract(file_name, folder=None):
             raise ValueError(
                 f'{file_name} is not a valid zip archive ({e}); delete it '
                 'and download it again') from e
-        for entry in sorted(os.listdir(tmp)):
-            dest = os.path.join(folder, entry)
-            if os.path.isdir(dest) and not os.path.islink(dest):
-                shutil.rmtree(dest)
-            elif os.path.lexists(dest):
-                os.remove(dest)
-            os.replace(os.path.join(tmp, entry), dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    atomic_write_into(folder, unpack)
 
 
 def download_extract(name, folder=None):

@@ -293,7 +293,7 @@ def _save_untrained_bert(folder, sizes):
 
     from .bert import BERTModel
     from .dataset import load_data_wiki
-    from .pretraining import save_pretrained
+    from .model_files import save_pretrained
     _, vocab = load_data_wiki(64, 32, corpus='embedded', seed=0)
     net = BERTModel(len(vocab), dropout=0.1, **sizes)
     net.initialize(mx.init.Xavier())

@@ -31,7 +31,9 @@ are a deterministic function of the seed and the sizes.
 """
 import os
 import random
-import tempfile
+
+from .checks import check_positive_int
+from .files import atomic_write
 
 SNLI_HEADER = ('gold_label', 'sentence1_binary_parse',
                'sentence2_binary_parse', 'sentence1_parse',
@@ -136,9 +138,7 @@ def generate_snli_rows(num_examples, seed=0):
     list of tuple of str
         One tuple of 14 columns per row, in the order of `SNLI_HEADER`.
     """
-    if not isinstance(num_examples, int) or num_examples < 1:
-        raise ValueError(
-            f'num_examples must be a positive int, got {num_examples!r}')
+    check_positive_int('num_examples', num_examples)
     rng = random.Random(seed)
     rows, labelled = [], 0
     while labelled < num_examples:
@@ -166,18 +166,9 @@ def generate_snli_rows(num_examples, seed=0):
 
 
 def _write_rows(file_name, rows):
-    """Write rows to `file_name` through a temporary file and a rename."""
-    folder = os.path.dirname(file_name)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-')
-    try:
-        with os.fdopen(fd, 'w', encoding='utf-8', newline='\n') as f:
-            f.write('\t'.join(SNLI_HEADER) + '\n')
-            for row in rows:
-                f.write('\t'.join(row) + '\n')
-        os.replace(tmp, file_name)
-    except BaseException:
-        os.remove(tmp)
-        raise
+    """Write rows to `file_name`, whole or not at all."""
+    lines = ['\t'.join(SNLI_HEADER)] + ['\t'.join(row) for row in rows]
+    atomic_write(file_name, '\n'.join(lines) + '\n')
 
 
 def make_snli_synthetic(folder, num_train=NUM_TRAIN, num_dev=NUM_DEV,
@@ -189,7 +180,7 @@ def make_snli_synthetic(folder, num_train=NUM_TRAIN, num_dev=NUM_DEV,
     folder : str
         Where to write; the files go to ``folder/snli_1.0/`` as in the
         real archive.  Existing files are replaced whole (each one is
-        written to a temporary file first), never left half-written.
+        written with `atomic_write`), never left half-written.
     num_train, num_dev, num_test : int
         Labelled rows in ``snli_1.0_train.txt``, ``snli_1.0_dev.txt`` and
         ``snli_1.0_test.txt``.

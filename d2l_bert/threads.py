@@ -110,6 +110,8 @@ def use_all_cores(num_threads=None, environ=None, modules=None,
     environ = os.environ if environ is None else environ
     cores = physical_cores()
     default = max((os.cpu_count() or 1) // 2, 1)
+    # Not `checks.check_positive_int`: importing `checks` imports `mxnet`,
+    # and this must run before
     if num_threads is not None and (not isinstance(num_threads, int)
                                     or isinstance(num_threads, bool)
                                     or num_threads < 1):

@@ -8,7 +8,7 @@ import pytest
 
 from d2l_bert import cli
 from d2l_bert import pretraining as P
-from d2l_bert.pretraining import read_checkpoint_meta
+from d2l_bert.training import read_checkpoint_meta
 
 from conftest import write_small_corpus
 

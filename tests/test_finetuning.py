@@ -18,7 +18,7 @@ from mxnet import gluon, np
 
 from d2l_bert import BERTModel, fast, finetuning as ft
 from d2l_bert.cli import finetune as finetune_cli
-from d2l_bert.pretraining import save_pretrained
+from d2l_bert.model_files import save_pretrained
 from d2l_bert.snli_synthetic import make_snli_synthetic
 
 # A pretrained model small enough to fine-tune in seconds

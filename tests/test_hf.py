@@ -471,6 +471,10 @@ def test_more_blocks_in_config_than_in_weights_is_refused(tmp_path):
     ({'is_decoder': True}, 'is_decoder=True cannot be expressed'),
     ({'hidden_size': '16'}, "hidden_size must be a positive integer, got "
                             "'16'"),
+    ({'type_vocab_size': 0}, 'type_vocab_size must be a positive integer, '
+                             'got 0'),
+    ({'num_hidden_layers': True}, 'num_hidden_layers must be a positive '
+                                  'integer, got True'),
 ])
 def test_config_the_classes_cannot_express_is_refused(update, match):
     with open(os.path.join(TINY_DIR, 'config.json')) as f:

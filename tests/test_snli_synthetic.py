@@ -83,6 +83,8 @@ def test_our_read_snli_equals_d2l_read_snli(tmp_path):
             data_dir, is_train)
 
 
-def test_bad_size_is_a_clear_error():
-    with pytest.raises(ValueError, match='num_examples must be a positive'):
-        snli_synthetic.generate_snli_rows(0)
+@pytest.mark.parametrize('num_examples', [0, -3, 2.5, True])
+def test_bad_size_is_a_clear_error(num_examples):
+    with pytest.raises(ValueError, match=f'num_examples must be a positive '
+                                         f'integer, got {num_examples!r}'):
+        snli_synthetic.generate_snli_rows(num_examples)

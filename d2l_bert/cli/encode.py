@@ -67,7 +67,7 @@ def load_text_encoder(spec, ctx):
     FileNotFoundError, ValueError
         With a message naming `spec` and what was expected.
     """
-    from ..pretraining import PARAMS_FILE, D2LTextEncoder
+    from ..model_files import PARAMS_FILE, D2LTextEncoder
     # A directory in the d2l layout (`bert.small`, `d2l-bert pretrain`)
     if os.path.isfile(os.path.join(spec, PARAMS_FILE)):
         return D2LTextEncoder(spec, ctx)

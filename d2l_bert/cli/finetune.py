@@ -109,34 +109,9 @@ def _default_devices():
     return [mx.gpu(i) for i in range(num_gpus())] or [mx.cpu()]
 
 
-def _write_json(path, obj):
-    import json
-    import tempfile
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix='.tmp-')
-    try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as f:
-            json.dump(obj, f, indent=2)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def _save_params(net, path):
-    import tempfile
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix='.tmp-',
-                               suffix='.params')
-    os.close(fd)
-    try:
-        net.save_parameters(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def run(args):
     """Fine-tune as the options say; return the history dict."""
+    import json
     import random
 
     import mxnet as mx
@@ -146,6 +121,7 @@ def run(args):
     from d2l_bert import fast
     from d2l_bert import finetuning as ft
     from d2l_bert.devices import parse_devices
+    from d2l_bert.files import atomic_write
 
     _fill_defaults(args)
     _check_args(args)
@@ -198,15 +174,17 @@ def run(args):
     seconds = time.time() - start
 
     os.makedirs(args.out, exist_ok=True)
-    _save_params(net, os.path.join(args.out, 'finetuned.params'))
-    _write_json(os.path.join(args.out, 'vocab.json'), vocab.idx_to_token)
-    _write_json(os.path.join(args.out, 'history.json'), history)
-    _write_json(os.path.join(args.out, 'config.json'), dict(
+    atomic_write(os.path.join(args.out, 'finetuned.params'),
+                 net.save_parameters)
+    config = dict(
         config, vocab_size=len(vocab), model=str(args.model),
         data=str(args.data), epochs=args.epochs, batch_size=args.batch_size,
         finetune_max_len=args.max_len, lr=args.lr, seed=args.seed,
         devices=[str(d) for d in devices], seconds=round(seconds, 1),
-        test_acc=history['test acc'][-1]))
+        test_acc=history['test acc'][-1])
+    for name, obj in (('vocab.json', vocab.idx_to_token),
+                      ('history.json', history), ('config.json', config)):
+        atomic_write(os.path.join(args.out, name), json.dumps(obj, indent=2))
     plot = os.path.join(args.out, 'finetune.png')
     ft.plot_history(history, plot)
     print(f'{seconds:.1f} s in all; saved the fine-tuned model, history and '

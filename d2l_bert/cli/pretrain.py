@@ -123,8 +123,8 @@ def main(args):
     from ..threads import set_threads
     from ..bert import BERTModel
     from ..dataset import load_data_wiki
-    from ..pretraining import (evaluate_bert, save_pretrained,
-                               train_bert_history)
+    from ..model_files import save_pretrained
+    from ..training import evaluate_bert, train_bert_history
 
     _seed_everything(args.seed)
     print(getattr(args, 'threads', None) or set_threads())

@@ -1,0 +1,143 @@
+"""Tests of d2l_bert/model_files.py: a pretrained BERT saved in the layout
+of d2l's `bert.small` (`save_pretrained`), read back (`load_pretrained`,
+the book's `load_pretrained_model`) and encoding text (`D2LTextEncoder`).
+"""
+import json
+import os
+
+import mxnet as mx
+import numpy as onp
+import pytest
+from d2l import mxnet as d2l
+from mxnet import gluon, init, np
+
+from d2l_bert import BERTModel
+from d2l_bert import model_files as M
+from d2l_bert.pretraining import get_bert_encoding, train_bert
+
+from conftest import write_small_corpus
+from tiny_runs import TINY, make_run
+
+
+@pytest.fixture(scope='module')
+def small_corpus(tmp_path_factory):
+    """60 training paragraphs (about 150 pairs) and 30 held-out ones."""
+    return write_small_corpus(tmp_path_factory.mktemp('small'), 60, 30)
+
+
+@pytest.fixture(scope='module')
+def saved_model(small_corpus, tmp_path_factory):
+    """A tiny BERT trained 2 steps and saved with `save_pretrained`."""
+    train_iter, vocab, net = make_run(small_corpus)
+    train_bert(train_iter, net, gluon.loss.SoftmaxCELoss(), len(vocab),
+               [mx.cpu()], 2)
+    model_dir = str(tmp_path_factory.mktemp('model'))
+    config = dict(TINY, vocab_size=len(vocab), dropout=0.0, max_len=1000)
+    M.save_pretrained(net, vocab, model_dir, config)
+    return model_dir, net, vocab, config
+
+
+def example_inputs(vocab):
+    tokens, segments = d2l.get_tokens_and_segments(
+        ['the', 'river', 'is', 'long'], ['it', 'flows', 'south'])
+    return (np.array([vocab[tokens]], dtype='int32'),
+            np.array([segments], dtype='int32'),
+            np.array([len(tokens)], dtype='float32'),
+            np.array([[1, 2, 6]], dtype='int32'))
+
+
+def test_saved_model_loads_like_the_books_load_pretrained_model(
+        saved_model):
+    model_dir, net, vocab, config = saved_model
+    assert sorted(os.listdir(model_dir)) == ['config.json',
+                                             'pretrained.params',
+                                             'vocab.json']
+    # The book's `load_pretrained_model`, with d2l 1.0.3's own classes
+    book_vocab = d2l.Vocab()
+    with open(os.path.join(model_dir, 'vocab.json')) as f:
+        book_vocab.idx_to_token = json.load(f)
+    book_vocab.token_to_idx = {
+        token: idx for idx, token in enumerate(book_vocab.idx_to_token)}
+    bert = d2l.BERTModel(len(book_vocab), config['num_hiddens'],
+                         config['ffn_num_hiddens'], config['num_heads'],
+                         config['num_blks'], config['dropout'],
+                         config['max_len'])
+    bert.load_parameters(os.path.join(model_dir, 'pretrained.params'),
+                         ctx=[mx.cpu()])
+    assert book_vocab.idx_to_token == vocab.idx_to_token
+    inputs = example_inputs(book_vocab)
+    for ours, theirs in zip(net(*inputs), bert(*inputs)):
+        assert ours.shape == theirs.shape
+        onp.testing.assert_allclose(ours.asnumpy(), theirs.asnumpy(),
+                                    rtol=1e-5, atol=1e-5)
+
+
+def test_load_pretrained_gives_the_saved_model(saved_model):
+    model_dir, net, vocab, config = saved_model
+    loaded, loaded_vocab, loaded_config = M.load_pretrained(model_dir)
+    assert loaded_config == json.load(open(os.path.join(model_dir,
+                                                        'config.json')))
+    assert loaded_vocab.idx_to_token == vocab.idx_to_token
+    inputs = example_inputs(vocab)
+    onp.testing.assert_allclose(loaded(*inputs)[0].asnumpy(),
+                                net(*inputs)[0].asnumpy(), atol=1e-6)
+
+
+def test_load_pretrained_reads_sizes_off_a_directory_without_config(
+        saved_model, tmp_path):
+    # As d2l's own `bert.small`: pretrained.params and vocab.json only.
+    # Heads do not show in the shapes: 64 hidden units mean 1 head
+    _, _, vocab, _ = saved_model
+    net = BERTModel(len(vocab), num_hiddens=64, ffn_num_hiddens=96,
+                    num_heads=1, num_blks=3, dropout=0.0, max_len=40)
+    net.initialize(init.Xavier())
+    inputs = example_inputs(vocab)
+    expected = net(*inputs)[0].asnumpy()
+    config = dict(vocab_size=len(vocab), num_hiddens=64, ffn_num_hiddens=96,
+                  num_heads=1, num_blks=3, dropout=0.0, max_len=40)
+    M.save_pretrained(net, vocab, str(tmp_path), config)
+    os.remove(tmp_path / 'config.json')
+    loaded, _, loaded_config = M.load_pretrained(str(tmp_path))
+    assert loaded_config == config
+    onp.testing.assert_allclose(loaded(*inputs)[0].asnumpy(), expected,
+                                atol=1e-6)
+
+
+def test_load_pretrained_names_what_is_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match='does not exist'):
+        M.load_pretrained(str(tmp_path / 'nowhere'))
+    with pytest.raises(FileNotFoundError, match='has no pretrained.params'):
+        M.load_pretrained(str(tmp_path))
+
+
+def test_text_encoder_lowercases_and_marks_unknown_words(saved_model):
+    model_dir, net, vocab, _ = saved_model
+    w1, w2, w3 = [t for t in vocab.idx_to_token if t.isalpha()][:3]
+    encoder = M.D2LTextEncoder(model_dir)
+    tokens, encoded, pooled = encoder.encode(
+        f'{w1.upper()} {w2.capitalize()} zzqx', f'  {w3}  ')
+    assert tokens == ['<cls>', w1, w2, '<unk>', '<sep>', w3, '<sep>']
+    assert encoded.shape == (7, 32) and pooled.shape == (32,)
+    expected = get_bert_encoding(net, [w1, w2, 'zzqx'], [w3],
+                                 vocab=vocab)
+    onp.testing.assert_allclose(encoded, expected[0].asnumpy(), atol=1e-6)
+    onp.testing.assert_allclose(
+        pooled, net.hidden(expected[:, 0, :])[0].asnumpy(), atol=1e-6)
+
+
+def test_text_encoder_refuses_texts_longer_than_the_model(saved_model,
+                                                          tmp_path):
+    _, _, vocab, _ = saved_model
+    net = BERTModel(len(vocab), dropout=0.0, max_len=8, **TINY)
+    net.initialize(init.Xavier())
+    # One forward pass gives the deferred parameters their shapes
+    net(np.zeros((1, 4), dtype='int32'), np.zeros((1, 4), dtype='int32'),
+        np.array([4.0]), np.array([[1]], dtype='int32'))
+    M.save_pretrained(net, vocab, str(tmp_path),
+                      dict(TINY, vocab_size=len(vocab), dropout=0.0,
+                           max_len=8))
+    encoder = M.D2LTextEncoder(str(tmp_path))
+    assert len(encoder.encode('a b c d e f')[0]) == 8
+    with pytest.raises(ValueError, match='has 9 tokens with <cls> and '
+                                         '<sep>; the model takes at most 8'):
+        encoder.encode('a b c d e f g')
