@@ -40,10 +40,12 @@ def parse_args(argv=None):
 def build(args):
     """Return the two encode functions and the largest output gap."""
     import mxnet as mx
-    from mxnet import init, np
+    from mxnet import init, np, npx
     from d2l import mxnet as d2l
 
     import d2l_bert
+
+    npx.set_np()  # as the book's first cell does
 
     cfg = dict(_common.BOOK, batch_size=args.batch_size,
                max_len=args.seq_len)
@@ -94,7 +96,7 @@ def build(args):
 def main(argv=None):
     args = parse_args(argv)
     # No compiled loops run here, so libgomp keeps its default spin: the
-    # short one `import d2l_bert` sets slowed d2l's imperative encoding
+    # short one `set_threads()` sets slowed d2l's imperative encoding
     threads = _common.set_threads(args.threads, short_spin=False)
     if args.profile:
         os.environ['MXNET_EXEC_BULK_EXEC_INFERENCE'] = '0'

@@ -28,11 +28,13 @@ def main():
     print(_common.machine())
 
     import mxnet as mx
-    from mxnet import np
+    from mxnet import np, npx
 
     from d2l_bert import BERTModel, checks, fast
     from d2l_bert import bert as bert_module
     from d2l_bert.fast import blocks
+
+    npx.set_np()  # as the book's first cell does
 
     names = ('check_encoder_inputs', 'check_pred_positions')
 

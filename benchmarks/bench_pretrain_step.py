@@ -43,10 +43,12 @@ def parse_args(argv=None):
 def build(args):
     """Return the two step functions, sharing parameters and the batch."""
     import mxnet as mx
-    from mxnet import autograd, gluon, init, np
+    from mxnet import autograd, gluon, init, np, npx
     from d2l import mxnet as d2l
 
     import d2l_bert
+
+    npx.set_np()  # as the book's first cell does
 
     cfg = dict(_common.BOOK, batch_size=args.batch_size)
     V = cfg['vocab_size']

@@ -272,9 +272,11 @@ class TorchChild:
 
 def build_ours(cfg, batch):
     """Return d2l_bert's step and its losses before training."""
-    from mxnet import init, np
+    from mxnet import init, np, npx
 
     import d2l_bert
+
+    npx.set_np()  # as the book's first cell does
 
     V = cfg['vocab_size']
     net = d2l_bert.BERTModel(V, cfg['num_hiddens'], cfg['ffn_num_hiddens'],

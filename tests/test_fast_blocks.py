@@ -445,3 +445,17 @@ def test_the_operators_take_numpy_arrays_when_imported_before_set_np():
                           text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.split()[-1] == 'FastBERTModel'
+
+
+def test_optimize_for_traces_the_inputs_it_is_given(tiny_batch):
+    # `accelerate` ran the twin with `pred_positions`; Gluon's
+    # `optimize_for` would reuse that graph, whose `pred_positions` input
+    # then has no shape
+    net = tiny_model()
+    tokens, segments, valid_lens, _ = tiny_batch
+    twin = fast.accelerate(net, kernels=False)
+    twin.optimize_for(tokens, segments, valid_lens, backend='MKLDNN')
+    encoded_X, mlm_Y_hat, nsp_Y_hat = twin(tokens, segments, valid_lens)
+    assert mlm_Y_hat is None
+    assert_close(encoded_X, net(tokens, segments, valid_lens)[0])
+    assert nsp_Y_hat.shape == (3, 2)

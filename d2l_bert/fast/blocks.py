@@ -255,6 +255,13 @@ class _Checked(nn.HybridBlock):
             self._clear_cached_op()
         self._input_structure = structure
 
+    def optimize_for(self, x, *args, **kwargs):
+        """Gluon's `optimize_for`, after one call with these inputs: it
+        reuses the graph traced last, which may be that of another
+        pattern of given inputs (`pred_positions` or not)."""
+        self(x, *args)
+        return super().optimize_for(x, *args, **kwargs)
+
 
 class FastBERTEncoder(_Checked):
     """`BERTEncoder` as one graph.

@@ -1,0 +1,53 @@
+"""The benchmark scripts run, and their three models agree.
+
+Speed itself is not tested (a shared CI machine would make such a test
+flaky); `benchmarks/` prints ratios measured in one process.  These
+tests run each script once at a tiny batch and check what it prints
+besides the times: that d2l 1.0.3's model, the command line's one-graph
+step and the book's loop on the accelerated model start from the same
+losses, and that the encodings agree.
+"""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _bench(script, *args):
+    """Run ``benchmarks/script`` with `args` on one thread; return its
+    output."""
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'benchmarks', script), *args],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_pretrain_step_benchmark_compares_three_equal_models():
+    out = _bench('bench_pretrain_step.py', '--batch-size', '4',
+                 '--repeats', '1')
+    found = re.search(
+        r'd2l (\S+), (\S+); command line (\S+), (\S+); book loop, '
+        r'accelerated (\S+), (\S+)$', out, re.M)
+    assert found, out
+    d2l_mlm, d2l_nsp, *ours = [float(v) for v in found.groups()]
+    # float32 sums in another order: a few units in the 6th digit
+    for mlm, nsp in (ours[:2], ours[2:]):
+        assert mlm == pytest.approx(d2l_mlm, rel=1e-5)
+        assert nsp == pytest.approx(d2l_nsp, rel=1e-5)
+    assert re.search(r"^speed-up over d2l 1\.0\.3: command line "
+                     r"\d+\.\d\dx, book's loop on the accelerated model "
+                     r"and loss \d+\.\d\dx$", out, re.M), out
+
+
+def test_encode_benchmark_encodes_as_d2l_does():
+    out = _bench('bench_encode.py', '--batch-size', '2', '--repeats', '1')
+    found = re.search(r"^largest difference from d2l's encodings: (\S+)$",
+                      out, re.M)
+    assert found, out
+    assert float(found.group(1)) < 1e-4
