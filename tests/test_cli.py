@@ -1,6 +1,7 @@
 """The `chapter` and `check-text` commands, as a user runs them."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -131,3 +132,30 @@ def test_chapter_runs_only_the_sections_asked_for(capsys):
     assert lines[-1].startswith('chapter: 1 section(s), 13 cells, 0 error(s)'
                                 '; 5 documented outputs: 5 ok, 0 MISMATCH, '
                                 '0 shown (')
+
+
+def test_pretrain_then_encode_run_from_a_fresh_process(tmp_path):
+    # In a new interpreter nothing but the command itself has turned on
+    # MXNet's NumPy semantics (the tests' conftest does, for in-process
+    # runs); two tiny steps, then the saved model encodes a text
+    from conftest import write_small_corpus
+    corpus_dir = write_small_corpus(tmp_path / 'corpus')
+    out = str(tmp_path / 'model')
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    done = subprocess.run(
+        [sys.executable, '-m', 'd2l_bert', 'pretrain', '--corpus',
+         corpus_dir, '--steps', '2', '--out', out, '--batch-size', '16',
+         '--num-hiddens', '16', '--ffn-num-hiddens', '16', '--num-heads',
+         '2'],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r'^MLM loss \d+\.\d{3}, NSP loss \d+\.\d{3}$',
+                     done.stdout, re.M), done.stdout
+    done = subprocess.run(
+        [sys.executable, '-m', 'd2l_bert', 'encode', '--model', out,
+         '--json', 'the of'],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    encoded = json.loads(done.stdout)
+    assert encoded['tokens'] == ['<cls>', 'the', 'of', '<sep>']
+    assert [len(v) for v in encoded['encoded']] == [16] * 4

@@ -6,7 +6,8 @@ imported only when their command runs, so `d2l-bert --help` stays fast.
 
 Before any command imports `mxnet`, `main` makes the process's thread
 choices with one explicit call (`d2l_bert.threads.set_threads`); the
-commands that train print what it chose (``args.threads``).
+commands that train print what it chose (``args.threads``).  Then it
+turns on MXNet's NumPy semantics, as the book's first cell does.
 """
 import argparse
 import importlib
@@ -50,6 +51,10 @@ def main(argv=None):
     # sleep soon, OpenBLAS's AVX-512 kernels where the CPU has them
     from ..threads import set_threads
     args.threads = set_threads()
+    # Then what the book's first cell does: every block of the package is
+    # written for MXNet's NumPy semantics
+    from mxnet import npx
+    npx.set_np()
     module = importlib.import_module(args._module)
     try:
         return module.main(args)
