@@ -48,13 +48,11 @@ __all__ = sorted(_MODULE_OF) + ['fast', 'threads']
 def __getattr__(name):
     """Import `name` from its module on first use (PEP 562).
 
-    The first model name used also turns on MXNet's NumPy semantics
-    (`npx.set_np()`), as the book's first cell does: every block here is
+    The model modules, once imported, turn on MXNet's NumPy semantics
+    (`npx.set_np()`) as the book's first cell does: every block here is
     written for them.
     """
     if name in _MODULE_OF:
-        from mxnet import npx
-        npx.set_np()
         module = importlib.import_module(f'.{_MODULE_OF[name]}', __name__)
         value = getattr(module, name)
         globals()[name] = value

@@ -16,6 +16,10 @@ import math
 from mxnet import npx
 from mxnet.gluon import nn
 
+# As the book's first cell: MXNet's NumPy semantics, for which every block
+# here is written
+npx.set_np()
+
 
 def masked_softmax(X, valid_lens):
     """Softmax over the last axis, ignoring the positions past `valid_lens`.

@@ -13,12 +13,16 @@ Dimension key used in the shape comments:
 B: batch size, T: sequence length, H: num_hiddens, V: vocab_size,
 P: predicted positions per sequence
 """
-from mxnet import np
+from mxnet import np, npx
 from mxnet.gluon import nn
 
 from .checks import (check_activation, check_encoder_inputs,
                      check_pred_positions, num_blks_of)
 from .transformer import TransformerEncoderBlock, dense
+
+# As the book's first cell: MXNet's NumPy semantics, for which every block
+# here is written
+npx.set_np()
 
 #: Keyword arguments that give the book's classes the original BERT's
 #: architecture (GELU, LayerNorm after the embeddings, epsilon 1e-12)

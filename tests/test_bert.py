@@ -407,3 +407,20 @@ def test_encoder_alone_checks_its_inputs(tiny_batch):
     with pytest.raises(ValueError, match=r'pred_positions must hold '
                                          r'positions in \[0, 12\)'):
         mlm(np.zeros((3, 12, 32)), tiny_batch[3] + 12)
+
+
+@pytest.mark.parametrize('module', ['bert', 'dataset', 'pretraining',
+                                    'finetuning'])
+def test_importing_a_section_turns_on_numpy_semantics_as_the_book_does(
+        module):
+    # In a new interpreter: this process's conftest turned them on already
+    import subprocess
+    import sys
+    code = ('import mxnet as mx\n'
+            'print(mx.util.is_np_array())\n'
+            f'import d2l_bert.{module}\n'
+            'print(mx.util.is_np_array(), mx.util.is_np_shape())\n')
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ['False', 'True', 'True']
