@@ -4,7 +4,7 @@
 Each cell is executed in a namespace shared with the cells before it; the
 value of a final expression is displayed with `repr`, as IPython does, and
 whatever the cell prints is captured.  A failing cell is reported with the
-last line of its error, and the next cells still run.
+last line of its error (``sys.exit()`` too), and the next cells still run.
 
 The namespace holds a `d2l` module that resolves each name to this
 package's object first (the public names of `d2l_bert` and its section
@@ -426,6 +426,9 @@ class CellResult:
         Matplotlib figures the cell displayed.
     skipped_lines : list of str
         IPython magics and shell lines (``%...``, ``!...``) not run.
+    notes : list of str
+        How the cell was run, when that is worth saying (in a new process,
+        see `editions.child`).
     """
     status: str
     output: str = ''
@@ -434,6 +437,7 @@ class CellResult:
     seconds: float = 0.0
     figures: int = 0
     skipped_lines: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
 
     @property
     def ran(self):
@@ -500,7 +504,9 @@ class Runner:
                     value = eval(last, self.namespace)
                     if value is not None:
                         print(repr(value), file=out)
-        except Exception as e:  # a cell's error is a result, not a crash
+        # a cell's error is a result, not a crash; so is `sys.exit()`,
+        # which must not end the runner's process
+        except (Exception, SystemExit) as e:
             return CellResult(
                 'failed', out.getvalue(), _last_line(e),
                 ''.join(traceback.format_exception(type(e), e,

@@ -1,13 +1,17 @@
 """`d2l-bert check-text FILE...`: run an edition of a section and check it.
 
 For translators and maintainers: give the section's markdown source, its
-rendered reStructuredText or a notebook, in any language.  The MXNet cells
-run in order in one namespace, with `d2l` resolving to this package first
-and to d2l 1.0.3 for everything else, and each output is compared with the
-one the edition documents (or, when it carries none, with what the book
-prints).  See docs/check-text.md.
+rendered reStructuredText or a notebook, in any language, whole or an
+excerpt.  The MXNet cells run in order in one namespace, with `d2l`
+resolving to this package first and to d2l 1.0.3 for everything else, and
+each output is compared with the one the edition documents (or, when it
+carries none, with what the book prints).  An excerpt is placed in its
+section by matching its cells against d2l-bert's own edition (the
+notebooks), whose cells it leaves out run first (`editions.place`).  See
+docs/check-text.md.
 """
 import json
+import os
 import sys
 
 #: Lines of an output shown in the report before it is cut
@@ -16,7 +20,8 @@ MAX_LINES = 8
 
 def add_arguments(parser):
     parser.add_argument('files', nargs='+', metavar='FILE',
-                        help='edition files: .md, .rst or .ipynb')
+                        help='edition files, whole sections or excerpts: '
+                             '.md, .rst or .ipynb')
     parser.add_argument('--json', action='store_true',
                         help='print one JSON document (for scripts)')
     parser.add_argument('--ctx', default='cpu',
@@ -47,6 +52,7 @@ def main(args):
     from .. import editions
     from ..runner import DataHooks, Runner
 
+    sections, missing = _package_sections()
     reports, status = [], 0
     for path in args.files:
         try:
@@ -56,12 +62,20 @@ def main(args):
             print(f'd2l-bert check-text: {e}', file=sys.stderr)
             status = 2
             continue
-        runner = Runner(ctx, DataHooks(small=not args.book_sizes))
+        place = editions.locate(edition, sections) if sections else None
+        label = place.label if place is not None and place.label else \
+            edition.label
         if not args.json:
             print(f'== {path} ({edition.format}, section '
-                  f'{edition.label or "without a label"})')
+                  f'{label or "without a label"})')
+            for line in place.lines() if place is not None else ():
+                print(line)
         progress = None if args.json else _print_cell
-        report = editions.check_edition(edition, runner, progress)
+        runner = Runner(ctx, DataHooks(small=not args.book_sizes))
+        report = editions.check_edition(edition, runner, progress,
+                                        place=place)
+        if missing and edition.mxnet_cells():
+            report.notes.append(missing)
         reports.append(report)
         if not args.json:
             _print_footer(report)
@@ -73,7 +87,30 @@ def main(args):
     return status
 
 
+def _package_sections():
+    """d2l-bert's edition of each section (its notebooks), by label, and
+    None; or no editions and a note that says why."""
+    from .. import editions
+    from .chapter import SECTIONS, notebook_dir
+    try:
+        folder = notebook_dir()
+    except FileNotFoundError as e:
+        return {}, f"an excerpt's place in its section is not looked for: {e}"
+    sections = {}
+    for label, name in SECTIONS:
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            sections[label] = editions.read_edition(path)
+    return sections, None
+
+
 def _print_cell(cr):
+    if cr.taken:
+        if cr.status != 'ran':  # the place line says which cells ran
+            print(f"{cr.label} cell {cr.number} of d2l-bert's edition "
+                  f'(line {cr.line}): {cr.first_line}')
+            print(f'    FAILED: {cr.error}')
+        return
     print(f'{cr.label or "-"} cell {cr.number} (line {cr.line}): '
           f'{cr.first_line}')
     if cr.status == 'ran':
@@ -89,7 +126,8 @@ def _print_cell(cr):
                   else "from the book's table")
         _print_block('documented:', cr.documented)
         verdict = {'match': 'match', 'mismatch': 'MISMATCH',
-                   'shown': 'shown, not compared'}[cr.match]
+                   'shown': 'shown, not compared',
+                   'not produced': 'not produced: the cell failed'}[cr.match]
         print(f'    {verdict} ({source}, {cr.mode})')
     for note in cr.notes:
         print(f'    note: {note}')
