@@ -63,6 +63,40 @@ def test_check_text_says_in_one_line_when_no_place_is_found(capsys,
     assert 'Traceback' not in out + err
 
 
+def test_check_text_help_says_it_runs_the_files_code(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(['check-text', '--help'])
+    help_text = ' '.join(capsys.readouterr().out.split())
+    assert 'check-text runs the code of the files it is given, with your ' \
+        'rights' in help_text
+    assert 'Check a file you do not trust (someone else\'s pull request) ' \
+        'in a container, or in CI.' in help_text
+
+
+def test_check_text_reports_a_cell_past_its_timeout_and_runs_the_rest(
+        capsys, tmp_path):
+    path = tmp_path / 'hangs.md'
+    path.write_text(':label:`sec_fixture_hangs`\n\n'
+                    '```{.python .input}\nx = 1\n```\n'
+                    '```{.python .input}\nwhile True:\n    pass\n```\n'
+                    '```{.python .input}\nprint(x + 1)\n```\n')
+    assert cli.main(['check-text', '--timeout', '1', str(path)]) == 1
+    out = capsys.readouterr().out
+    assert '    FAILED: TimeoutError: the cell ran for more than 1 s ' \
+        '(--timeout)\n' in out
+    assert 'sec_fixture_hangs cell 3 (line 10): print(x + 1)\n    ran\n' \
+        '    output:     2\n' in out
+
+
+@pytest.mark.parametrize('value', ['-1', 'soon'])
+def test_check_text_timeout_must_be_seconds(capsys, value):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(['check-text', '--timeout', value, 'x.md'])
+    assert exit.value.code == 2
+    assert ("argument --timeout: must be a number of seconds >= 0 (0 for "
+            f"no limit), got '{value}'") in capsys.readouterr().err
+
+
 def test_check_text_exits_1_on_a_failed_cell(capsys):
     assert cli.main(['check-text', fixture('failing-cell.md')]) == 1
     assert "    FAILED: AttributeError: module 'd2l' has no attribute " \

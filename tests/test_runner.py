@@ -39,6 +39,12 @@ def test_failed_cell_gives_last_error_line_and_next_cell_runs(run):
     assert run('len(values)').output == '1\n'
 
 
+def test_sys_exit_is_a_failed_cell_not_the_end_of_the_runner(run):
+    result = run('import sys\nsys.exit(3)')
+    assert (result.status, result.error) == ('failed', 'SystemExit: 3')
+    assert run('1 + 1').output == '2\n'
+
+
 def test_syntax_error_is_a_failed_cell(run):
     result = run('def f(:\n    pass')
     assert result.status == 'failed'

@@ -7,9 +7,11 @@ resolving to this package first and to d2l 1.0.3 for everything else, and
 each output is compared with the one the edition documents (or, when it
 carries none, with what the book prints).  An excerpt is placed in its
 section by matching its cells against d2l-bert's own edition (the
-notebooks), whose cells it leaves out run first (`editions.place`).  See
-docs/check-text.md.
+notebooks), whose cells it leaves out run first (`editions.place`).  The
+cells run in a child process in a new temporary directory, each within
+`--timeout` seconds (`editions.child`).  See docs/check-text.md.
 """
+import argparse
 import json
 import os
 import sys
@@ -17,8 +19,19 @@ import sys
 #: Lines of an output shown in the report before it is cut
 MAX_LINES = 8
 
+#: What `--help` says of the code the command runs
+WARNING = (
+    'check-text runs the code of the files it is given, with your rights: '
+    'a cell can read, change or delete any file you can.  The cells run in '
+    'a child process whose working directory is a new temporary directory, '
+    'removed afterwards, so that a cell that writes files, changes '
+    "directory or calls sys.exit() leaves your directory and the checker "
+    'as they were; that is no sandbox.  Check a file you do not trust '
+    "(someone else's pull request) in a container, or in CI.")
+
 
 def add_arguments(parser):
+    parser.epilog = WARNING
     parser.add_argument('files', nargs='+', metavar='FILE',
                         help='edition files, whole sections or excerpts: '
                              '.md, .rst or .ipynb')
@@ -31,6 +44,12 @@ def add_arguments(parser):
                         help="train for the book's step counts (slow on a "
                              'CPU); by default every train_bert(...) call is '
                              'capped to a few steps and its numbers shown')
+    parser.add_argument('--timeout', type=_seconds, default=None,
+                        metavar='SECONDS',
+                        help='stop a cell that runs longer and report it as '
+                             'failed; the rest of the file still runs '
+                             '(default: 600, or no limit with '
+                             '--book-sizes; 0: no limit)')
     parser.add_argument('--layout-from', action='append', default=[],
                         metavar='MD',
                         help='markdown edition whose cells give the line '
@@ -42,16 +61,32 @@ def add_arguments(parser):
                              '(default: inferred from the edition)')
 
 
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not value >= 0 or value == float('inf'):
+        raise argparse.ArgumentTypeError(
+            f'must be a number of seconds >= 0 (0 for no limit), got '
+            f'{text!r}')
+    return value
+
+
 def main(args):
     from ..devices import parse_ctx
     try:
-        ctx = parse_ctx(args.ctx)
+        parse_ctx(args.ctx)
     except ValueError as e:
         print(f'd2l-bert check-text: {e}', file=sys.stderr)
         return 2
     from .. import editions
-    from ..runner import DataHooks, Runner
+    from ..editions.child import DEFAULT_TIMEOUT, ChildRunner
+    from ..runner import PRETRAINED_ENV
 
+    timeout = args.timeout
+    if timeout is None:
+        timeout = 0 if args.book_sizes else DEFAULT_TIMEOUT
     sections, missing = _package_sections()
     reports, status = [], 0
     for path in args.files:
@@ -71,9 +106,14 @@ def main(args):
             for line in place.lines() if place is not None else ():
                 print(line)
         progress = None if args.json else _print_cell
-        runner = Runner(ctx, DataHooks(small=not args.book_sizes))
-        report = editions.check_edition(edition, runner, progress,
-                                        place=place)
+        # cells of d2l-bert's fine-tuning notebook read their pretrained
+        # model from the environment: the child gives them the book's
+        notebooks = place is not None and any(
+            PRETRAINED_ENV in cell.code for _, cell in place.taken)
+        with ChildRunner(args.ctx, small=not args.book_sizes,
+                         timeout=timeout, notebooks=notebooks) as runner:
+            report = editions.check_edition(edition, runner, progress,
+                                            place=place)
         if missing and edition.mxnet_cells():
             report.notes.append(missing)
         reports.append(report)

@@ -33,6 +33,9 @@ place
     edition it leaves out (`locate`, `Place`).
 check
     Running an edition and comparing its outputs (`check_edition`).
+child
+    Running the cells in a child process, in a new temporary directory,
+    each within a time limit (`ChildRunner`).
 """
 import os
 import re

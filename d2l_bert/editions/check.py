@@ -1,6 +1,7 @@
 """Check an edition: run its MXNet cells in order and compare the outputs.
 
-`check_edition` runs the cells with `runner.Runner`, in one namespace, and
+`check_edition` runs the cells with a runner (`runner.Runner`, or
+`child.ChildRunner` for files of other people), in one namespace, and
 compares each output with the one the edition documents or, when it
 carries none, with what the book prints (`book_outputs.DOCUMENTED`).  A
 cell with a finding (a broken fence, an unknown tab, line breaks that
@@ -127,7 +128,7 @@ def check_edition(edition, runner, progress=None, edition_outputs=True,
     Parameters
     ----------
     edition : Edition
-    runner : runner.Runner
+    runner : runner.Runner or child.ChildRunner
         Fresh runner: the cells share its namespace.
     progress : callable, optional
         Called with each `CellReport` as soon as it is made (those of the
