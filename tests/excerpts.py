@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from d2l_bert.cli.check_text import _package_sections
+from d2l_bert.cli.check_text import package_sections
 from d2l_bert.editions import parse_markdown, parse_rst, read_edition
 
 BOOK = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..',
@@ -29,7 +29,7 @@ _CODE = re.compile(r'\.\. code(?:-block)?::[ \t]*(?:python3?|ipython)?[ \t]')
 @functools.lru_cache(maxsize=None)
 def sections():
     """d2l-bert's edition of each section, by label (read once)."""
-    found, missing = _package_sections()
+    found, missing = package_sections()
     assert missing is None, missing
     return found
 

@@ -87,7 +87,7 @@ def main(args):
     timeout = args.timeout
     if timeout is None:
         timeout = 0 if args.book_sizes else DEFAULT_TIMEOUT
-    sections, missing = _package_sections()
+    sections, missing = package_sections()
     reports, status = [], 0
     for path in args.files:
         try:
@@ -127,9 +127,17 @@ def main(args):
     return status
 
 
-def _package_sections():
-    """d2l-bert's edition of each section (its notebooks), by label, and
-    None; or no editions and a note that says why."""
+def package_sections():
+    """Read d2l-bert's edition of each section: its notebooks.
+
+    Returns
+    -------
+    sections : dict of str to Edition
+        By section label, in the book's order; empty if the notebooks are
+        not installed.
+    missing : str or None
+        Why `sections` is empty, as a note for the report.
+    """
     from .. import editions
     from .chapter import SECTIONS, notebook_dir
     try:
