@@ -1,6 +1,7 @@
 """Checking editions: cells run in order, outputs held to the book's."""
 import os
 import shutil
+import tempfile
 
 import pytest
 
@@ -200,7 +201,11 @@ def test_dataset_excerpt_of_the_last_cells_matches_the_books_shapes():
     assert [c.match for c in report.cells] == ['match', 'shown']
 
 
-def test_pretraining_excerpt_from_the_batch_loss_on_runs_and_matches():
+def test_pretraining_excerpt_from_the_batch_loss_on_runs_and_matches(
+        tmp_path, monkeypatch):
+    # the notebook's settings cell writes its small corpus to a new
+    # temporary directory: under this test's
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
     cuts = Cuts('en/bert-pretraining.md')
     indices = cuts.indices(3, 8)
     report = check_excerpt(cuts, indices, label=True,
