@@ -4,7 +4,7 @@
 Each cell is executed in a namespace shared with the cells before it; the
 value of a final expression is displayed with `repr`, as IPython does, and
 whatever the cell prints is captured.  A failing cell is reported with the
-last line of its error, and the next cells still run.
+last line of its error (``sys.exit()`` too), and the next cells still run.
 
 The namespace holds a `d2l` module that resolves each name to this
 package's object first (the public names of `d2l_bert` and its section
@@ -17,7 +17,8 @@ and only them.
 
 Data and long training go through `DataHooks`: WikiText-2 is read from the
 embedded corpus, data loaders use no worker process, and, at small sizes,
-the step count of every ``train_bert(...)`` call is capped.
+the step count of every ``train_bert(...)`` call is capped and
+``d2l.train_ch13`` trains on a few small batches.
 """
 import ast
 import builtins
@@ -32,6 +33,7 @@ import sys
 import time
 import traceback
 import types
+import warnings
 from dataclasses import dataclass, field
 
 #: Modules of this package that are tools, not book sections
@@ -45,8 +47,16 @@ RENAMED_0_17 = {'EncoderBlock': 'TransformerEncoderBlock'}
 #: Environment variable that asks the notebooks for small sizes
 SMALL_ENV = 'D2L_BERT_SMALL'
 
+#: Environment variable that gives the fine-tuning notebook its
+#: pretrained model (a hub name or a directory)
+PRETRAINED_ENV = 'D2L_BERT_PRETRAINED'
+
 #: Step count that ``train_bert(...)`` calls are capped to at small sizes
 SMALL_STEPS = 2
+
+#: At small sizes, ``d2l.train_ch13`` trains one epoch on this many
+#: batches of at most `SMALL_BATCH` examples, and tests on one batch
+SMALL_BATCHES, SMALL_BATCH = 5, 8
 
 _FRAMEWORK_SUBMODULES = ('torch', 'tensorflow', 'jax', 'paddle')
 
@@ -181,8 +191,8 @@ class DataHooks:
         Cap the step count of ``train_bert(...)`` calls to `steps`
         (default: whether `D2L_BERT_SMALL` is set).
     steps : int or None
-        The cap; None leaves the step counts as they are (for notebooks
-        that choose their own small sizes).
+        The cap; None leaves the step counts and ``d2l.train_ch13`` as
+        they are (for notebooks that choose their own small sizes).
 
     Notes
     -----
@@ -191,7 +201,11 @@ class DataHooks:
     ``d2l.load_data_wiki`` reads the embedded corpus when this package's
     dataset module offers it, ``d2l.get_dataloader_workers()`` is 0, and
     ``d2l.try_all_gpus()`` gives ``[cpu(0)]`` on a machine without a GPU,
-    as its docstring promises (d2l 1.0.3 returns an empty list).
+    as its docstring promises (d2l 1.0.3 returns an empty list).  At
+    small sizes with a cap, ``d2l.train_ch13`` trains one epoch on
+    `SMALL_BATCHES` batches of at most `SMALL_BATCH` examples cut from the
+    first batch, and tests on one such batch (d2l's loop divides by a
+    fifth of the batch count, which a small data set leaves at 0).
     """
 
     def __init__(self, small=None, steps=SMALL_STEPS):
@@ -208,7 +222,33 @@ class DataHooks:
         load = package.get('load_data_wiki')
         if load is not None and _accepts(load, 'corpus'):
             hooks['load_data_wiki'] = self._wrap_load(load)
+        if self.small and self.steps is not None:
+            hooks['train_ch13'] = self._train_ch13
         return hooks
+
+    def notebook_environment(self):
+        """The variables that make d2l-bert's notebooks use what these
+        hooks give the book's cells: small sizes, and the pretrained model
+        ``d2l.download_extract('bert.small')`` gives (its offline
+        stand-in, whose 512 positions the book's cells need, rather than
+        the tiny BERT of 64 the fine-tuning notebook pretrains offline).
+        Empty at the book's sizes."""
+        if not self.small:
+            return {}
+        return {SMALL_ENV: '1',
+                PRETRAINED_ENV: self._download_extract('bert.small')}
+
+    def _train_ch13(self, net, train_iter, test_iter, loss, trainer,
+                    num_epochs, *args, **kwargs):
+        self.used.add(f'd2l.train_ch13 trained 1 epoch on {SMALL_BATCHES} '
+                      f'batches of at most {SMALL_BATCH} examples')
+        with warnings.catch_warnings():
+            # one epoch: the plot's x-axis runs from 1 to 1
+            warnings.filterwarnings('ignore', 'Attempting to set identical')
+            return _real_d2l().train_ch13(
+                net, _FewBatches(train_iter, SMALL_BATCHES, SMALL_BATCH),
+                _FewBatches(test_iter, 1, SMALL_BATCH), loss, trainer,
+                min(num_epochs, 1), *args, **kwargs)
 
     def _no_workers(self):
         self.used.add('data loaders run without worker processes')
@@ -286,6 +326,34 @@ OFFLINE_STAND_INS = {
 }
 
 
+class _FewBatches:
+    """`count` batches of at most `size` examples, cut from the first
+    batch of `data_iter` (examples repeat if it holds fewer than
+    `count`)."""
+
+    def __init__(self, data_iter, count, size):
+        features, labels = next(iter(data_iter))
+        n = len(labels)
+        size = max(1, min(size, n // count))
+        self.batches = []
+        for k in range(count):
+            rows = [(k * size + i) % n for i in range(size)]
+            self.batches.append((_rows(features, rows), labels[rows]))
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        return iter(self.batches)
+
+
+def _rows(features, rows):
+    """Rows `rows` of an array, or of each array of a list or tuple."""
+    if isinstance(features, (list, tuple)):
+        return type(features)(f[rows] for f in features)
+    return features[rows]
+
+
 def _save_untrained_bert(folder, sizes):
     """Save an initialized, untrained `BERTModel` in the d2l layout."""
     import mxnet as mx
@@ -358,6 +426,9 @@ class CellResult:
         Matplotlib figures the cell displayed.
     skipped_lines : list of str
         IPython magics and shell lines (``%...``, ``!...``) not run.
+    notes : list of str
+        How the cell was run, when that is worth saying (in a new process,
+        see `editions.child`).
     """
     status: str
     output: str = ''
@@ -366,6 +437,7 @@ class CellResult:
     seconds: float = 0.0
     figures: int = 0
     skipped_lines: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
 
     @property
     def ran(self):
@@ -432,7 +504,9 @@ class Runner:
                     value = eval(last, self.namespace)
                     if value is not None:
                         print(repr(value), file=out)
-        except Exception as e:  # a cell's error is a result, not a crash
+        # a cell's error is a result, not a crash; so is `sys.exit()`,
+        # which must not end the runner's process
+        except (Exception, SystemExit) as e:
             return CellResult(
                 'failed', out.getvalue(), _last_line(e),
                 ''.join(traceback.format_exception(type(e), e,

@@ -10,6 +10,7 @@ import pytest
 from d2l_bert import cli
 from d2l_bert.cli import chapter
 from d2l_bert.devices import num_gpus
+from excerpts import Cuts
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures', 'editions')
 NO_GPU = pytest.mark.skipif(num_gpus() > 0, reason='this machine has a GPU')
@@ -25,7 +26,76 @@ def test_check_text_prints_each_cell_and_the_summary(capsys):
     assert 'sec_bert cell 3 (line 52): tokens = np.random.randint(' in out
     assert "    match (from the book's table, exact)" in out
     assert out.rstrip().endswith(
-        '3 cells, 3 ran, 1 outputs documented, 1 matched')
+        '3 cells, 3 ran, 1 outputs documented: 1 compared, 0 shown')
+
+
+def test_check_text_places_an_excerpt_and_runs_what_it_leaves_out(
+        capsys, tmp_path):
+    # sec_bert from the masked language model on, without its label line
+    cuts = Cuts('en/bert.md')
+    path = cuts.write(tmp_path, cuts.indices(5, 11))
+    assert cli.main(['check-text', path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:4] == [
+        f'== {path} (markdown, section sec_bert)',
+        "section sec_bert inferred from the code: the file's label "
+        "subsec_nsp is not a section's; 7 of its 7 MXNet cells match "
+        "d2l-bert's edition of it (next: sec_bert-dataset, 0)",
+        "excerpt of sec_bert: cells 7-13 of 13; cells 1-6 taken from "
+        "d2l-bert's edition",
+        'sec_bert cell 1 (line 1): class MaskLM(nn.Block):']
+    assert lines[-2] == '7 cells, 7 ran, 4 outputs documented: 4 compared, ' \
+        '0 shown'
+
+
+def test_check_text_says_in_one_line_when_no_place_is_found(capsys,
+                                                           tmp_path):
+    path = tmp_path / 'snippet.md'
+    path.write_text('```{.python .input}\ntally = {"a": 1}\n```\n'
+                    '```{.python .input}\ntally["a"]\n```\n')
+    assert cli.main(['check-text', str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[1] == (
+        "place not found: the file has no section label, and no section of "
+        "d2l-bert's holds its cells; closest section: sec_bert (0 of 2 "
+        "cells match); the cells run as the file has them")
+    assert out.splitlines()[-2] == \
+        '2 cells, 2 ran, 0 outputs documented: 0 compared, 0 shown'
+    assert 'Traceback' not in out + err
+
+
+def test_check_text_help_says_it_runs_the_files_code(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(['check-text', '--help'])
+    help_text = ' '.join(capsys.readouterr().out.split())
+    assert 'check-text runs the code of the files it is given, with your ' \
+        'rights' in help_text
+    assert 'Check a file you do not trust (someone else\'s pull request) ' \
+        'in a container, or in CI.' in help_text
+
+
+def test_check_text_reports_a_cell_past_its_timeout_and_runs_the_rest(
+        capsys, tmp_path):
+    path = tmp_path / 'hangs.md'
+    path.write_text(':label:`sec_fixture_hangs`\n\n'
+                    '```{.python .input}\nx = 1\n```\n'
+                    '```{.python .input}\nwhile True:\n    pass\n```\n'
+                    '```{.python .input}\nprint(x + 1)\n```\n')
+    assert cli.main(['check-text', '--timeout', '1', str(path)]) == 1
+    out = capsys.readouterr().out
+    assert '    FAILED: TimeoutError: the cell ran for more than 1 s ' \
+        '(--timeout)\n' in out
+    assert 'sec_fixture_hangs cell 3 (line 10): print(x + 1)\n    ran\n' \
+        '    output:     2\n' in out
+
+
+@pytest.mark.parametrize('value', ['-1', 'soon'])
+def test_check_text_timeout_must_be_seconds(capsys, value):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(['check-text', '--timeout', value, 'x.md'])
+    assert exit.value.code == 2
+    assert ("argument --timeout: must be a number of seconds >= 0 (0 for "
+            f"no limit), got '{value}'") in capsys.readouterr().err
 
 
 def test_check_text_exits_1_on_a_failed_cell(capsys):

@@ -1,12 +1,15 @@
 """Checking editions: cells run in order, outputs held to the book's."""
 import os
 import shutil
+import tempfile
 
 import pytest
 
-from d2l_bert import editions
+import excerpts
+from d2l_bert import book_outputs, editions
 from d2l_bert.editions import read_edition
 from d2l_bert.runner import DataHooks, Runner
+from excerpts import Cuts
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures', 'editions')
 BOOK = os.path.join(os.path.dirname(__file__), '..', '..', 'shared', 'book')
@@ -22,10 +25,14 @@ def check(path, **kwargs):
 
 
 @pytest.mark.parametrize('name, summary', [
-    ('bilingual.md', '3 cells, 3 ran, 1 outputs documented, 1 matched'),
-    ('old-0.17.md', '4 cells, 4 ran, 2 outputs documented, 2 matched'),
-    ('one-line.rst', '5 cells, 5 ran, 2 outputs documented, 2 matched'),
-    ('rendered.rst', '3 cells, 3 ran, 2 outputs documented, 2 matched'),
+    ('bilingual.md', '3 cells, 3 ran, 1 outputs documented: 1 compared, '
+                     '0 shown'),
+    ('old-0.17.md', '4 cells, 4 ran, 2 outputs documented: 2 compared, '
+                    '0 shown'),
+    ('one-line.rst', '5 cells, 5 ran, 2 outputs documented: 2 compared, '
+                     '0 shown'),
+    ('rendered.rst', '3 cells, 3 ran, 2 outputs documented: 2 compared, '
+                     '0 shown'),
 ])
 def test_fixture_editions_run_and_match(name, summary):
     report = check(fixture(name))
@@ -55,6 +62,33 @@ def test_output_that_differs_is_a_mismatch():
     assert (cell.output.strip(), cell.documented, cell.match) == \
         ('(2, 8, 64)', '(2, 8, 768)', 'mismatch')
     assert cell.source == 'book table'
+    assert report.summary_line() == ('2 cells, 2 ran, 1 outputs '
+                                     'documented: 1 compared (1 MISMATCH), '
+                                     '0 shown')
+    assert not report.ok
+
+
+def _output(text):
+    return ('```{.json .output n=1}\n[{"name": "stdout", "output_type": '
+            f'"stream", "text": ["{text}\\n"]}}]\n```\n')
+
+
+def test_summary_tells_compared_shown_and_unproduced_outputs_apart(
+        tmp_path):
+    # an exact output, a trained number (decimals: shown), and the output
+    # of a cell that fails
+    path = tmp_path / 'three.md'
+    path.write_text(
+        ':label:`sec_fixture_summary`\n\n'
+        '```{.python .input}\nprint(6)\n```\n' + _output('6') +
+        '```{.python .input}\nprint(0.5)\n```\n' + _output('0.25') +
+        '```{.python .input}\nprint(no_such_name)\n```\n' + _output('1'))
+    report = check(str(path))
+    assert [c.match for c in report.cells] == ['match', 'shown',
+                                               'not produced']
+    assert report.summary_line() == ('3 cells, 2 ran, 3 outputs '
+                                     'documented: 1 compared, 1 shown, '
+                                     '1 not produced')
     assert not report.ok
 
 
@@ -63,7 +97,7 @@ def test_findings_are_cells_that_did_not_run():
     assert [c.status for c in report.cells] == [
         'ran', 'not run', 'ran', 'not run', 'not run']
     assert report.summary_line() == \
-        '5 cells, 2 ran, 0 outputs documented, 0 matched'
+        '5 cells, 2 ran, 0 outputs documented: 0 compared, 0 shown'
     assert not report.ok
 
 
@@ -82,7 +116,7 @@ def _book(*parts):
 def test_shared_sec_bert_editions_match_every_documented_output(parts):
     report = check(_book(*parts))
     assert report.summary_line() == \
-        '12 cells, 12 ran, 5 outputs documented, 5 matched'
+        '12 cells, 12 ran, 5 outputs documented: 5 compared, 0 shown'
     assert report.ok
 
 
@@ -91,7 +125,7 @@ def test_one_line_rst_runs_without_its_markdown_beside_it(tmp_path):
     shutil.copy(_book('pt', 'bert.rst'), path)
     report = check(str(path))
     assert report.summary_line() == \
-        '12 cells, 12 ran, 5 outputs documented, 5 matched'
+        '12 cells, 12 ran, 5 outputs documented: 5 compared, 0 shown'
 
 
 def test_pretraining_edition_runs_small_on_the_embedded_corpus():
@@ -104,3 +138,103 @@ def test_pretraining_edition_runs_small_on_the_embedded_corpus():
     assert report.cells[5].output.startswith('MLM loss ')
     assert 'train_bert steps capped to 1' in report.notes
     assert 'WikiText-2 read from the embedded corpus' in report.notes
+
+
+# --- excerpts of the shared editions -----------------------------------------
+#
+# Each excerpt runs in a fresh namespace, with the cells of d2l-bert's
+# edition it leaves out first.  sec_bert is cheap (a quarter of a second an
+# excerpt): its English and Portuguese markdown editions are cut at every
+# cell, each cut running to the end, with and without the import cell and
+# the label by turns; the one-line rendering, whose cells are the
+# Portuguese markdown's, at three cells.  An excerpt that stops early runs
+# the same cells up to its last one (`test_editions_place` checks its plan
+# against the one to the end, at every cut), so these runs check the
+# outputs of every cut.  The data, pretraining and fine-tuning sections
+# take seconds a run: one excerpt each, chosen to run the cells whose
+# outputs the book documents.
+
+def check_excerpt(cuts, indices, label=False, hooks=None):
+    excerpt = cuts.read(indices, label)
+    place = editions.locate(excerpt, excerpts.sections())
+    runner = Runner(hooks=hooks or DataHooks(small=True))
+    return editions.check_edition(excerpt, runner, place=place)
+
+
+def assert_runs_and_matches(report, cuts, indices, where):
+    """Every cell ran, those taken too, and each output the whole edition
+    documents for these cells is documented here and matched or shown."""
+    assert [c.status for c in report.taken + report.cells] == \
+        ['ran'] * (len(report.taken) + len(report.cells)), where
+    documented = [cuts.cells[k].output is not None or
+                  book_outputs.documented(cuts.label, cuts.cells[k].code)
+                  is not None for k in indices]
+    assert [c.documented is not None for c in report.cells] == \
+        documented, where
+    assert all(c.match in ('match', 'shown') for c in report.cells
+               if c.documented is not None), where
+    assert report.ok, where
+
+
+@pytest.mark.parametrize('relative, starts', [
+    ('en/bert.md', range(12)), ('pt/bert.md', range(12)),
+    ('pt/bert.rst', (2, 5, 9))])
+def test_sec_bert_excerpts_from_every_cell_run_and_match(relative, starts):
+    cuts = Cuts(relative)
+    assert len(cuts) == 12
+    for start in starts:
+        imports = bool((start + (relative == 'pt/bert.md')) % 2)
+        indices = cuts.indices(start, len(cuts) - 1, imports)
+        report = check_excerpt(cuts, indices, label=start % 3 == 0)
+        assert_runs_and_matches(report, cuts, indices,
+                                (relative, start, imports))
+
+
+def test_dataset_excerpt_of_the_last_cells_matches_the_books_shapes():
+    cuts = Cuts('en/bert-dataset.md')
+    indices = cuts.indices(9, 10)
+    report = check_excerpt(cuts, indices)
+    assert report.place.lines()[1] == (
+        "excerpt of sec_bert-dataset: cells 12-13 of 13; cells 1-11 taken "
+        "from d2l-bert's edition")
+    assert_runs_and_matches(report, cuts, indices, 'sec_bert-dataset')
+    assert [c.match for c in report.cells] == ['match', 'shown']
+
+
+def test_pretraining_excerpt_from_the_batch_loss_on_runs_and_matches(
+        tmp_path, monkeypatch):
+    # the notebook's settings cell writes its small corpus to a new
+    # temporary directory: under this test's
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
+    cuts = Cuts('en/bert-pretraining.md')
+    indices = cuts.indices(3, 8)
+    report = check_excerpt(cuts, indices, label=True,
+                           hooks=DataHooks(small=True, steps=1))
+    assert report.place.lines() == [
+        "excerpt of sec_bert-pretraining: cells 5-13 of 13; cells 1-4 "
+        "taken from d2l-bert's edition"]
+    assert_runs_and_matches(report, cuts, indices, 'sec_bert-pretraining')
+    assert [c.match for c in report.cells] == [None, None, 'shown', None,
+                                               'match', 'match']
+
+
+def test_fine_tuning_excerpt_from_the_dataset_on_runs_and_matches(
+        tmp_path, monkeypatch):
+    # offline, with the stand-ins in a temporary cache; the notebook's
+    # cells taken get the stand-in of bert.small the book's cells get
+    from d2l_bert import hub
+    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
+    monkeypatch.setattr(hub, 'reachable', lambda name, timeout=5.0: False)
+    hooks = DataHooks(small=True)
+    for name, value in hooks.notebook_environment().items():
+        monkeypatch.setenv(name, value)
+    cuts = Cuts('en/natural-language-inference-bert.md')
+    indices = cuts.indices(4, 8, imports=True)
+    report = check_excerpt(cuts, indices, hooks=hooks)
+    assert report.place.lines()[1] == (
+        'excerpt of sec_natural-language-inference-bert: cells 7-11 of 11; '
+        "cells 1-6 taken from d2l-bert's edition")
+    assert_runs_and_matches(report, cuts, indices, 'sec_nli-bert')
+    assert report.cells[-1].output.startswith('loss ')
+    assert 'd2l.train_ch13 trained 1 epoch on 5 batches of at most 8 ' \
+        'examples' in report.notes

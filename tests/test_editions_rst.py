@@ -2,6 +2,7 @@
 import ast
 import os
 
+from d2l_bert import editions
 from d2l_bert.editions import read_edition
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures', 'editions')
@@ -30,3 +31,28 @@ def test_multi_line_rst_reads_tab_panels():
     assert [c.frameworks for c in edition.cells] == [
         ('mxnet',), ('pytorch',), ('mxnet',), ('mxnet',)]
     assert edition.cells[2].output.endswith('(2, 3, 10000)')
+
+
+def test_one_line_excerpt_without_its_tab_bar_infers_the_tab_order():
+    # a page split in two: the second part has no tab bar
+    with open(fixture('one-line.rst'), encoding='utf-8') as f:
+        text = f.read()
+    assert '\nmxnetpytorch\n' in text
+    edition = editions.parse_rst(text.replace('\nmxnetpytorch\n', '\n'))
+    assert [c.frameworks for c in edition.cells] == \
+        [('mxnet',), ('pytorch',)] * 5
+    assert edition.notes[-1] == ('tab order mxnet, pytorch inferred from '
+                                 'the code (the file has no tab bar)')
+
+
+def test_tab_order_is_assumed_when_the_code_does_not_tell():
+    # the same code in both tabs, no tab bar: MXNet first, as in 0.17
+    text = ('.. code:: python def f(x): return x + 1 .. raw:: html\n'
+            '.. raw:: html\n'
+            '.. code:: python def f(x): return x + 1 .. raw:: html\n')
+    edition = editions.parse_rst(text)
+    assert [c.frameworks for c in edition.cells] == [('mxnet',),
+                                                     ('pytorch',)]
+    assert edition.notes[-1] == (
+        'tab order mxnet, pytorch assumed (the file has no tab bar, and '
+        'its code does not tell)')

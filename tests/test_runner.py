@@ -39,6 +39,12 @@ def test_failed_cell_gives_last_error_line_and_next_cell_runs(run):
     assert run('len(values)').output == '1\n'
 
 
+def test_sys_exit_is_a_failed_cell_not_the_end_of_the_runner(run):
+    result = run('import sys\nsys.exit(3)')
+    assert (result.status, result.error) == ('failed', 'SystemExit: 3')
+    assert run('1 + 1').output == '2\n'
+
+
 def test_syntax_error_is_a_failed_cell(run):
     result = run('def f(:\n    pass')
     assert result.status == 'failed'
@@ -194,3 +200,47 @@ def test_small_runs_replace_unreachable_hub_files_with_stand_ins(
                         lambda name, folder=None: f'hub:{name}')
     assert runner.DataHooks(small=False)._download_extract(
         'bert.small') == 'hub:bert.small'
+
+
+def test_train_ch13_at_small_sizes_trains_one_epoch_on_five_small_batches(
+        monkeypatch):
+    from mxnet import np
+
+    from d2l_bert.runner import _real_d2l
+    calls = []
+    monkeypatch.setattr(_real_d2l(), 'train_ch13',
+                        lambda *args: calls.append(args))
+    hooks = DataHooks(small=True, steps=2)
+    train_ch13 = hooks.overrides({})['train_ch13']
+    # one batch of 20 examples with two inputs, as SNLI's loader gives
+    features = (np.arange(40).reshape(20, 2), np.zeros((20, 3)))
+    train_iter = [(features, np.arange(20))]
+    test_iter = [(features, np.arange(20))]
+    train_ch13('net', train_iter, test_iter, 'loss', 'trainer', 5, 'devices')
+    [(net, train, test, loss, trainer, epochs, devices)] = calls
+    assert (net, loss, trainer, epochs, devices) == (
+        'net', 'loss', 'trainer', 1, 'devices')
+    # d2l's loop takes a fifth of the batch count: 5 batches, not 0
+    assert len(train) == 5 and len(test) == 1
+    batches = list(train)
+    assert [b[0][0].shape for b in batches] == [(4, 2)] * 5
+    assert [b[1].tolist() for b in batches][:2] == [[0, 1, 2, 3],
+                                                    [4, 5, 6, 7]]
+    assert 'd2l.train_ch13 trained 1 epoch on 5 batches of at most 8 ' \
+        'examples' in hooks.used
+
+
+def test_train_ch13_is_left_alone_at_book_sizes_and_for_notebooks():
+    assert 'train_ch13' not in DataHooks(small=False).overrides({})
+    assert 'train_ch13' not in DataHooks(small=True,
+                                         steps=None).overrides({})
+
+
+def test_notebooks_get_the_pretrained_model_the_books_cells_get(
+        monkeypatch):
+    hooks = DataHooks(small=True)
+    monkeypatch.setattr(hooks, '_download_extract',
+                        lambda name: f'/stand-ins/{name}')
+    assert hooks.notebook_environment() == {
+        'D2L_BERT_SMALL': '1', 'D2L_BERT_PRETRAINED': '/stand-ins/bert.small'}
+    assert DataHooks(small=False).notebook_environment() == {}

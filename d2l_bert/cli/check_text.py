@@ -1,22 +1,40 @@
 """`d2l-bert check-text FILE...`: run an edition of a section and check it.
 
 For translators and maintainers: give the section's markdown source, its
-rendered reStructuredText or a notebook, in any language.  The MXNet cells
-run in order in one namespace, with `d2l` resolving to this package first
-and to d2l 1.0.3 for everything else, and each output is compared with the
-one the edition documents (or, when it carries none, with what the book
-prints).  See docs/check-text.md.
+rendered reStructuredText or a notebook, in any language, whole or an
+excerpt.  The MXNet cells run in order in one namespace, with `d2l`
+resolving to this package first and to d2l 1.0.3 for everything else, and
+each output is compared with the one the edition documents (or, when it
+carries none, with what the book prints).  An excerpt is placed in its
+section by matching its cells against d2l-bert's own edition (the
+notebooks), whose cells it leaves out run first (`editions.place`).  The
+cells run in a child process in a new temporary directory, each within
+`--timeout` seconds (`editions.child`).  See docs/check-text.md.
 """
+import argparse
 import json
+import os
 import sys
 
 #: Lines of an output shown in the report before it is cut
 MAX_LINES = 8
 
+#: What `--help` says of the code the command runs
+WARNING = (
+    'check-text runs the code of the files it is given, with your rights: '
+    'a cell can read, change or delete any file you can.  The cells run in '
+    'a child process whose working directory is a new temporary directory, '
+    'removed afterwards, so that a cell that writes files, changes '
+    "directory or calls sys.exit() leaves your directory and the checker "
+    'as they were; that is no sandbox.  Check a file you do not trust '
+    "(someone else's pull request) in a container, or in CI.")
+
 
 def add_arguments(parser):
+    parser.epilog = WARNING
     parser.add_argument('files', nargs='+', metavar='FILE',
-                        help='edition files: .md, .rst or .ipynb')
+                        help='edition files, whole sections or excerpts: '
+                             '.md, .rst or .ipynb')
     parser.add_argument('--json', action='store_true',
                         help='print one JSON document (for scripts)')
     parser.add_argument('--ctx', default='cpu',
@@ -26,6 +44,12 @@ def add_arguments(parser):
                         help="train for the book's step counts (slow on a "
                              'CPU); by default every train_bert(...) call is '
                              'capped to a few steps and its numbers shown')
+    parser.add_argument('--timeout', type=_seconds, default=None,
+                        metavar='SECONDS',
+                        help='stop a cell that runs longer and report it as '
+                             'failed; the rest of the file still runs '
+                             '(default: 600, or no limit with '
+                             '--book-sizes; 0: no limit)')
     parser.add_argument('--layout-from', action='append', default=[],
                         metavar='MD',
                         help='markdown edition whose cells give the line '
@@ -37,16 +61,33 @@ def add_arguments(parser):
                              '(default: inferred from the edition)')
 
 
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not value >= 0 or value == float('inf'):
+        raise argparse.ArgumentTypeError(
+            f'must be a number of seconds >= 0 (0 for no limit), got '
+            f'{text!r}')
+    return value
+
+
 def main(args):
     from ..devices import parse_ctx
     try:
-        ctx = parse_ctx(args.ctx)
+        parse_ctx(args.ctx)
     except ValueError as e:
         print(f'd2l-bert check-text: {e}', file=sys.stderr)
         return 2
     from .. import editions
-    from ..runner import DataHooks, Runner
+    from ..editions.child import DEFAULT_TIMEOUT, ChildRunner
+    from ..runner import PRETRAINED_ENV
 
+    timeout = args.timeout
+    if timeout is None:
+        timeout = 0 if args.book_sizes else DEFAULT_TIMEOUT
+    sections, missing = package_sections()
     reports, status = [], 0
     for path in args.files:
         try:
@@ -56,12 +97,25 @@ def main(args):
             print(f'd2l-bert check-text: {e}', file=sys.stderr)
             status = 2
             continue
-        runner = Runner(ctx, DataHooks(small=not args.book_sizes))
+        place = editions.locate(edition, sections) if sections else None
+        label = place.label if place is not None and place.label else \
+            edition.label
         if not args.json:
             print(f'== {path} ({edition.format}, section '
-                  f'{edition.label or "without a label"})')
+                  f'{label or "without a label"})')
+            for line in place.lines() if place is not None else ():
+                print(line)
         progress = None if args.json else _print_cell
-        report = editions.check_edition(edition, runner, progress)
+        # cells of d2l-bert's fine-tuning notebook read their pretrained
+        # model from the environment: the child gives them the book's
+        notebooks = place is not None and any(
+            PRETRAINED_ENV in cell.code for _, cell in place.taken)
+        with ChildRunner(args.ctx, small=not args.book_sizes,
+                         timeout=timeout, notebooks=notebooks) as runner:
+            report = editions.check_edition(edition, runner, progress,
+                                            place=place)
+        if missing and edition.mxnet_cells():
+            report.notes.append(missing)
         reports.append(report)
         if not args.json:
             _print_footer(report)
@@ -73,7 +127,38 @@ def main(args):
     return status
 
 
+def package_sections():
+    """Read d2l-bert's edition of each section: its notebooks.
+
+    Returns
+    -------
+    sections : dict of str to Edition
+        By section label, in the book's order; empty if the notebooks are
+        not installed.
+    missing : str or None
+        Why `sections` is empty, as a note for the report.
+    """
+    from .. import editions
+    from .chapter import SECTIONS, notebook_dir
+    try:
+        folder = notebook_dir()
+    except FileNotFoundError as e:
+        return {}, f"an excerpt's place in its section is not looked for: {e}"
+    sections = {}
+    for label, name in SECTIONS:
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            sections[label] = editions.read_edition(path)
+    return sections, None
+
+
 def _print_cell(cr):
+    if cr.taken:
+        if cr.status != 'ran':  # the place line says which cells ran
+            print(f"{cr.label} cell {cr.number} of d2l-bert's edition "
+                  f'(line {cr.line}): {cr.first_line}')
+            print(f'    FAILED: {cr.error}')
+        return
     print(f'{cr.label or "-"} cell {cr.number} (line {cr.line}): '
           f'{cr.first_line}')
     if cr.status == 'ran':
@@ -89,7 +174,8 @@ def _print_cell(cr):
                   else "from the book's table")
         _print_block('documented:', cr.documented)
         verdict = {'match': 'match', 'mismatch': 'MISMATCH',
-                   'shown': 'shown, not compared'}[cr.match]
+                   'shown': 'shown, not compared',
+                   'not produced': 'not produced: the cell failed'}[cr.match]
         print(f'    {verdict} ({source}, {cr.mode})')
     for note in cr.notes:
         print(f'    note: {note}')

@@ -28,8 +28,14 @@ notebook
 layout
     Line breaks and indentation of code collapsed onto one line
     (`relayout`).
+place
+    Where an excerpt sits in its section, and the cells of d2l-bert's
+    edition it leaves out (`locate`, `Place`).
 check
     Running an edition and comparing its outputs (`check_edition`).
+child
+    Running the cells in a child process, in a new temporary directory,
+    each within a time limit (`ChildRunner`).
 """
 import os
 import re
@@ -40,6 +46,7 @@ from .check import (  # noqa: F401
 from .layout import LayoutError, relayout  # noqa: F401
 from .markdown import parse_markdown
 from .notebook import parse_notebook
+from .place import Place, locate  # noqa: F401
 from .rst import parse_rst
 
 

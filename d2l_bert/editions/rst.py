@@ -6,7 +6,8 @@ Multi-line rst
 One line per block
     A rendering whose line breaks and HTML were lost: a whole section
     stands on a few very long lines.  The tab order is read from the tab
-    bar's remains (``mxnetpytorch``) and applied to each group of code
+    bar's remains (``mxnetpytorch``), or inferred from the code when an
+    excerpt of the page has no tab bar, and applied to each group of code
     blocks; the code's line breaks and indentation are rebuilt by
     `layout.relayout`, or copied from the same cell in a markdown edition
     next to the file (``bert.md`` beside ``bert.rst``) or given with
@@ -72,6 +73,9 @@ def parse_rst(text, path='<rst>', layout_from=()):
             last = kind
     if group:
         groups.append(group)
+    order_note = None
+    if collapsed and not tab_order:
+        tab_order, order_note = _tab_order_of_groups(groups)
     oracle = _LayoutOracle(layout_from) if collapsed else None
     for group in groups:
         positional = (collapsed and len(group) == len(tab_order) and
@@ -94,10 +98,35 @@ def parse_rst(text, path='<rst>', layout_from=()):
             'one-line rendering: line breaks and indentation of the code '
             'were rebuilt' + (f' (layout from {", ".join(oracle.sources)})'
                               if oracle.sources else ''))
-        if tab_order:
+        if order_note:
+            edition.notes.append(order_note)
+        elif tab_order:
             edition.notes.append(
                 f"tab order {', '.join(tab_order)} read from the tab bar")
     return edition
+
+
+def _tab_order_of_groups(groups):
+    """The tab order of a one-line rendering without its tab bar (an
+    excerpt of a page), and a note that says how it was found.
+
+    The order that the groups of code blocks whose frameworks the code
+    tells apart agree on most; when none does, the first frameworks of
+    `FRAMEWORKS` (MXNet first, as in the 0.17-era editions).
+    """
+    sizes = [len(g) for g in groups if len(g) > 1]
+    if not sizes:
+        return [], None
+    told = [tuple(_guess_framework(c.code) for c in g) for g in groups
+            if len(g) > 1]
+    told = [t for t in told if len(set(t)) == len(t)]
+    if told:
+        order = max(told, key=told.count)
+        return list(order), (f"tab order {', '.join(order)} inferred from "
+                             'the code (the file has no tab bar)')
+    order = FRAMEWORKS[:max(sizes)]
+    return list(order), (f"tab order {', '.join(order)} assumed (the file "
+                         'has no tab bar, and its code does not tell)')
 
 
 def _rst_segments(text):
