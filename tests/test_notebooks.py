@@ -19,8 +19,16 @@ IDS = [os.path.basename(p) for p in NOTEBOOKS]
 
 
 @pytest.fixture(scope='session')
-def executed():
-    """``executed(path)`` -> the notebook run once, as an nbformat node."""
+def kernel_tmp(tmp_path_factory):
+    """The temporary directory the notebook kernels are given (TMPDIR)."""
+    return tmp_path_factory.mktemp('kernel-tmp')
+
+
+@pytest.fixture(scope='session')
+def executed(kernel_tmp):
+    """``executed(path)`` -> the notebook run once, as an nbformat node,
+    at small sizes (``D2L_BERT_SMALL=1``) in a kernel whose temporary
+    files go to `kernel_tmp`."""
     nbformat = pytest.importorskip('nbformat')
     nbclient = pytest.importorskip('nbclient')
     cache = {}
@@ -31,18 +39,17 @@ def executed():
             client = nbclient.NotebookClient(
                 nb, timeout=900, kernel_name='python3', allow_errors=True,
                 resources={'metadata': {'path': os.path.dirname(path)}})
-            saved = os.environ.get('D2L_BERT_SMALL')
-            os.environ['D2L_BERT_SMALL'] = '1'  # the kernel inherits it
-            try:
-                client.execute()
-            finally:
-                if saved is None:
-                    del os.environ['D2L_BERT_SMALL']
-                else:
-                    os.environ['D2L_BERT_SMALL'] = saved
+            client.execute(env=dict(os.environ, D2L_BERT_SMALL='1',
+                                    TMPDIR=str(kernel_tmp)))
             cache[path] = nb
         return cache[path]
     return run
+
+
+def test_notebooks_leave_no_temporary_files(executed, kernel_tmp):
+    for path in NOTEBOOKS:
+        executed(path)
+    assert sorted(os.listdir(kernel_tmp)) == []
 
 
 def _errors(nb):
