@@ -117,7 +117,7 @@ def main(args):
     if os.path.exists(out) and not os.path.isdir(out):
         return fail(f'--out {out!r} exists and is not a directory')
 
-    from mxnet import gluon, init
+    from mxnet import gluon, init, npx
 
     from .. import fast
     from ..threads import set_threads
@@ -126,6 +126,8 @@ def main(args):
     from ..model_files import save_pretrained
     from ..training import evaluate_bert, train_bert_history
 
+    # The book's first cell: every block is written for NumPy semantics
+    npx.set_np()
     _seed_everything(args.seed)
     print(getattr(args, 'threads', None) or set_threads())
     print(f'loading the {args.corpus} corpus (batch size '
