@@ -23,6 +23,9 @@ COMMANDS = {
                  'pretrain the small BERT (sec_bert-pretraining)'),
     'encode': ('d2l_bert.cli.encode',
                'represent text with a pretrained BERT'),
+    'launch': ('d2l_bert.cli.launch',
+               "run a command as the workers of a job on MXNet's "
+               'parameter server (dist_sync)'),
 }
 
 
@@ -46,10 +49,11 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 2
-    # Before `mxnet` is imported: every core, idle OpenMP threads that
-    # sleep soon, OpenBLAS's AVX-512 kernels where the CPU has them
+    # Before `mxnet` is imported: every core (or `--threads`), idle
+    # OpenMP threads that sleep soon, OpenBLAS's AVX-512 kernels where the
+    # CPU has them
     from ..threads import set_threads
-    args.threads = set_threads()
+    args.threads = set_threads(getattr(args, 'num_threads', None))
     module = importlib.import_module(args._module)
     try:
         return module.main(args)
