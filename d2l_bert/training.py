@@ -603,8 +603,28 @@ def load_checkpoint(path, net, trainer, devices, *, config=None):
     _from_bytes(directory, params,
                 lambda f: net.load_parameters(f, ctx=devices))
     _from_bytes(directory, states, trainer.load_states)
+    _share_update_counts(trainer)
     _set_rng_states(meta['rng'])
     return meta
+
+
+def _share_update_counts(trainer):
+    """Give every device of `trainer` the loaded Adam step counts.
+
+    Adam's bias correction uses the number of updates of each weight,
+    which MXNet's optimizer counts per device.  A checkpoint holds the
+    counts of the devices that saved it: one, when the updates ran in a
+    kvstore (one process with several devices), and a trainer that
+    updates on each of several devices itself (a worker of a job with
+    several devices) would restart the others' counts at 1, so that
+    their copies of the weights drift apart.
+    """
+    optimizer = trainer.optimizer
+    counts = optimizer._all_index_update_counts
+    loaded = max(counts.values(), key=lambda c: sum(c.values()))
+    for ctx in trainer._contexts:
+        counts[ctx.device_id] = dict(loaded)
+    optimizer._index_update_count = counts[trainer._contexts[0].device_id]
 
 
 # ---------------------------------------------------------------------------
