@@ -508,16 +508,17 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
         role, proc = failed
         where = f' on {role.host}' if role.host else ''
         others = len(procs) - 1
-        print(f'{prog}: error: {role.name} (pid {proc.pid}{where}) '
+        # On a line of its own, also after a progress bar cut short
+        print(f'\n{prog}: error: {role.name} (pid {proc.pid}{where}) '
               f'{_how(proc.returncode)}; stopped the job and its '
               f'{others} other process(es)', file=stream, flush=True)
         return _exit_status(proc.returncode)
     except KeyboardInterrupt:
-        print(f'{prog}: interrupted; stopped the job', file=stream,
+        print(f'\n{prog}: interrupted; stopped the job', file=stream,
               flush=True)
         return 130
     except _Stop as e:
-        print(f'{prog}: got {signal.Signals(e.signum).name}; stopped the '
+        print(f'\n{prog}: got {signal.Signals(e.signum).name}; stopped the '
               'job', file=stream, flush=True)
         return 128 + e.signum
     finally:
