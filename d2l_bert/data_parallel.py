@@ -31,14 +31,18 @@ Dimension key: B: global batch size, N: workers, D: devices per worker.
 """
 import atexit
 import os
+import sys
 
 import mxnet as mx
 from mxnet import gluon
 from mxnet.base import _LIB, check_call
 
 #: The kvstore key of `Workers.all_gather` (`Trainer` numbers the
-#: parameters from 0); one key per width, from here on
-GATHER_KEY = 1 << 24
+#: parameters from 0); one key per width, from here on.  MXNet places an
+#: array on a server by ``key * 9973 % num_servers`` in a 32-bit int, so
+#: keys must stay below 2**31 / 9973 = 215326 (``1 << 24`` crashed a job
+#: of two servers: "Check failed: ps_key < krs[server].end()")
+GATHER_KEY = 100000
 
 # This process's kvstore of its job, once `create_kvstore` made it
 _job_kvstore = None
@@ -57,7 +61,10 @@ def create_kvstore(kind='dist_sync'):
     The kvstore is shut down when Python exits, before MXNet is (in MXNet
     1.9.1 a worker whose distributed kvstore is still alive then, which a
     model trained with it keeps alive, ends in "terminate called without
-    an active exception", SIGABRT).
+    an active exception", SIGABRT).  That shutdown waits at a barrier for
+    every process of the job, so a worker that fails must not take it:
+    an exception nobody catches ends the worker at once (after its
+    traceback), and `leave_job` ends it with a status.
 
     Raises
     ------
@@ -86,7 +93,29 @@ def create_kvstore(kind='dist_sync'):
     _job_kvstore = mx.kv.create(kind)
     # Registered after MXNet's own exit handler, so run before it
     atexit.register(_shut_down, _job_kvstore)
+    sys.excepthook = _leave_on_exception(sys.excepthook)
     return _job_kvstore
+
+
+def leave_job(status):
+    """End this worker now with exit `status`, skipping the kvstore's last
+    barrier.
+
+    A worker that fails and then waits there would wait forever: the
+    other workers wait for its gradients at their next step.  Ending at
+    once lets the launcher see the failure and stop the job.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def _leave_on_exception(hook):
+    """`sys.excepthook` that prints as `hook` does, then `leave_job(1)`."""
+    def leave(*exc_info):
+        hook(*exc_info)
+        leave_job(1)
+    return leave
 
 
 def _shut_down(kvstore):

@@ -50,6 +50,40 @@ def test_the_docs_script_trains_the_book_way_in_two_workers(tmp_path):
     assert not any(processes.alive(pid) for pid in children)
 
 
+FAILING_WORKER = """\
+from d2l_bert.data_parallel import create_kvstore
+import mxnet as mx
+kv = create_kvstore()
+kv.init(0, mx.nd.zeros(1))
+if kv.rank == 1:
+    raise RuntimeError('worker 1 fails')
+out = mx.nd.zeros(1)
+for _ in range(100):
+    kv.pushpull(0, mx.nd.ones(1), out=out)   # waits for worker 1
+    out.wait_to_read()
+"""
+
+
+def test_a_worker_that_raises_ends_the_job(tmp_path):
+    # Its exception ends it at once: at the kvstore's last barrier it would
+    # wait for worker 0, which waits for its gradients
+    script = tmp_path / 'fails.py'
+    script.write_text(FAILING_WORKER)
+    launcher = processes.start(processes.d2l_bert(
+        'launch', '--workers', 2, processes.sys.executable, script),
+        tmp_path, 'launcher')
+    try:
+        status = launcher.wait(60)
+    finally:
+        processes.stop(launcher)
+    err = (tmp_path / 'launcher.err').read_text()
+    assert status == 1
+    assert 'RuntimeError: worker 1 fails' in err
+    assert re.search(r'^d2l-bert launch: error: worker [01] \(pid \d+\) '
+                     r'exited with status 1; stopped the job and its 3 '
+                     r'other process\(es\)$', err, re.M)
+
+
 def test_launch_needs_a_command(capsys):
     assert cli.main(['launch', '--workers', '2']) == 2
     assert capsys.readouterr().err == (

@@ -300,15 +300,17 @@ def job_corpus(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def killed_job(tmp_path_factory, job_corpus):
-    """Two workers pretrain on; once the checkpoint of step 4 or later is
-    there, one worker is killed (SIGKILL).  Records what the launcher did,
-    what listened where while the job ran, and what was left."""
+    """Two workers and two servers pretrain on; once the checkpoint of
+    step 4 or later is there, one worker is killed (SIGKILL).  Records
+    what the launcher did, what listened where while the job ran, and
+    what was left."""
     root = tmp_path_factory.mktemp('killed-job')
     out = root / 'out'
     checkpoint = out / 'checkpoint.zip'
     launcher = processes.start(processes.d2l_bert(
-        'pretrain', '--workers', 2, '--threads', os.environ['OMP_NUM_THREADS'],
-        '--corpus', job_corpus, '--steps', 1000, '--out', out, *JOB_ARGS),
+        'pretrain', '--workers', 2, '--servers', 2, '--threads',
+        os.environ['OMP_NUM_THREADS'], '--corpus', job_corpus, '--steps',
+        1000, '--out', out, *JOB_ARGS),
         root, 'launcher')
     children = []
     try:
@@ -352,14 +354,14 @@ def one_process_reference(killed_job, tmp_path_factory):
 
 def test_a_killed_worker_ends_the_job_with_one_line_and_no_process_left(
         killed_job):
-    assert len(killed_job.children) == 4 and len(killed_job.workers) == 2
+    assert len(killed_job.children) == 5 and len(killed_job.workers) == 2
     assert killed_job.status == 128 + signal.SIGKILL
     found = re.findall(r'^d2l-bert pretrain: error: .*$', killed_job.err,
                        re.M)
     assert len(found) == 1
     assert re.fullmatch(
         rf'd2l-bert pretrain: error: worker [01] \(pid {killed_job.victim}\)'
-        r' was killed by SIGKILL; stopped the job and its 3 other '
+        r' was killed by SIGKILL; stopped the job and its 4 other '
         r'process\(es\)', found[0])
     # The launcher polls every 0.05 s and gives the others 3 s after
     # SIGTERM before SIGKILL
@@ -368,7 +370,7 @@ def test_a_killed_worker_ends_the_job_with_one_line_and_no_process_left(
 
 
 def test_nothing_of_a_job_listens_beyond_the_loopback(killed_job):
-    # The scheduler, the server and both workers listen, on 127.0.0.1 only
+    # The scheduler, the servers and the workers listen, on 127.0.0.1 only
     pids = {pid for pid, _, _ in killed_job.sockets}
     assert pids == set(killed_job.children)
     assert {address for _, address, _ in killed_job.sockets} == \
@@ -378,7 +380,8 @@ def test_nothing_of_a_job_listens_beyond_the_loopback(killed_job):
 def test_two_workers_give_the_losses_and_parameters_of_one_process(
         killed_job, one_process_reference):
     """N = 2, batch B/2 each, against one process with batch B split over
-    two devices, to the last bit (tolerance 0).
+    two devices, to the last bit (tolerance 0).  (Two servers, each
+    adding the gradients of some of the weights.)
 
     Why exact: each worker computes the loss and the gradients of the
     shard the one process computes on that device: the same rows, the

@@ -86,3 +86,10 @@ def test_train_bert_with_dist_sync_outside_a_job_fails_at_once(monkeypatch):
     monkeypatch.delenv('DMLC_ROLE', raising=False)
     with pytest.raises(ValueError, match="needs a worker of a job"):
         train_bert([], None, None, 10, [mx.cpu()], 1, kvstore='dist_sync')
+
+
+def test_the_gather_keys_hash_to_a_server_without_overflow():
+    # MXNet places key k on server k * 9973 % num_servers, in a 32-bit int;
+    # 1 << 24 overflowed, and a job of two servers crashed
+    for width in range(1, 65):
+        assert (DP.GATHER_KEY + width) * 9973 < 2**31

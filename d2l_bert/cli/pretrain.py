@@ -235,12 +235,17 @@ def main(args):
             kvstore = create_kvstore(args.kvstore)
         except ValueError as e:
             return _fail(f'--kvstore: {e}')
+    if kvstore is None:
+        return _pretrain(args, devices, kvstore)
     # Worker 0 alone prints (errors still go to stderr)
-    if kvstore is not None and kvstore.rank != 0:
-        with open(os.devnull, 'w') as devnull, \
-                contextlib.redirect_stdout(devnull):
-            return _pretrain(args, devices, kvstore)
-    return _pretrain(args, devices, kvstore)
+    with open(os.devnull, 'w') as devnull, (
+            contextlib.redirect_stdout(devnull) if kvstore.rank != 0
+            else contextlib.nullcontext()):
+        status = _pretrain(args, devices, kvstore)
+    if status:
+        from ..data_parallel import leave_job
+        leave_job(status)
+    return status
 
 
 def _pretrain(args, devices, kvstore):
