@@ -79,11 +79,12 @@ def test_pretrain_rejects_an_unknown_corpus(capsys, tmp_path):
     assert "--corpus: unknown corpus='wikitext-3'" in err
 
 
-def test_pretrain_rejects_non_positive_sizes(capsys):
+@pytest.mark.parametrize('option', ['--steps', '--workers', '--servers'])
+def test_pretrain_rejects_non_positive_sizes(capsys, option):
     with pytest.raises(SystemExit) as e:
-        cli.main(['pretrain', '--steps', '0'])
+        cli.main(['pretrain', option, '0'])
     assert e.value.code == 2
-    assert "--steps: must be a positive integer, got '0'" in \
+    assert f"{option}: must be a positive integer, got '0'" in \
         capsys.readouterr().err
 
 
@@ -525,14 +526,6 @@ def test_pretrain_refuses_job_options_without_a_job(capsys, tmp_path,
     monkeypatch.delenv('DMLC_ROLE', raising=False)
     line = refused(argv, capsys, tmp_path)
     assert line.startswith(f'd2l-bert pretrain: error: {message}')
-
-
-def test_pretrain_refuses_zero_workers(capsys):
-    with pytest.raises(SystemExit) as e:
-        cli.main(['pretrain', '--workers', '0'])
-    assert e.value.code == 2
-    assert "--workers: must be a positive integer, got '0'" in \
-        capsys.readouterr().err
 
 
 def test_a_worker_gets_every_pretraining_option(tmp_path):

@@ -17,22 +17,29 @@ import argparse
 import sys
 
 
-def add_arguments(parser):
+def add_job_arguments(parser, workers_help):
+    """``--workers``, ``--servers``, ``--hosts`` and ``--port``: the
+    options of a job, here and in ``d2l-bert pretrain``."""
     from .pretrain import _positive_int
     parser.add_argument('--workers', type=_positive_int, default=None,
-                        metavar='N',
-                        help='worker processes (default: one per machine '
-                             'of --hosts)')
+                        metavar='N', help=workers_help)
     parser.add_argument('--servers', type=_positive_int, default=None,
                         metavar='S',
-                        help='parameter servers (1; with --hosts, one per '
-                             'machine)')
+                        help='parameter servers, which sum the gradients '
+                             '(1; with --hosts, one per machine)')
     parser.add_argument('--hosts', default=None, metavar='FILE',
                         help='run over ssh on the machines of FILE, one '
-                             '[USER@]ADDRESS[:SSH_PORT] a line')
+                             '[USER@]ADDRESS[:SSH_PORT] a line (see the '
+                             'docs\' "Several processes and machines")')
     parser.add_argument('--port', type=int, default=None,
                         help="the scheduler's port (default: a free one on "
                              '127.0.0.1; 9091 with --hosts)')
+
+
+def add_arguments(parser):
+    from .pretrain import _positive_int
+    add_job_arguments(parser, 'worker processes (default: one per machine '
+                              'of --hosts)')
     parser.add_argument('--threads', type=_positive_int, default=None,
                         metavar='K', dest='worker_threads',
                         help="each worker's OMP_NUM_THREADS (default: the "

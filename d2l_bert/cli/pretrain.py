@@ -98,26 +98,14 @@ def add_arguments(parser):
                        metavar='K', dest='num_threads',
                        help='CPU threads of each process (default: every '
                             'core; with --workers N, cores // N)')
+    from .launch import add_job_arguments
     job = parser.add_argument_group(
         "several processes (MXNet's parameter server, the dist_sync "
         'kvstore)')
-    job.add_argument('--workers', type=_positive_int, default=None,
-                     metavar='N',
-                     help='train in N worker processes, each on its share '
-                          'of every batch, with the numbers of one process '
-                          'that has all their devices')
-    job.add_argument('--servers', type=_positive_int, default=None,
-                     metavar='S',
-                     help='parameter servers that sum the gradients (1; '
-                          'with --hosts, one per machine)')
-    job.add_argument('--hosts', default=None, metavar='FILE',
-                     help='run the job over ssh on the machines of FILE, '
-                          'one [USER@]ADDRESS[:SSH_PORT] a line (default '
-                          'one worker each); see the docs\' "several '
-                          'machines" page')
-    job.add_argument('--port', type=int, default=None,
-                     help="the scheduler's port (default: a free one on "
-                          '127.0.0.1; 9091 with --hosts)')
+    add_job_arguments(job, 'train in N worker processes, each on its '
+                           'share of every batch, with the numbers of one '
+                           'process that has all their devices (default '
+                           'with --hosts: one per machine)')
     # Set by the launcher in each worker's command, not by hand
     job.add_argument('--kvstore', default=None, help=argparse.SUPPRESS)
 
