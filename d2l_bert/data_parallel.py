@@ -69,12 +69,17 @@ def create_kvstore(kind='dist_sync'):
     Raises
     ------
     ValueError
-        If `kind` is not a distributed kvstore, or this process is not a
-        worker of a job (``DMLC_ROLE`` is not 'worker').
+        If `kind` is not a distributed kvstore, this process is not a
+        worker of a job (``DMLC_ROLE`` is not 'worker'), or this MXNet has
+        no parameter server.
     """
     if not isinstance(kind, str) or not kind.startswith('dist_'):
         raise ValueError(f"kvstore must be 'dist_sync' (or another "
                          f"'dist_...' type of MXNet), got {kind!r}")
+    if not has_parameter_server():
+        raise ValueError('this MXNet was built without the parameter server '
+                         '(its runtime feature DIST_KVSTORE is off); the '
+                         'Linux wheels of MXNet 1.9.1 have it')
     role = os.environ.get('DMLC_ROLE')
     if role != 'worker':
         raise ValueError(
@@ -95,6 +100,12 @@ def create_kvstore(kind='dist_sync'):
     atexit.register(_shut_down, _job_kvstore)
     sys.excepthook = _leave_on_exception(sys.excepthook)
     return _job_kvstore
+
+
+def has_parameter_server():
+    """Whether this MXNet has the distributed kvstore (the runtime
+    feature ``DIST_KVSTORE``)."""
+    return mx.runtime.Features().is_enabled('DIST_KVSTORE')
 
 
 def leave_job(status):

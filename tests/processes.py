@@ -7,14 +7,28 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from d2l_bert.data_parallel import has_parameter_server
+
 #: Where a test may wait for a job of a few tiny steps, at most
 JOB_TIMEOUT = 120
 
+#: For a test that watches processes through Linux's /proc
+needs_proc = pytest.mark.skipif(
+    not os.path.isdir('/proc/self/fd'),
+    reason="no /proc here: the test reads processes' trees and sockets "
+           'from Linux\'s /proc')
+#: For a test that runs a job on MXNet's parameter server
+needs_parameter_server = pytest.mark.skipif(
+    not has_parameter_server(),
+    reason='this MXNet has no parameter server (DIST_KVSTORE)')
+
 
 def children(pid):
-    """The pids whose parent is `pid`."""
+    """The pids whose parent is `pid` (none found without /proc)."""
     found = []
-    for entry in os.listdir('/proc'):
+    for entry in (os.listdir('/proc') if os.path.isdir('/proc') else ()):
         if not entry.isdigit():
             continue
         try:

@@ -13,6 +13,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, 'docs', 'train_book_bert.py')
 
 
+@processes.needs_proc
+@processes.needs_parameter_server
 def test_the_docs_script_trains_the_book_way_in_two_workers(tmp_path):
     corpus = write_small_corpus(tmp_path / 'corpus')
     launcher = processes.start(processes.d2l_bert(
@@ -64,6 +66,8 @@ for _ in range(100):
 """
 
 
+@processes.needs_proc
+@processes.needs_parameter_server
 def test_a_worker_that_raises_ends_the_job(tmp_path):
     # Its exception ends it at once: at the kvstore's last barrier it would
     # wait for worker 0, which waits for its gradients

@@ -353,6 +353,8 @@ def one_process_reference(killed_job, tmp_path_factory):
     return at_checkpoint, later
 
 
+@processes.needs_proc
+@processes.needs_parameter_server
 def test_a_killed_worker_ends_the_job_with_one_line_and_no_process_left(
         killed_job):
     assert len(killed_job.children) == 5 and len(killed_job.workers) == 2
@@ -370,6 +372,8 @@ def test_a_killed_worker_ends_the_job_with_one_line_and_no_process_left(
     assert killed_job.left == []
 
 
+@processes.needs_proc
+@processes.needs_parameter_server
 def test_nothing_of_a_job_listens_beyond_the_loopback(killed_job):
     # The scheduler, the servers and the workers listen, on 127.0.0.1 only
     pids = {pid for pid, _, _ in killed_job.sockets}
@@ -378,6 +382,8 @@ def test_nothing_of_a_job_listens_beyond_the_loopback(killed_job):
         {'127.0.0.1'}
 
 
+@processes.needs_proc
+@processes.needs_parameter_server
 def test_two_workers_give_the_losses_and_parameters_of_one_process(
         killed_job, one_process_reference):
     """N = 2, batch B/2 each, against one process with batch B split over
@@ -398,6 +404,8 @@ def test_two_workers_give_the_losses_and_parameters_of_one_process(
     assert_same_state((meta, params, adam), one_process_reference[0])
 
 
+@processes.needs_proc
+@processes.needs_parameter_server
 def test_a_checkpoint_of_the_killed_job_resumes_in_one_process(
         killed_job, one_process_reference, tmp_path):
     # The last checkpoint is whole, and is one process's checkpoint
@@ -411,6 +419,8 @@ def test_a_checkpoint_of_the_killed_job_resumes_in_one_process(
     assert_same_state(resumed, one_process_reference[1])
 
 
+@processes.needs_proc
+@processes.needs_parameter_server
 def test_two_workers_of_two_devices_continue_a_one_process_checkpoint(
         job_corpus, tmp_path):
     """A checkpoint of one process with 4 devices, continued for 4 steps
@@ -517,8 +527,9 @@ def test_pretrain_refuses_more_shards_than_pairs_in_a_batch(capsys,
 @pytest.mark.parametrize('argv, message', [
     (['--servers', '2'], '--servers makes sense with --workers N or '
                          '--hosts FILE only'),
-    (['--kvstore', 'dist_sync'], "--kvstore: kvstore 'dist_sync' needs a "
-                                 'worker of a job started by'),
+    pytest.param(['--kvstore', 'dist_sync'],
+                 "--kvstore: kvstore 'dist_sync' needs a worker of a job "
+                 'started by', marks=processes.needs_parameter_server),
 ])
 def test_pretrain_refuses_job_options_without_a_job(capsys, tmp_path,
                                                     monkeypatch, argv,

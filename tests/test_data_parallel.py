@@ -11,6 +11,8 @@ from mxnet import gluon, np
 from d2l_bert import data_parallel as DP
 from d2l_bert.pretraining import train_bert
 
+from processes import needs_parameter_server
+
 
 def batch_of(num_rows):
     """The seven arrays of a batch, row `i` holding the value `i`."""
@@ -70,6 +72,7 @@ def test_one_process_alone_is_worker_0_of_1():
     workers.check_same('step', 3)     # nothing to compare with
 
 
+@needs_parameter_server
 def test_create_kvstore_outside_a_job_says_how_to_start_one(monkeypatch):
     monkeypatch.delenv('DMLC_ROLE', raising=False)
     with pytest.raises(ValueError) as e:
@@ -81,6 +84,7 @@ def test_create_kvstore_outside_a_job_says_how_to_start_one(monkeypatch):
         DP.create_kvstore('device')
 
 
+@needs_parameter_server
 def test_train_bert_with_dist_sync_outside_a_job_fails_at_once(monkeypatch):
     # Rather than wait forever for a scheduler
     monkeypatch.delenv('DMLC_ROLE', raising=False)

@@ -12,7 +12,7 @@ import pytest
 
 from d2l_bert import distributed as D
 
-from processes import alive
+from processes import alive, needs_proc
 
 #: Marks the stand-in processes (see `processes.stop`)
 MARK = '# d2l_bert test process'
@@ -240,6 +240,7 @@ def test_run_job_returns_0_when_the_workers_are_done(capsys):
     assert seconds < 5
 
 
+@needs_proc
 def test_a_killed_worker_ends_the_job_with_one_line(capsys, tmp_path):
     # The first worker starts a process of its own: its process group is
     # stopped with it
