@@ -18,13 +18,14 @@ Each configuration runs in processes of its own: this script starts them
 and runs itself in each (``--worker``).  On a machine shared with other
 work, the configurations take turns (all in one order, then in the
 other, ``--rounds``) and each keeps its best round; the CPU seconds of a
-step (of worker 0, servers not counted) vary less than its time.  The global batch is the same
-random batch shaped like the book's; each worker takes its rows of it
-(`d2l_bert.data_parallel.worker_shards`).  Whole steps are timed as the
-command line runs them (the gradients' transfer overlaps the backward
-pass); then steps cut into phases with a wait after each (forward and
-backward; summing the gradients over the workers; Adam's update; the
-losses gathered), to say where the time goes.  Medians are reported.
+step (of worker 0, servers not counted) vary less than its time.  The
+global batch is the same random batch shaped like the book's; each
+worker takes its rows of it (`d2l_bert.data_parallel.worker_shards`).
+Whole steps are timed as the command line runs them (the gradients'
+transfer overlaps the backward pass); then steps cut into phases with a
+wait after each (forward and backward; summing the gradients over the
+workers; Adam's update; the losses gathered), to say where the time
+goes.  Medians are reported.
 
 Bytes: what each worker pushes a step (every gradient, float32; it pulls
 as much back) against the model's size, and the bytes the loopback
