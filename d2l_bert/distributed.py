@@ -6,9 +6,10 @@ kvstore) is a set of processes, each told its role by ps-lite's
 others to each other; S servers, which sum the gradients the workers push;
 and N workers, which train.  `local_roles` describes such a job on this
 machine, `ssh_roles` one spread over the machines of a hosts file
-(`read_hosts`), and `run_job` starts the processes, watches them and
-stops them all when one fails.  ``d2l-bert pretrain --workers N`` and
-``d2l-bert launch`` call these; the worker's side of the job is in
+(`read_hosts`); `prepare_job` checks a job's options and picks one of
+the two, starting nothing; `run_job` starts the processes, watches them
+and stops them all when one fails.  ``d2l-bert pretrain --workers N`` and
+``d2l-bert launch`` call these two; the worker's side of the job is in
 `d2l_bert.data_parallel`.
 
 Why not MXNet's own launcher (``python -m mxnet.tools.launch``, which
