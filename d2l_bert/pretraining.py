@@ -26,6 +26,7 @@ from d2l import mxnet as d2l
 
 from .bert import get_tokens_and_segments
 from .checks import check_positive_int
+from .data_parallel import create_kvstore
 
 # The small BERT the section pretrains, and its training settings
 BOOK_BERT_CONFIG = dict(num_hiddens=128, ffn_num_hiddens=256, num_heads=2,
@@ -101,7 +102,8 @@ def _get_batch_loss_bert(net, loss, vocab_size, tokens_X_shards,
     return mlm_ls, nsp_ls, ls
 
 
-def train_bert(train_iter, net, loss, vocab_size, devices, num_steps):
+def train_bert(train_iter, net, loss, vocab_size, devices, num_steps,
+               kvstore='device'):
     """Pretrain BERT on masked language modeling and next sentence
     prediction for `num_steps` steps, splitting each batch over `devices`.
 
@@ -126,10 +128,18 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps):
     vocab_size : int
     devices : list of mxnet.Context
     num_steps : int
+    kvstore : str or mxnet.kvstore.KVStore, default 'device'
+        Beyond the book: where `Trainer` sums the gradients of the
+        devices.  In a worker of a ``dist_sync`` job (``d2l-bert
+        launch``), the job's kvstore sums them over the workers too,
+        whose `train_iter` each give their own rows of every batch
+        (`d2l_bert.data_parallel.worker_rows`).
     """
     check_positive_int('num_steps', num_steps)
+    if isinstance(kvstore, str) and kvstore.startswith('dist'):
+        kvstore = create_kvstore(kvstore)  # the job's, made once
     trainer = gluon.Trainer(net.collect_params(), 'adam',
-                            {'learning_rate': 0.01})
+                            {'learning_rate': 0.01}, kvstore=kvstore)
     step, timer = 0, d2l.Timer()
     animator = d2l.Animator(xlabel='step', ylabel='loss',
                             xlim=[1, num_steps], legend=['mlm', 'nsp'])

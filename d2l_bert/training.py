@@ -9,7 +9,10 @@ lines.  ``d2l-bert pretrain`` and the notebooks' small runs train with
 - saves a checkpoint every few steps (`save_checkpoint`): the parameters,
   Adam's state, the random states and the position in the data, so that
   a resumed run (`load_checkpoint`) repeats an uninterrupted one exactly;
-- shows a progress bar.
+- shows a progress bar;
+- trains as one of the N workers of a ``dist_sync`` job (``kvstore=``,
+  ``d2l-bert pretrain --workers N``), with the numbers of one process
+  that has the devices of all the workers (`d2l_bert.data_parallel`).
 
 `evaluate_bert` then measures the masked-token and next-sentence
 accuracy on held-out pairs.
@@ -34,6 +37,7 @@ import numpy as onp
 from mxnet import autograd, gluon, npx
 
 from .checks import check_positive_int
+from .data_parallel import Workers, create_kvstore, worker_shards
 from .files import atomic_write
 from .pretraining import BOOK_LEARNING_RATE, _get_batch_loss_bert
 
@@ -48,7 +52,7 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
                        num_steps, *, learning_rate=BOOK_LEARNING_RATE,
                        plot='auto', progress=True, checkpoint=None,
                        checkpoint_every=10, resume=False, config=None,
-                       batch_loss=None):
+                       batch_loss=None, kvstore=None):
     """`train_bert`'s loop with checkpoints, returning the per-step losses.
 
     Prints what `train_bert` prints, and draws the loss curves as it
@@ -90,6 +94,16 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
         ``batch_loss(*shards) -> (mlm_ls, nsp_ls, ls)``; default the
         book's `_get_batch_loss_bert` on `net`.  ``d2l-bert pretrain``
         passes `d2l_bert.fast.batch_loss(net, loss, vocab_size)`.
+    kvstore : 'dist_sync' or mxnet.kvstore.KVStore, keyword-only, optional
+        Train as a worker of a ``dist_sync`` job (`d2l_bert.distributed`):
+        every worker walks the same `train_iter` (made with the same
+        seed) and trains on its rows of each batch
+        (`d2l_bert.data_parallel.worker_shards`); the kvstore sums the
+        gradients of all workers, and every worker takes the same Adam
+        step.  Worker 0 alone prints, shows the progress bar, plots and
+        saves the checkpoint; every worker resumes from `checkpoint`.  A
+        batch with fewer pairs than there are devices in the job is
+        skipped (one process with several devices skips it too).
 
     Returns
     -------
@@ -101,7 +115,12 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
     if resume and checkpoint is None:
         raise ValueError('resume=True needs checkpoint=PATH')
     devices = list(devices)
-    trainer = _make_trainer(net, learning_rate)
+    if isinstance(kvstore, str):
+        kvstore = create_kvstore(kvstore)
+    workers = Workers(kvstore)
+    # Each of the `num_shards` devices of the job needs a pair of a batch
+    num_shards = len(devices) * workers.num_workers
+    trainer = _make_trainer(net, learning_rate, kvstore)
     if batch_loss is None:
         batch_loss = functools.partial(_get_batch_loss_bert, net, loss,
                                        vocab_size)
@@ -119,30 +138,35 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
         if meta['data'] is not None:
             data.restore(meta['data'])
         _set_rng_states(meta['rng'])
-    if checkpoint is not None and mx_seed is None:
+    if mx_seed is None and (checkpoint is not None
+                            or workers.num_workers > 1):
         mx_seed = random.getrandbits(31)
+    # Every worker must have resumed from the same step (one that found
+    # no checkpoint would train on after the others stopped)
+    workers.check_same('step to start from (does every worker read the '
+                       'same checkpoint?)', step)
 
+    leader = workers.leader
     animator = None
-    if plot is True or (plot == 'auto' and _in_notebook()):
+    if leader and (plot is True or (plot == 'auto' and _in_notebook())):
         animator = _InlineAnimator(num_steps)
-    bar = _progress_bar(num_steps, step, progress and animator is None)
+    bar = _progress_bar(num_steps, step,
+                        progress and animator is None and leader)
     try:
         while step < num_steps:
-            batch = data.next_batch()
-            shards = [gluon.utils.split_and_load(elem, devices,
-                                                 even_split=False)
-                      for elem in batch]
+            batch = data.next_batch(min_rows=num_shards)
+            shards = worker_shards(batch, devices, workers.rank,
+                                   workers.num_workers)
             # Timed from here until all of this step's work is done
             start = time.perf_counter()
             if mx_seed is not None:
-                mx.random.seed((mx_seed + step) % 2**31)
+                mx.random.seed(_step_seed(mx_seed, step, workers.rank))
             with autograd.record():
                 mlm_ls, nsp_ls, ls = batch_loss(*shards)
             for l in ls:
                 l.backward()
             trainer.step(1)
-            mlm_l = sum(float(l) for l in mlm_ls) / len(mlm_ls)
-            nsp_l = sum(float(l) for l in nsp_ls) / len(nsp_ls)
+            mlm_l, nsp_l = _mean_losses(workers, mlm_ls, nsp_ls)
             # Reading the losses back waits for the forward pass only.  The
             # book stops its timer there; the backward pass and the update
             # then finish while the next batch is copied, untimed, which
@@ -158,7 +182,7 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
             bar.update(1)
             bar.set_postfix(mlm=f'{mlm_l:.3f}', nsp=f'{nsp_l:.3f}',
                             refresh=False)
-            if checkpoint is not None and (
+            if checkpoint is not None and leader and (
                     step % checkpoint_every == 0 or step == num_steps):
                 save_checkpoint(checkpoint, net, trainer, step, history,
                                 data_state=data.state(), mx_seed=mx_seed,
@@ -170,10 +194,13 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
     finally:
         bar.close()
 
+    if not leader:
+        return history
+    where = str(devices) if workers.num_workers == 1 else \
+        f'{workers.num_workers} workers x {devices}'
     print(f'MLM loss {history.mlm_loss:.3f}, '
           f'NSP loss {history.nsp_loss:.3f}')
-    print(f'{history.pairs_per_sec:.1f} sentence pairs/sec on '
-          f'{str(devices)}')
+    print(f'{history.pairs_per_sec:.1f} sentence pairs/sec on {where}')
     if animator is not None:
         animator.close()
     if isinstance(plot, (str, os.PathLike)) and plot != 'auto':
@@ -181,7 +208,25 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
     return history
 
 
-def _make_trainer(net, learning_rate):
+def _mean_losses(workers, mlm_ls, nsp_ls):
+    """The MLM and the NSP loss of a step: the means over the shards of
+    every worker, taken in the order of the shards, as one process with
+    all the devices of the job takes them."""
+    D = len(mlm_ls)
+    every = workers.all_gather([float(l) for l in mlm_ls]
+                               + [float(l) for l in nsp_ls])
+    mlm = [l for losses in every for l in losses[:D]]
+    nsp = [l for losses in every for l in losses[D:]]
+    return sum(mlm) / len(mlm), sum(nsp) / len(nsp)
+
+
+def _step_seed(mx_seed, step, rank):
+    """MXNet's seed for `step` of worker `rank`: each worker draws other
+    dropout masks (one process is worker 0)."""
+    return (mx_seed + step + 7919 * rank) % 2**31
+
+
+def _make_trainer(net, learning_rate, kvstore=None):
     """The book's Adam trainer, its parameters in an order of the model's.
 
     Given `net.collect_params()`, Gluon's `Trainer` sorts the parameters
@@ -189,10 +234,20 @@ def _make_trainer(net, learning_rate):
     which depend on how many blocks the process made before `net`.  The
     optimizer states in a checkpoint are stored by position in that order,
     so we sort by path in the model (``encoder.blks.0...``) instead.
+
+    With the `kvstore` of a ``dist_sync`` job, the kvstore sums the
+    gradients of the workers and each worker updates its own parameters
+    (``update_on_kvstore=False``), as one process does; updated on the
+    servers, Adam's state could not be saved in a checkpoint
+    (`KVStore.save_optimizer_states` refuses a distributed kvstore).
     """
     params = net._collect_params_with_prefix()
-    return gluon.Trainer([params[name] for name in sorted(params)], 'adam',
-                         {'learning_rate': learning_rate})
+    params = [params[name] for name in sorted(params)]
+    hyper = {'learning_rate': learning_rate}
+    if kvstore is None:
+        return gluon.Trainer(params, 'adam', hyper)
+    return gluon.Trainer(params, 'adam', hyper, kvstore=kvstore,
+                         update_on_kvstore=False)
 
 
 def _progress_bar(total, initial, enabled):
@@ -391,20 +446,26 @@ class _DataPosition:
         self.epoch_states = _get_rng_states()
         self._it, self.num_batches = iter(self.train_iter), 0
 
-    def next_batch(self):
+    def next_batch(self, min_rows=1):
+        """The next batch with at least `min_rows` rows; smaller ones
+        (an epoch's last, when `min_rows` devices share each batch) are
+        skipped."""
+        # The rest of this epoch, then (at least) one whole epoch
         for _ in range(2):
             if self._it is None:
                 self._start_epoch()
-            try:
-                batch = next(self._it)
-            except StopIteration:
-                if self.num_batches == 0:
-                    raise ValueError('train_iter yielded no batch: the '
-                                     'dataset is empty') from None
-                self._it = None
-                continue
-            self.num_batches += 1
-            return batch
+            for batch in self._it:
+                self.num_batches += 1
+                if len(batch[0]) >= min_rows:
+                    return batch
+            self._it = None
+        if self.num_batches == 0:
+            raise ValueError('train_iter yielded no batch: the dataset is '
+                             'empty')
+        raise ValueError(f'train_iter yielded no batch of {min_rows} or '
+                         f'more pairs, one for each of the {min_rows} '
+                         'devices of the job: use fewer devices or '
+                         'workers, or a larger corpus')
 
     def state(self):
         return dict(epoch=self.epoch, epoch_states=self.epoch_states,
@@ -542,8 +603,28 @@ def load_checkpoint(path, net, trainer, devices, *, config=None):
     _from_bytes(directory, params,
                 lambda f: net.load_parameters(f, ctx=devices))
     _from_bytes(directory, states, trainer.load_states)
+    _share_update_counts(trainer)
     _set_rng_states(meta['rng'])
     return meta
+
+
+def _share_update_counts(trainer):
+    """Give every device of `trainer` the loaded Adam step counts.
+
+    Adam's bias correction uses the number of updates of each weight,
+    which MXNet's optimizer counts per device.  A checkpoint holds the
+    counts of the devices that saved it: one, when the updates ran in a
+    kvstore (one process with several devices), and a trainer that
+    updates on each of several devices itself (a worker of a job with
+    several devices) would restart the others' counts at 1, so that
+    their copies of the weights drift apart.
+    """
+    optimizer = trainer.optimizer
+    counts = optimizer._all_index_update_counts
+    loaded = max(counts.values(), key=lambda c: sum(c.values()))
+    for ctx in trainer._contexts:
+        counts[ctx.device_id] = dict(loaded)
+    optimizer._index_update_count = counts[trainer._contexts[0].device_id]
 
 
 # ---------------------------------------------------------------------------

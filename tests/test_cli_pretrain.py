@@ -1,15 +1,26 @@
 """Tests of `d2l-bert pretrain` and `d2l-bert encode` (d2l_bert/cli)."""
 import json
 import os
+import pickle
 import re
+import shutil
+import signal
+import socket
+import time
+import zipfile
+from types import SimpleNamespace
 
 import mxnet as mx
+import numpy as onp
 import pytest
 
 from d2l_bert import cli
 from d2l_bert import pretraining as P
+from d2l_bert.cli import pretrain as pretrain_command
+from d2l_bert.distributed import free_port
 from d2l_bert.training import read_checkpoint_meta
 
+import processes
 from conftest import write_small_corpus
 
 TINY_ARGS = ['--batch-size', '32', '--num-hiddens', '32',
@@ -68,11 +79,12 @@ def test_pretrain_rejects_an_unknown_corpus(capsys, tmp_path):
     assert "--corpus: unknown corpus='wikitext-3'" in err
 
 
-def test_pretrain_rejects_non_positive_sizes(capsys):
+@pytest.mark.parametrize('option', ['--steps', '--workers', '--servers'])
+def test_pretrain_rejects_non_positive_sizes(capsys, option):
     with pytest.raises(SystemExit) as e:
-        cli.main(['pretrain', '--steps', '0'])
+        cli.main(['pretrain', option, '0'])
     assert e.value.code == 2
-    assert "--steps: must be a positive integer, got '0'" in \
+    assert f"{option}: must be a positive integer, got '0'" in \
         capsys.readouterr().err
 
 
@@ -217,3 +229,335 @@ def test_encode_takes_at_most_two_texts_without_compare(pretrained_dir,
     status, _, err = run(['encode', '--model', out, 'a', 'b', 'c'], capsys)
     assert status == 2
     assert 'give TEXT and at most one TEXT_B, got 3 texts' in err
+
+
+# ---------------------------------------------------------------------------
+# --workers N: a job on MXNet's parameter server
+# ---------------------------------------------------------------------------
+#
+# The jobs run the real command in real processes (a scheduler, a server
+# and two workers on 127.0.0.1), on the tiny BERT, with dropout 0 so that
+# the numbers can be compared with one process's, run here.
+
+JOB_ARGS = TINY_ARGS + ['--dropout', '0', '--checkpoint-every', '2']
+
+
+def checkpoint_state(path):
+    """``(meta, params, adam)`` of a checkpoint: its meta data, the
+    parameters by name and Adam's moments by index, as NumPy arrays."""
+    with zipfile.ZipFile(path) as z:
+        meta = json.loads(z.read('meta.json'))
+        params_bytes, states_bytes = (z.read('model.params'),
+                                      z.read('trainer.states'))
+    tmp = f'{path}.params'
+    with open(tmp, 'wb') as f:
+        f.write(params_bytes)
+    try:
+        params = {k: v.asnumpy() for k, v in mx.nd.load(tmp).items()}
+    finally:
+        os.remove(tmp)
+    states, _ = pickle.loads(states_bytes)
+    adam = {i: [a.asnumpy() for a in pair] for i, pair in states.items()}
+    return meta, params, adam
+
+
+def checkpoint_step(path):
+    try:
+        return read_checkpoint_meta(path)['step']
+    except (OSError, ValueError):
+        return 0
+
+
+def pretrain_here(corpus, out, steps, devices, *extra):
+    """`d2l-bert pretrain` in this process (the thread count of the tests,
+    which the jobs' workers get too); returns the checkpoint's state."""
+    assert cli.main(['pretrain', '--corpus', corpus, '--out', str(out),
+                     '--steps', str(steps), '--devices', devices]
+                    + JOB_ARGS + list(extra)) == 0
+    return checkpoint_state(os.path.join(out, 'checkpoint.zip'))
+
+
+def assert_same_state(a, b):
+    """The same losses step by step, parameters and Adam moments, to the
+    last bit."""
+    (meta_a, params_a, adam_a), (meta_b, params_b, adam_b) = a, b
+    assert meta_a['step'] == meta_b['step']
+    assert meta_a['history']['mlm'] == meta_b['history']['mlm']
+    assert meta_a['history']['nsp'] == meta_b['history']['nsp']
+    assert sorted(params_a) == sorted(params_b)
+    for name in params_a:
+        onp.testing.assert_array_equal(params_a[name], params_b[name],
+                                       err_msg=name)
+    assert sorted(adam_a) == sorted(adam_b)
+    for i in adam_a:
+        for x, y in zip(adam_a[i], adam_b[i]):
+            onp.testing.assert_array_equal(x, y)
+
+
+@pytest.fixture(scope='module')
+def job_corpus(tmp_path_factory):
+    return write_small_corpus(tmp_path_factory.mktemp('job-corpus'))
+
+
+@pytest.fixture(scope='module')
+def killed_job(tmp_path_factory, job_corpus):
+    """Two workers and two servers pretrain on; once the checkpoint of
+    step 4 or later is there, one worker is killed (SIGKILL).  Records
+    what the launcher did, what listened where while the job ran, and
+    what was left."""
+    root = tmp_path_factory.mktemp('killed-job')
+    out = root / 'out'
+    checkpoint = out / 'checkpoint.zip'
+    launcher = processes.start(processes.d2l_bert(
+        'pretrain', '--workers', 2, '--servers', 2, '--threads',
+        os.environ['OMP_NUM_THREADS'], '--corpus', job_corpus, '--steps',
+        1000, '--out', out, *JOB_ARGS),
+        root, 'launcher')
+    children = []
+    try:
+        processes.wait_for(
+            lambda: (checkpoint_step(checkpoint) >= 4
+                     or launcher.poll() is not None),
+            processes.JOB_TIMEOUT, 'the checkpoint of step 4')
+        assert launcher.poll() is None, (root / 'launcher.err').read_text()
+        children = processes.descendants(launcher.pid)
+        sockets = processes.listening(children)
+        workers = [pid for pid in children
+                   if '--kvstore' in processes.cmdline(pid)]
+        victim = workers[-1]
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        status = launcher.wait(processes.JOB_TIMEOUT)
+        seconds = time.monotonic() - killed_at
+        left = [pid for pid in children if processes.alive(pid)]
+    finally:
+        processes.stop(launcher, children)
+    return SimpleNamespace(
+        root=root, out=out, checkpoint=checkpoint, corpus=job_corpus,
+        status=status, seconds=seconds, victim=victim, children=children,
+        workers=workers, sockets=sockets, left=left,
+        err=(root / 'launcher.err').read_text())
+
+
+@pytest.fixture(scope='module')
+def one_process_reference(killed_job, tmp_path_factory):
+    """One process with the two workers' devices (cpu:0, cpu:1) and the
+    whole batch: the state at the killed job's last checkpoint, and two
+    steps later."""
+    out = tmp_path_factory.mktemp('reference') / 'out'
+    step = read_checkpoint_meta(killed_job.checkpoint)['step']
+    devices = 'cpu:0,cpu:1'
+    at_checkpoint = pretrain_here(killed_job.corpus, out, step, devices)
+    later = pretrain_here(killed_job.corpus, out, step + 2, devices,
+                          '--resume')
+    return at_checkpoint, later
+
+
+@processes.needs_proc
+@processes.needs_parameter_server
+def test_a_killed_worker_ends_the_job_with_one_line_and_no_process_left(
+        killed_job):
+    assert len(killed_job.children) == 5 and len(killed_job.workers) == 2
+    assert killed_job.status == 128 + signal.SIGKILL
+    found = re.findall(r'^d2l-bert pretrain: error: .*$', killed_job.err,
+                       re.M)
+    assert len(found) == 1
+    assert re.fullmatch(
+        rf'd2l-bert pretrain: error: worker [01] \(pid {killed_job.victim}\)'
+        r' was killed by SIGKILL; stopped the job and its 4 other '
+        r'process\(es\)', found[0])
+    # The launcher polls every 0.05 s and gives the others 3 s after
+    # SIGTERM before SIGKILL
+    assert killed_job.seconds < 10
+    assert killed_job.left == []
+
+
+@processes.needs_proc
+@processes.needs_parameter_server
+def test_nothing_of_a_job_listens_beyond_the_loopback(killed_job):
+    # The scheduler, the servers and the workers listen, on 127.0.0.1 only
+    pids = {pid for pid, _, _ in killed_job.sockets}
+    assert pids == set(killed_job.children)
+    assert {address for _, address, _ in killed_job.sockets} == \
+        {'127.0.0.1'}
+
+
+@processes.needs_proc
+@processes.needs_parameter_server
+def test_two_workers_give_the_losses_and_parameters_of_one_process(
+        killed_job, one_process_reference):
+    """N = 2, batch B/2 each, against one process with batch B split over
+    two devices, to the last bit (tolerance 0).  (Two servers, each
+    adding the gradients of some of the weights.)
+
+    Why exact: each worker computes the loss and the gradients of the
+    shard the one process computes on that device: the same rows, the
+    same parameters, the same kernels and thread count.  The two runs
+    differ in one operation only, adding the two shards' gradients (on
+    the server, or in the one process's kvstore): a sum of two floats is
+    rounded the same whichever comes first.  Then both take the same Adam
+    step.  (One process with one device and batch B would differ: the
+    book's loss is a mean per shard, summed over the shards.)
+    """
+    meta, params, adam = checkpoint_state(killed_job.checkpoint)
+    assert meta['step'] >= 4 and meta['step'] % 2 == 0
+    assert_same_state((meta, params, adam), one_process_reference[0])
+
+
+@processes.needs_proc
+@processes.needs_parameter_server
+def test_a_checkpoint_of_the_killed_job_resumes_in_one_process(
+        killed_job, one_process_reference, tmp_path):
+    # The last checkpoint is whole, and is one process's checkpoint
+    with zipfile.ZipFile(killed_job.checkpoint) as z:
+        assert z.testzip() is None
+    out = tmp_path / 'resumed'
+    shutil.copytree(killed_job.out, out)
+    step = read_checkpoint_meta(out / 'checkpoint.zip')['step']
+    resumed = pretrain_here(killed_job.corpus, out, step + 2, 'cpu:0,cpu:1',
+                            '--resume')
+    assert_same_state(resumed, one_process_reference[1])
+
+
+@processes.needs_proc
+@processes.needs_parameter_server
+def test_two_workers_of_two_devices_continue_a_one_process_checkpoint(
+        job_corpus, tmp_path):
+    """A checkpoint of one process with 4 devices, continued for 4 steps
+    by 2 workers of 2 devices each (with the threads they get by
+    default), against the one process continued.
+
+    Not to the last bit: the 4 gradients are summed in another order
+    (the workers add 2 and 2, the one process 1 + (2 + 3) + 4), which
+    rounds differently.  The losses agree to 1e-5 (float32 rounding over
+    a few steps); 99.9% of the weights to 1e-4.  Adam's step is at most
+    about `lr`, whatever the gradient, and where the gradient is zero up
+    to rounding (the attention's key biases: a bias added to every key
+    shifts every score of a query alike, which the softmax ignores), it
+    turns the rounding into such steps: every weight agrees to 2 lr a
+    step.
+    """
+    devices = 'cpu:0,cpu:1,cpu:2,cpu:3'
+    reference, job = tmp_path / 'reference', tmp_path / 'job'
+    pretrain_here(job_corpus, reference, 2, devices)
+    os.makedirs(job)
+    shutil.copy(reference / 'checkpoint.zip', job / 'checkpoint.zip')
+    meta_r, params_r, _ = pretrain_here(job_corpus, reference, 6, devices,
+                                        '--resume')
+    launcher = processes.start(processes.d2l_bert(
+        'pretrain', '--workers', 2, '--devices', 'cpu:0,cpu:1', '--corpus',
+        job_corpus, '--steps', 6, '--out', job, '--resume', *JOB_ARGS),
+        tmp_path, 'launcher')
+    try:
+        status = launcher.wait(processes.JOB_TIMEOUT)
+    finally:
+        processes.stop(launcher)
+    out = (tmp_path / 'launcher.out').read_text()
+    assert status == 0, (tmp_path / 'launcher.err').read_text()
+    assert 'pretraining 6 steps on 2 workers x [cpu(0), cpu(1)] ...' in out
+    assert re.search(r'^\d+\.\d sentence pairs/sec on 2 workers x '
+                     r'\[cpu\(0\), cpu\(1\)\]$', out, re.M)
+    # Worker 0 alone printed and wrote
+    assert out.count('MLM loss ') == 1
+    assert sorted(os.listdir(job)) == ['checkpoint.zip', 'config.json',
+                                       'loss.png', 'pretrained.params',
+                                       'vocab.json']
+    meta, params, _ = checkpoint_state(job / 'checkpoint.zip')
+    assert meta['step'] == 6
+    history, expected = meta['history'], meta_r['history']
+    assert history['mlm'][:2] == expected['mlm'][:2]
+    onp.testing.assert_allclose(history['mlm'], expected['mlm'], rtol=1e-5)
+    onp.testing.assert_allclose(history['nsp'], expected['nsp'], rtol=1e-5)
+    diffs = onp.concatenate([onp.abs(params[k] - params_r[k]).ravel()
+                             for k in params])
+    assert onp.quantile(diffs, 0.999) < 1e-4
+    assert diffs.max() <= 2 * P.BOOK_LEARNING_RATE * 4
+
+
+# ---------------------------------------------------------------------------
+# --workers N: what is refused before anything starts
+# ---------------------------------------------------------------------------
+
+def refused(argv, capsys, tmp_path):
+    """Run ``d2l-bert pretrain ARGV`` here; return its one error line, after
+    checking that it started nothing and wrote nothing."""
+    before = set(processes.children(os.getpid()))
+    out = tmp_path / 'out'
+    status, stdout, err = run(['pretrain', '--out', str(out)] + argv, capsys)
+    assert status == 2 and stdout == ''
+    assert set(processes.children(os.getpid())) == before
+    assert not out.exists()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1
+    return lines[0]
+
+
+def test_pretrain_refuses_a_port_in_use(capsys, tmp_path):
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        s.listen()
+        port = s.getsockname()[1]
+        line = refused(['--workers', '2', '--port', str(port)], capsys,
+                       tmp_path)
+    assert line == (f'd2l-bert pretrain: error: --port {port} is in use on '
+                    '127.0.0.1: choose another port, or leave --port out to '
+                    'take a free one')
+
+
+def test_pretrain_refuses_an_unreachable_host(capsys, tmp_path):
+    port = free_port()               # nothing listens there
+    hosts = tmp_path / 'hosts.txt'
+    hosts.write_text(f'127.0.0.1:{port}\n')
+    line = refused(['--hosts', str(hosts)], capsys, tmp_path)
+    assert line == (f'd2l-bert pretrain: error: --hosts {hosts} line 1: '
+                    f'cannot reach 127.0.0.1 on port {port} (ssh): '
+                    'Connection refused')
+
+
+def test_pretrain_refuses_more_shards_than_pairs_in_a_batch(capsys,
+                                                            tmp_path):
+    line = refused(['--workers', '3', '--devices', 'cpu:0,cpu:1',
+                    '--batch-size', '5'], capsys, tmp_path)
+    assert line == (
+        'd2l-bert pretrain: error: --batch-size 5 is less than one sentence '
+        'pair for each of the 6 shards of a batch (3 workers x 2 device(s)):'
+        ' use --batch-size 6 or more, or fewer workers')
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--servers', '2'], '--servers makes sense with --workers N or '
+                         '--hosts FILE only'),
+    pytest.param(['--kvstore', 'dist_sync'],
+                 "--kvstore: kvstore 'dist_sync' needs a worker of a job "
+                 'started by', marks=processes.needs_parameter_server),
+])
+def test_pretrain_refuses_job_options_without_a_job(capsys, tmp_path,
+                                                    monkeypatch, argv,
+                                                    message):
+    monkeypatch.delenv('DMLC_ROLE', raising=False)
+    line = refused(argv, capsys, tmp_path)
+    assert line.startswith(f'd2l-bert pretrain: error: {message}')
+
+
+def test_a_worker_gets_every_pretraining_option(tmp_path):
+    parser = cli.build_parser()
+    argv = ['pretrain', '--corpus', 'c', '--batch-size', '8', '--max-len',
+            '32', '--num-hiddens', '16', '--ffn-num-hiddens', '8',
+            '--num-heads', '4', '--num-blks', '1', '--dropout', '0',
+            '--steps', '7', '--lr', '0.5', '--devices', 'cpu:0,cpu:1',
+            '--seed', '0', '--out', 'o', '--resume', '--checkpoint-every',
+            '3', '--workers', '2']
+    args = parser.parse_args(argv)
+    worker = pretrain_command._worker_argv(args, 5)
+    assert worker[1:4] == ['-m', 'd2l_bert', 'pretrain']
+    assert worker[-4:] == ['--kvstore', 'dist_sync', '--threads', '5']
+    again = parser.parse_args(worker[3:])
+    for name in pretrain_command.FORWARDED:
+        assert getattr(again, name) == getattr(args, name), name
+    assert (again.workers, again.kvstore, again.num_threads) == (
+        None, 'dist_sync', 5)
+    # Every option of the command is forwarded or makes the job
+    options = {a.dest for a in parser._subparsers._group_actions[0]
+               .choices['pretrain']._actions if a.dest != 'help'}
+    assert options == set(pretrain_command.FORWARDED) | set(
+        pretrain_command.JOB_OPTIONS)

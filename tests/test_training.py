@@ -183,6 +183,31 @@ def test_two_cpu_contexts_train_like_one(capsys):
     assert 'on [cpu(0), cpu(1)]' in capsys.readouterr().out
 
 
+def test_a_batch_smaller_than_the_device_count_is_skipped(capsys):
+    # An epoch of 8, 8 and 1 pairs over two devices: the last batch would
+    # leave one device without a pair (and crashed with an empty shard)
+    vocab_size = 50
+    batches = synthetic_batches(vocab_size, 3)
+    batches[2] = tuple(elem[:1] for elem in batches[2])
+    seed_all(0)
+    net = BERTModel(vocab_size, dropout=0.0, **TINY)
+    net.initialize(init.Xavier(), ctx=[mx.cpu(0), mx.cpu(1)])
+    history = T.train_bert_history(
+        batches, net, gluon.loss.SoftmaxCELoss(), vocab_size,
+        [mx.cpu(0), mx.cpu(1)], 4, progress=False)
+    # Steps 1, 2, then 1 and 2 of the next epoch: 8 pairs each
+    assert history.num_pairs == 4 * 8
+    assert history.mlm[0] != history.mlm[2]          # trained in between
+    with pytest.raises(ValueError) as e:
+        T.train_bert_history(
+            [batches[2]], net, gluon.loss.SoftmaxCELoss(), vocab_size,
+            [mx.cpu(0), mx.cpu(1)], 1, progress=False)
+    assert str(e.value) == ('train_iter yielded no batch of 2 or more '
+                            'pairs, one for each of the 2 devices of the '
+                            'job: use fewer devices or workers, or a larger '
+                            'corpus')
+
+
 @pytest.mark.skipif(mx.context.num_gpus() == 0,
                     reason='no GPU that MXNet can use on this machine')
 def test_train_bert_on_a_gpu_like_on_the_cpu():
@@ -254,6 +279,36 @@ def test_checkpoint_round_trip_restores_params_trainer_and_rng(
     assert_same_params(net, other, atol=0)
     assert trainer.optimizer.num_update == 2
     assert random.random() == expected_python
+
+
+def test_a_checkpoint_resumes_on_devices_that_update_themselves(
+        small_corpus, tmp_path):
+    # One device writes the checkpoint; two devices that each take Adam's
+    # step themselves (as a worker of a job does) resume it, and keep
+    # equal weights: both continue Adam's bias correction at step 3
+    path = tmp_path / 'ckpt.zip'
+    train_iter, vocab, net = make_run(small_corpus)
+    T.train_bert_history(train_iter, net, gluon.loss.SoftmaxCELoss(),
+                         len(vocab), [mx.cpu()], 2, checkpoint=str(path),
+                         progress=False)
+    devices = [mx.cpu(0), mx.cpu(1)]
+    other = BERTModel(len(vocab), dropout=0.0, **TINY)
+    other.initialize(init.Xavier(), ctx=devices)
+    trainer = T._make_trainer(other, 0.01, mx.kv.create('device'))
+    T.load_checkpoint(str(path), other, trainer, devices)
+    batch = next(iter(train_iter))
+    shards = [gluon.utils.split_and_load(e, devices) for e in batch]
+    with mx.autograd.record():
+        _, _, ls = T._get_batch_loss_bert(
+            other, gluon.loss.SoftmaxCELoss(), len(vocab), *shards)
+    for l in ls:
+        l.backward()
+    trainer.step(1)
+    counts = trainer.optimizer._all_index_update_counts
+    assert counts[0] == counts[1] and set(counts[0].values()) == {3}
+    for p in other.collect_params().values():
+        onp.testing.assert_array_equal(p.data(devices[0]).asnumpy(),
+                                       p.data(devices[1]).asnumpy())
 
 
 def test_resume_refuses_a_checkpoint_of_other_settings(small_corpus,

@@ -6,8 +6,9 @@ imported only when their command runs, so `d2l-bert --help` stays fast.
 
 Before any command imports `mxnet`, `main` makes the process's thread
 choices with one explicit call (`d2l_bert.threads.set_threads`); the
-commands that train print what it chose (``args.threads``).  Then it
-turns on MXNet's NumPy semantics, as the book's first cell does.
+commands that train print what it chose (``args.threads``).  The model
+modules turn on MXNet's NumPy semantics when a command imports them, as
+the book's first cell does.
 """
 import argparse
 import importlib
@@ -24,6 +25,9 @@ COMMANDS = {
                  'pretrain the small BERT (sec_bert-pretraining)'),
     'encode': ('d2l_bert.cli.encode',
                'represent text with a pretrained BERT'),
+    'launch': ('d2l_bert.cli.launch',
+               "run a command as the workers of a job on MXNet's "
+               'parameter server (dist_sync)'),
 }
 
 
@@ -47,14 +51,11 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 2
-    # Before `mxnet` is imported: every core, idle OpenMP threads that
-    # sleep soon, OpenBLAS's AVX-512 kernels where the CPU has them
+    # Before `mxnet` is imported: every core (or `--threads`), idle
+    # OpenMP threads that sleep soon, OpenBLAS's AVX-512 kernels where the
+    # CPU has them
     from ..threads import set_threads
-    args.threads = set_threads()
-    # Then what the book's first cell does: every block of the package is
-    # written for MXNet's NumPy semantics
-    from mxnet import npx
-    npx.set_np()
+    args.threads = set_threads(getattr(args, 'num_threads', None))
     module = importlib.import_module(args._module)
     try:
         return module.main(args)

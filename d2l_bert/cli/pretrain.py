@@ -5,6 +5,8 @@
     d2l-bert pretrain                       # the book's settings, 50 steps
     d2l-bert pretrain --steps 200 --devices cpu:0,cpu:1 --out my-bert
     d2l-bert pretrain --steps 400 --out my-bert --resume
+    d2l-bert pretrain --workers 2 --steps 20    # 2 processes, one model
+    d2l-bert pretrain --hosts hosts.txt         # one worker per machine
 
 Loads the corpus (the embedded one by default), pretrains the book's
 small BERT with `train_bert`, prints the book's two lines and the
@@ -12,7 +14,18 @@ masked-token and next-sentence accuracy on the held-out split, then saves
 the model in the layout of d2l's ``bert.small`` (``pretrained.params``,
 ``vocab.json``, plus ``config.json``), the loss curves (``loss.png``) and
 a checkpoint (``checkpoint.zip``) that ``--resume`` continues from.
+
+With ``--workers N`` (or ``--hosts FILE``) this process only launches a
+job on MXNet's parameter server (`d2l_bert.distributed`): a scheduler,
+the servers, and N workers, each running this command again with
+``--kvstore dist_sync`` and its share of the threads (``--threads``).
+Each worker trains on its rows of every batch (`d2l_bert.data_parallel`);
+worker 0 prints, shows the progress bar and writes the files, which are
+those one process would write (a checkpoint of either resumes in the
+other).
 """
+import argparse
+import contextlib
 import os
 import random
 import sys
@@ -22,7 +35,6 @@ CHECKPOINT_FILE, PLOT_FILE = 'checkpoint.zip', 'loss.png'
 
 
 def _positive_int(text):
-    import argparse
     try:
         value = int(text)
     except ValueError:
@@ -34,7 +46,6 @@ def _positive_int(text):
 
 
 def _rate(text):
-    import argparse
     try:
         value = float(text)
     except ValueError:
@@ -83,6 +94,91 @@ def add_arguments(parser):
     train.add_argument('--checkpoint-every', type=_positive_int,
                        default=10, metavar='K',
                        help='save a checkpoint every K steps (10)')
+    train.add_argument('--threads', type=_positive_int, default=None,
+                       metavar='K', dest='num_threads',
+                       help='CPU threads of each process (default: every '
+                            'core; with --workers N, cores // N)')
+    from .launch import add_job_arguments
+    job = parser.add_argument_group(
+        "several processes (MXNet's parameter server, the dist_sync "
+        'kvstore)')
+    add_job_arguments(job, 'train in N worker processes, each on its '
+                           'share of every batch, with the numbers of one '
+                           'process that has all their devices (default '
+                           'with --hosts: one per machine)')
+    # Set by the launcher in each worker's command, not by hand
+    job.add_argument('--kvstore', default=None, help=argparse.SUPPRESS)
+
+
+#: The options a worker gets as they are; the others make the job
+FORWARDED = ('corpus', 'batch_size', 'max_len', 'num_hiddens',
+             'ffn_num_hiddens', 'num_heads', 'num_blks', 'dropout', 'steps',
+             'lr', 'devices', 'seed', 'out', 'resume', 'checkpoint_every')
+JOB_OPTIONS = ('workers', 'servers', 'hosts', 'port', 'num_threads',
+               'kvstore')
+
+
+def _worker_argv(args, num_threads):
+    """A worker's command: this one, without the job's options, plus
+    ``--kvstore dist_sync`` and its thread count."""
+    argv = [sys.executable, '-m', 'd2l_bert', 'pretrain']
+    for name in FORWARDED:
+        value = getattr(args, name)
+        option = '--' + name.replace('_', '-')
+        # (`is`, not `in (None, False)`: 0 and 0.0 equal False)
+        if value is True:
+            argv.append(option)
+        elif value is not None and value is not False:
+            argv += [option, str(value)]
+    return argv + ['--kvstore', 'dist_sync', '--threads', str(num_threads)]
+
+
+def _num_devices(text):
+    """How many devices `--devices` names, without importing `mxnet`
+    (the workers check the names): 1 for the default and 'all-gpus'."""
+    if text is None or text.strip().lower() == 'all-gpus':
+        return 1
+    return max(1, len([p for p in text.split(',') if p.strip()]))
+
+
+def _fail(message):
+    print(f'd2l-bert pretrain: error: {message}', file=sys.stderr)
+    return 2
+
+
+def _check(args):
+    """The checks that need no `mxnet`: an error message, or None."""
+    if args.num_hiddens % args.num_heads:
+        return (f'--num-heads {args.num_heads} must divide --num-hiddens '
+                f'{args.num_hiddens}')
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        return f'--out {args.out!r} exists and is not a directory'
+    return None
+
+
+def _launch(args):
+    """Start the job of ``--workers``/``--hosts`` and wait for it."""
+    from .. import distributed
+    problem = _check(args)
+    if problem:
+        return _fail(problem)
+    try:
+        job = distributed.prepare_job(
+            lambda num_threads: _worker_argv(args, num_threads),
+            num_workers=args.workers, num_servers=args.servers,
+            hosts=args.hosts, port=args.port, num_threads=args.num_threads)
+    except distributed.LaunchError as e:
+        return _fail(e)
+    num_shards = job.num_workers * _num_devices(args.devices)
+    if args.batch_size < num_shards:
+        return _fail(
+            f'--batch-size {args.batch_size} is less than one sentence '
+            f'pair for each of the {num_shards} shards of a batch '
+            f'({job.num_workers} workers x {_num_devices(args.devices)} '
+            f'device(s)): use --batch-size {num_shards} or more, or fewer '
+            'workers')
+    print(job.description, flush=True)
+    return distributed.run_job(job.roles, prog='d2l-bert pretrain')
 
 
 def _devices(text):
@@ -103,21 +199,47 @@ def _seed_everything(seed):
 
 def main(args):
     """Run ``d2l-bert pretrain``; return the exit status."""
-    def fail(message):
-        print(f'd2l-bert pretrain: error: {message}', file=sys.stderr)
-        return 2
+    if args.workers is not None or args.hosts is not None:
+        if args.kvstore:
+            return _fail('--kvstore is for the workers a job starts, not '
+                         'with --workers or --hosts')
+        return _launch(args)
+    for name in ('servers', 'port'):
+        if getattr(args, name) is not None:
+            return _fail(f'--{name} makes sense with --workers N or '
+                         '--hosts FILE only')
     try:
         devices = _devices(args.devices)
     except ValueError as e:
-        return fail(f'--devices: {e}')
-    if args.num_hiddens % args.num_heads:
-        return fail(f'--num-heads {args.num_heads} must divide '
-                    f'--num-hiddens {args.num_hiddens}')
-    out = args.out
-    if os.path.exists(out) and not os.path.isdir(out):
-        return fail(f'--out {out!r} exists and is not a directory')
+        return _fail(f'--devices: {e}')
+    problem = _check(args)
+    if problem:
+        return _fail(problem)
+    kvstore = None
+    if args.kvstore:
+        from ..data_parallel import create_kvstore
+        try:
+            # Waits until every process of the job has joined
+            kvstore = create_kvstore(args.kvstore)
+        except ValueError as e:
+            return _fail(f'--kvstore: {e}')
+    if kvstore is None:
+        return _pretrain(args, devices, kvstore)
+    # Worker 0 alone prints (errors still go to stderr)
+    with open(os.devnull, 'w') as devnull, (
+            contextlib.redirect_stdout(devnull) if kvstore.rank != 0
+            else contextlib.nullcontext()):
+        status = _pretrain(args, devices, kvstore)
+    if status:
+        from ..data_parallel import leave_job
+        leave_job(status)
+    return status
 
-    from mxnet import gluon, init
+
+def _pretrain(args, devices, kvstore):
+    """Pretrain in this process (alone, or as a worker of a job)."""
+    fail, out = _fail, args.out
+    from mxnet import gluon, init, npx
 
     from .. import fast
     from ..threads import set_threads
@@ -126,6 +248,8 @@ def main(args):
     from ..model_files import save_pretrained
     from ..training import evaluate_bert, train_bert_history
 
+    # The book's first cell: every block is written for NumPy semantics
+    npx.set_np()
     _seed_everything(args.seed)
     print(getattr(args, 'threads', None) or set_threads())
     print(f'loading the {args.corpus} corpus (batch size '
@@ -158,7 +282,9 @@ def main(args):
     net.initialize(init.Xavier(), ctx=devices)
     loss = gluon.loss.SoftmaxCELoss()
 
-    os.makedirs(out, exist_ok=True)
+    leader = kvstore is None or kvstore.rank == 0
+    if leader:
+        os.makedirs(out, exist_ok=True)
     checkpoint = os.path.join(out, CHECKPOINT_FILE)
     if args.resume and not os.path.exists(checkpoint):
         print(f'no checkpoint at {checkpoint}: starting from step 0')
@@ -169,16 +295,20 @@ def main(args):
     print(f'path: {fast.describe(twin)}, model and losses in one graph '
           '(d2l_bert.fast.batch_loss)')
     print(fast._ops.describe(devices))
-    print(f'pretraining {args.steps} steps on {devices} ...', flush=True)
+    where = devices if kvstore is None else \
+        f'{kvstore.num_workers} workers x {devices}'
+    print(f'pretraining {args.steps} steps on {where} ...', flush=True)
     plot = os.path.join(out, PLOT_FILE)
     try:
         history = train_bert_history(
             train_iter, net, loss, len(vocab), devices, args.steps,
             learning_rate=args.lr, plot=plot, checkpoint=checkpoint,
             checkpoint_every=args.checkpoint_every, resume=args.resume,
-            config=settings, batch_loss=batch_loss)
+            config=settings, batch_loss=batch_loss, kvstore=kvstore)
     except ValueError as e:
         return fail(e)
+    if not leader:
+        return 0
 
     accuracy = evaluate_bert(twin, valid_iter, len(vocab), devices)
     print(f'held-out MLM accuracy {accuracy.mlm_accuracy:.3f} '

@@ -1,0 +1,55 @@
+"""The book's pretraining (sec_bert-pretraining) in each worker of a job
+on MXNet's parameter server::
+
+    d2l-bert launch --workers 2 python docs/train_book_bert.py
+
+Every worker runs this file.  Each makes the same data loader (same
+corpus, same seed) and trains on its own rows of every batch
+(`worker_rows`); the job's kvstore sums the gradients of all workers and
+takes Adam's step on its servers.  Worker 0 prints the book's lines.
+"""
+import argparse
+import contextlib
+import os
+
+from d2l_bert.threads import set_threads
+
+# Before mxnet: the worker's share of the cores, which `d2l-bert launch`
+# puts in OMP_NUM_THREADS (printed below, by worker 0)
+threads = set_threads()
+
+import mxnet as mx  # noqa: E402
+from mxnet import gluon, init  # noqa: E402
+
+from d2l_bert import BERTModel, load_data_wiki, train_bert  # noqa: E402
+from d2l_bert.data_parallel import create_kvstore, worker_rows  # noqa
+
+parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+parser.add_argument('--corpus', default='embedded')
+parser.add_argument('--batch-size', type=int, default=512)
+parser.add_argument('--num-hiddens', type=int, default=128)
+parser.add_argument('--ffn-num-hiddens', type=int, default=256)
+parser.add_argument('--steps', type=int, default=50)
+args = parser.parse_args()
+
+# Join the job: wait until all its processes have started, and learn
+# this worker's rank
+kv = create_kvstore('dist_sync')
+# The same seed in every worker: the same batches, the same initial weights
+mx.random.seed(0)
+train_iter, vocab = load_data_wiki(args.batch_size, 64, corpus=args.corpus,
+                                   seed=0)
+net = BERTModel(len(vocab), num_hiddens=args.num_hiddens,
+                ffn_num_hiddens=args.ffn_num_hiddens, num_heads=2,
+                num_blks=2, dropout=0.2)
+devices = [mx.cpu()]
+net.initialize(init.Xavier(), ctx=devices)
+loss = gluon.loss.SoftmaxCELoss()
+
+# Worker 0 prints, the others train quietly
+with open(os.devnull, 'w') as devnull, (
+        contextlib.redirect_stdout(devnull) if kv.rank
+        else contextlib.nullcontext()):
+    print(threads)
+    train_bert(worker_rows(train_iter), net, loss, len(vocab), devices,
+               args.steps, kvstore='dist_sync')

@@ -1,0 +1,284 @@
+"""Tests of d2l_bert/distributed.py: the roles of a job and their
+environments, the ssh commands and the hosts file (the commands, not the
+network), the checks made before anything starts, and `run_job`'s watch
+over processes (small Python processes standing in for the roles; the
+real jobs are in test_cli_pretrain.py and test_cli_launch.py)."""
+import shlex
+import socket
+import sys
+import time
+
+import pytest
+
+from d2l_bert import distributed as D
+
+from processes import alive, needs_proc
+
+#: Marks the stand-in processes (see `processes.stop`)
+MARK = '# d2l_bert test process'
+
+
+def python(code):
+    return [sys.executable, '-c', f'{code}  {MARK}']
+
+
+SLEEP = python('import time; time.sleep(60)')
+
+
+def role(name, argv):
+    kind = name.split()[0]
+    return D.Role(name, kind, argv, {}, None)
+
+
+# ---------------------------------------------------------------------------
+# Roles and their environments
+# ---------------------------------------------------------------------------
+
+def test_local_roles_put_every_process_on_the_loopback_address():
+    roles = D.local_roles(['train'], 2, 1, 9999, 3, python='py')
+    assert [(r.name, r.role) for r in roles] == [
+        ('scheduler', 'scheduler'), ('server 0', 'server'),
+        ('worker 0', 'worker'), ('worker 1', 'worker')]
+    common = dict(DMLC_PS_ROOT_URI='127.0.0.1', DMLC_PS_ROOT_PORT='9999',
+                  DMLC_NUM_WORKER='2', DMLC_NUM_SERVER='1')
+    assert roles[0].env == dict(common, DMLC_ROLE='scheduler',
+                                OMP_NUM_THREADS='1')
+    assert roles[1].env == dict(common, DMLC_ROLE='server',
+                                DMLC_NODE_HOST='127.0.0.1',
+                                OMP_NUM_THREADS='1')
+    assert roles[3].env == dict(common, DMLC_ROLE='worker',
+                                DMLC_NODE_HOST='127.0.0.1',
+                                OMP_NUM_THREADS='3')
+    assert roles[0].argv == ['py', '-m', 'd2l_bert.distributed', 'serve']
+    assert roles[2].argv == ['train'] and roles[2].host is None
+
+
+def test_a_role_gets_its_variables_afresh(monkeypatch):
+    monkeypatch.setenv('DMLC_ROLE', 'server')
+    monkeypatch.setenv('DMLC_INTERFACE', 'eth0')
+    monkeypatch.setenv('OMP_NUM_THREADS', '8')
+    env = D._environment(D.local_roles(['w'], 1, 1, 1234, 1)[2])
+    assert env['DMLC_ROLE'] == 'worker' and env['OMP_NUM_THREADS'] == '1'
+    assert 'DMLC_INTERFACE' not in env          # would pick an interface
+    assert env['PATH'] == D.os.environ['PATH']
+
+
+@pytest.mark.parametrize('workers, cores, threads', [
+    (2, 2, 1), (4, 2, 1), (2, 8, 4), (3, 8, 2), (1, 2, 2)])
+def test_divide_threads_shares_the_cores(workers, cores, threads):
+    assert D.divide_threads(workers, cores) == threads
+
+
+# ---------------------------------------------------------------------------
+# Hosts and ssh
+# ---------------------------------------------------------------------------
+
+HOSTS = """\
+# two machines of a class room
+10.0.0.1            # the first runs the scheduler
+alice@10.0.0.2:2222
+"""
+
+
+def test_read_hosts_reads_addresses_users_and_ssh_ports(tmp_path):
+    path = tmp_path / 'hosts.txt'
+    path.write_text(HOSTS)
+    assert D.read_hosts(str(path)) == [
+        D.Host('10.0.0.1', '10.0.0.1', 22, 2),
+        D.Host('10.0.0.2', 'alice@10.0.0.2', 2222, 3)]
+
+
+@pytest.mark.parametrize('text, message', [
+    ('', 'lists no machine'),
+    ('# nothing\n\n', 'lists no machine'),
+    ('10.0.0.1\nhost:ssh\n', "line 2: expected [USER@]ADDRESS[:SSH_PORT], "
+                             "one machine a line, got 'host:ssh'"),
+    ('a b\n', "line 1: expected"),
+    ('10.0.0.1:70000\n', 'line 1: expected'),
+])
+def test_read_hosts_names_the_bad_line(tmp_path, text, message):
+    path = tmp_path / 'hosts.txt'
+    path.write_text(text)
+    with pytest.raises(D.LaunchError, match=r'^--hosts ') as e:
+        D.read_hosts(str(path))
+    assert message in str(e.value) and '\n' not in str(e.value)
+
+
+def test_read_hosts_says_when_the_file_is_missing(tmp_path):
+    with pytest.raises(D.LaunchError, match='nowhere.txt: cannot read it'):
+        D.read_hosts(str(tmp_path / 'nowhere.txt'))
+
+
+def test_ssh_roles_build_one_ssh_command_per_process(tmp_path):
+    path = tmp_path / 'hosts.txt'
+    path.write_text(HOSTS)
+    hosts = D.read_hosts(str(path))
+    worker = ['/opt/py env/bin/python', '-m', 'd2l_bert', 'pretrain']
+    roles = D.ssh_roles(hosts, worker, 3, 2, 9091, 2,
+                        python='/opt/py env/bin/python', cwd='/home/me/run')
+    assert [(r.name, r.host) for r in roles] == [
+        ('scheduler', '10.0.0.1'), ('server 0', '10.0.0.1'),
+        ('server 1', '10.0.0.2'), ('worker 0', '10.0.0.1'),
+        ('worker 1', '10.0.0.2'), ('worker 2', '10.0.0.1')]
+    # The environment travels in the remote command, not in ssh's own
+    assert all(r.env == {} for r in roles)
+    argv = roles[4].argv
+    assert argv[:-2] == ['ssh', '-tt', '-o', 'BatchMode=yes', '-o',
+                         'ConnectTimeout=10', '-p', '2222']
+    assert argv[-2] == 'alice@10.0.0.2'
+    remote = shlex.split(argv[-1])
+    assert remote[:5] == ['cd', '/home/me/run', '&&', 'exec', 'env']
+    assert remote[5:12] == [
+        'DMLC_NODE_HOST=10.0.0.2', 'DMLC_NUM_SERVER=2', 'DMLC_NUM_WORKER=3',
+        'DMLC_PS_ROOT_PORT=9091', 'DMLC_PS_ROOT_URI=10.0.0.1',
+        'DMLC_ROLE=worker', 'OMP_NUM_THREADS=2']
+    assert remote[12:] == worker           # the space survives quoting
+    scheduler = shlex.split(roles[0].argv[-1])
+    assert 'DMLC_ROLE=scheduler' in scheduler
+    assert not any(a.startswith('DMLC_NODE_HOST') for a in scheduler)
+    assert scheduler[-3:] == ['-m', 'd2l_bert.distributed', 'serve']
+
+
+def test_prepare_job_over_ssh_defaults_to_one_worker_and_server_a_machine(
+        tmp_path):
+    # Both "machines" are this one, on ports where an ssh server would be
+    # expected: two listening sockets stand in for them
+    with socket.socket() as a, socket.socket() as b:
+        for s in (a, b):
+            s.bind(('127.0.0.1', 0))
+            s.listen()
+        path = tmp_path / 'hosts.txt'
+        path.write_text(f'127.0.0.1:{a.getsockname()[1]}\n'
+                        f'127.0.0.1:{b.getsockname()[1]}\n')
+        job = D.prepare_job(lambda threads: ['w', str(threads)],
+                            hosts=str(path), num_threads=1)
+    assert job.num_workers == 2 and job.port == D.DEFAULT_SSH_JOB_PORT
+    assert [r.name for r in job.roles] == [
+        'scheduler', 'server 0', 'server 1', 'worker 0', 'worker 1']
+    assert shlex.split(job.roles[-1].argv[-1])[-2:] == ['w', '1']
+    assert job.description.endswith(
+        'on 2 machine(s) over ssh, the scheduler on 127.0.0.1:9091, '
+        '1 thread(s) per worker')
+
+
+# ---------------------------------------------------------------------------
+# What is refused before anything starts
+# ---------------------------------------------------------------------------
+
+def closed_port():
+    """A port on 127.0.0.1 where nothing listens (just released)."""
+    return D.free_port()
+
+
+def test_prepare_job_refuses_a_port_in_use():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(D.LaunchError) as e:
+            D.prepare_job(lambda t: ['w'], num_workers=2, port=port)
+    assert str(e.value) == (f'--port {port} is in use on 127.0.0.1: choose '
+                            'another port, or leave --port out to take a '
+                            'free one')
+
+
+def test_prepare_job_refuses_an_unreachable_host(tmp_path):
+    port = closed_port()
+    path = tmp_path / 'hosts.txt'
+    path.write_text(f'127.0.0.1:{port}\n')
+    with pytest.raises(D.LaunchError) as e:
+        D.prepare_job(lambda t: ['w'], hosts=str(path))
+    assert str(e.value) == (f'--hosts {path} line 1: cannot reach 127.0.0.1 '
+                            f'on port {port} (ssh): Connection refused')
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(num_workers=0), '--workers must be a positive integer, got 0'),
+    (dict(num_workers=2, num_servers=0),
+     '--servers must be a positive integer, got 0'),
+    (dict(), 'give --workers N (or --hosts FILE)'),
+    (dict(num_workers=2, port=70000),
+     '--port must be a TCP port in [1, 65535], got 70000'),
+    (dict(num_workers=2, num_threads=0),
+     '--threads must be a positive integer, got 0'),
+])
+def test_prepare_job_names_the_bad_option(kwargs, message):
+    with pytest.raises(D.LaunchError) as e:
+        D.prepare_job(lambda t: ['w'], **kwargs)
+    assert str(e.value) == message
+
+
+def test_prepare_job_takes_a_free_port_and_divides_the_threads():
+    job = D.prepare_job(lambda threads: ['w', str(threads)], num_workers=2)
+    assert 1024 <= job.port <= 65535
+    assert job.num_threads == D.divide_threads(2)
+    assert job.roles[-1].argv == ['w', str(job.num_threads)]
+    assert job.description == (
+        f'starting 1 scheduler, 1 server(s) and 2 worker(s) on '
+        f'127.0.0.1:{job.port}, {job.num_threads} thread(s) per worker')
+
+
+# ---------------------------------------------------------------------------
+# run_job: the watch over the processes
+# ---------------------------------------------------------------------------
+
+def run(roles, capsys, **kwargs):
+    start = time.monotonic()
+    status = D.run_job(roles, prog='d2l-bert test', grace=1.0, **kwargs)
+    err = capsys.readouterr().err
+    return status, err, time.monotonic() - start
+
+
+def test_run_job_returns_0_when_the_workers_are_done(capsys):
+    # A server that would run on (like one whose workers never said
+    # goodbye) is stopped `finish` seconds after the last worker
+    roles = [role('server 0', SLEEP),
+             role('worker 0', python('pass')),
+             role('worker 1', python('import time; time.sleep(0.3)'))]
+    status, err, seconds = run(roles, capsys, finish=0.5)
+    assert status == 0 and err == ''
+    assert seconds < 5
+
+
+@needs_proc
+def test_a_killed_worker_ends_the_job_with_one_line(capsys, tmp_path):
+    # The first worker starts a process of its own: its process group is
+    # stopped with it
+    pid_file = tmp_path / 'grandchild'
+    spawner = python(
+        'import subprocess, sys, time; '
+        f'p = subprocess.Popen([sys.executable, "-c", '
+        f'"import time; time.sleep(60)  {MARK}"]); '
+        f'open({str(pid_file)!r}, "w").write(str(p.pid)); time.sleep(60)')
+    roles = [role('scheduler', SLEEP), role('server 0', SLEEP),
+             role('worker 0', spawner),
+             role('worker 1', python(
+                 'import os, signal, time; time.sleep(1); '
+                 'os.kill(os.getpid(), signal.SIGKILL)'))]
+    status, err, seconds = run(roles, capsys)
+    assert status == 128 + 9
+    lines = err.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith('d2l-bert test: error: worker 1 (pid ')
+    assert lines[0].endswith(') was killed by SIGKILL; stopped the job and '
+                             'its 3 other process(es)')
+    # One second until the kill, then at most `poll + 2 * grace`
+    assert seconds < 1 + 5
+    assert not alive(int(pid_file.read_text()))
+
+
+def test_a_failing_worker_gives_its_status(capsys):
+    roles = [role('scheduler', SLEEP),
+             role('worker 0', python('import sys; sys.exit(3)'))]
+    status, err, _ = run(roles, capsys)
+    assert status == 3
+    assert ') exited with status 3; stopped the job' in err
+
+
+def test_a_server_that_ends_before_the_workers_fails_the_job(capsys):
+    roles = [role('server 0', python('pass')), role('worker 0', SLEEP)]
+    status, err, seconds = run(roles, capsys, finish=0.5)
+    assert status == 1
+    assert err.startswith('\nd2l-bert test: error: server 0 (pid ')
+    assert ') exited with status 0; stopped the job' in err
+    assert seconds < 5
