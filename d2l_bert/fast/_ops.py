@@ -178,8 +178,20 @@ def _smoke_test():
     dqkv = onp.empty_like(qkv)
     K.self_attention_backward(*args, P, onp.ones_like(O), onp.zeros_like(P),
                               dqkv, 0, 1)
+    # AddNorm of one row, no dropout: X + 0 normalized, then its gradient
+    no_dropout = (onp.uint64(0), onp.uint64(0), onp.float32(1))
+    Y, beta = onp.zeros_like(X), onp.zeros(3, onp.float32)
+    out, mean, std = (onp.empty_like(X), onp.empty(1, onp.float32),
+                      onp.empty(1, onp.float32))
+    K.add_norm_forward(X, Y, gamma, beta, onp.float32(1e-5), *no_dropout,
+                       out, mean, std, 0, 1)
+    add_acc = onp.zeros((2, 3))
+    K.add_norm_backward(dY, X, Y, mean, std, gamma, *no_dropout,
+                        onp.empty_like(X), onp.empty_like(X), add_acc[0],
+                        add_acc[1], 0, 1)
     if not (abs(loss[0] - expected) < 1e-5 and abs(dX.sum()) < 1e-5
             and acc[1].tolist() == [1.0, 1.0, 1.0]
+            and mean.tolist() == [1.0] and add_acc[1].tolist() == [1.0] * 3
             and P[:, :, 0].tolist() == [[1.0, 1.0]]
             and O.ravel().tolist() == [1.0, 1.0]
             and dqkv[0, :, 2].tolist() == [2.0, 0.0]):
