@@ -339,6 +339,20 @@ def requirements_for(lock, variant):
     return path
 
 
+def compile_loops(vpy):
+    """Compile the fast layer's loops now, once: numba keeps them in
+    d2l_bert/fast/__pycache__, so that the first chapter or training run
+    does not spend half a minute compiling.  A failure only means they
+    compile on first use (or that MXNet's operators are used instead)."""
+    say('compiling the fast layer\'s loops once (numba caches them)')
+    status = subprocess.call(
+        [vpy, '-c', 'from d2l_bert.fast import _ops; _ops.available()'],
+        cwd=ROOT)
+    if status != 0:
+        say('could not compile the loops now (exit status %d); they will '
+            'compile on first use' % status)
+
+
 def set_up(test):
     """Bring `.venv` up to date; return the path of its interpreter."""
     start = time.time()
@@ -370,6 +384,7 @@ def set_up(test):
             pip(vpy, ['uninstall', '-y', previous])
         pip(vpy, ['install', '-r', requirements_for(lock, variant)])
         pip(vpy, ['install', '--no-deps', '-e', ROOT])
+        compile_loops(vpy)
         stamp.update(env=env_key, mxnet=variant)
         write_stamp(stamp)
     if test and stamp.get('model') != model_key:

@@ -184,6 +184,8 @@ def fake_checkout(tmp_path, monkeypatch):
     monkeypatch.delenv(run.MXNET_VAR, raising=False)
     calls = []
     monkeypatch.setattr(run, 'pip', lambda vpy, args: calls.append(args))
+    monkeypatch.setattr(run, 'compile_loops',
+                        lambda vpy: calls.append(['compile loops']))
     return run, root, calls
 
 
@@ -193,7 +195,8 @@ def test_set_up_installs_the_lock_then_skips_until_it_changes(
     lock = run.lock_file(sys.version_info)
     run.set_up(test=False)
     assert calls == [['install', '-r', lock],
-                     ['install', '--no-deps', '-e', str(root)]]
+                     ['install', '--no-deps', '-e', str(root)],
+                     ['compile loops']]
     del calls[:]
     run.set_up(test=False)
     assert calls == []
@@ -290,3 +293,22 @@ def test_ci_script_runs_the_readme_test_command():
     assert 'python3 run.py test' in script
     with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
         assert 'python3 run.py test' in f.read()
+
+
+@pytest.mark.parametrize('status, says', [
+    (0, []),
+    (1, ['could not compile the loops now (exit status 1); they will '
+         'compile on first use'])])
+def test_compiling_the_loops_at_set_up_never_stops_it(monkeypatch, capsys,
+                                                      status, says):
+    run = load_run_py()
+    commands = []
+    monkeypatch.setattr(run.subprocess, 'call',
+                        lambda command, cwd: commands.append(command)
+                        or status)
+    run.compile_loops('/venv/bin/python')
+    assert commands == [['/venv/bin/python', '-c',
+                         'from d2l_bert.fast import _ops; _ops.available()']]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["run.py: compiling the fast layer's loops once (numba "
+                     'caches them)'] + ['run.py: ' + s for s in says]
