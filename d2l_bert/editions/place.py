@@ -46,9 +46,6 @@ _PROVIDED = frozenset(dir(builtins)) | {'d2l'}
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
-_SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
-         tokenize.DEDENT, tokenize.ENCODING, tokenize.ENDMARKER}
-
 
 @dataclass(frozen=True)
 class CellShape:
@@ -468,7 +465,7 @@ def _words(code):
         return tuple('S' if t.type == tokenize.STRING else t.string
                      for t in tokenize.generate_tokens(
                          io.StringIO(code).readline)
-                     if t.type not in _SKIP)
+                     if t.type not in book_outputs._SKIP)
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return tuple(re.findall(r'\w+|[^\w\s]', re.sub(r'#.*', '', code)))
 
