@@ -82,9 +82,8 @@ def main(args):
         print(f'd2l-bert chapter: {e}', file=sys.stderr)
         return 2
     from ..runner import SMALL_ENV, small_sizes
-    from ..threads import set_threads
 
-    print(getattr(args, 'threads', None) or set_threads())
+    print(args.threads)
     saved = os.environ.get(SMALL_ENV)
     if args.small:
         os.environ[SMALL_ENV] = '1'  # the notebooks read it

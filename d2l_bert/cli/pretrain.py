@@ -242,7 +242,6 @@ def _pretrain(args, devices, kvstore):
     from mxnet import gluon, init, npx
 
     from .. import fast
-    from ..threads import set_threads
     from ..bert import BERTModel
     from ..dataset import load_data_wiki
     from ..model_files import save_pretrained
@@ -251,7 +250,7 @@ def _pretrain(args, devices, kvstore):
     # The book's first cell: every block is written for NumPy semantics
     npx.set_np()
     _seed_everything(args.seed)
-    print(getattr(args, 'threads', None) or set_threads())
+    print(args.threads)
     print(f'loading the {args.corpus} corpus (batch size '
           f'{args.batch_size}, max_len {args.max_len}) ...', flush=True)
     start = time.perf_counter()
