@@ -118,6 +118,16 @@ def test_cells_that_hang_or_end_their_process_fail_and_the_rest_runs(
         assert runner.run('x + 3').output == '44\n'
 
 
+def test_a_cells_own_timeout_error_is_run_again_in_a_new_process(caller):
+    # Only the timeout's alarm makes a cell one not to run again: a cell
+    # whose own code raises TimeoutError (a socket's, say) ran
+    with ChildRunner(timeout=30) as runner:
+        mine = runner.run("x = 41\nraise TimeoutError('a slow server')")
+        assert mine.error == 'TimeoutError: a slow server'
+        runner.run('import os\nos._exit(4)')
+        assert runner.run('x + 1').output == '42\n'
+
+
 @pytest.mark.parametrize('timeout', [-1, float('nan')])
 def test_a_timeout_below_zero_is_refused(timeout):
     with pytest.raises(ValueError, match=r'timeout must be a number of '

@@ -134,8 +134,9 @@ class ChildRunner:
         if reply is None:
             return self._stopped(notes)
         self.hooks.used |= set(reply.pop('used'))
+        stopped = reply.pop('stopped')
         result = CellResult(**reply)
-        if not (result.error or '').startswith('TimeoutError'):
+        if not stopped:
             self._ran.append(source)  # a cell stopped is not run again
         result.notes = notes + result.notes
         return result
@@ -262,26 +263,35 @@ def serve(fd):
             request = json.loads(conn.recv_bytes())
         except EOFError:
             return
-        result = _run(runner, request['code'], config['timeout'])
-        reply = dict(vars(result), used=sorted(runner.hooks.used))
+        result, stopped = _run(runner, request['code'], config['timeout'])
+        reply = dict(vars(result), used=sorted(runner.hooks.used),
+                     stopped=stopped)
         conn.send_bytes(json.dumps(reply).encode())
 
 
 def _run(runner, source, timeout):
-    """`runner.run(source)`, stopped by `TimeoutError` after `timeout` s."""
+    """`runner.run(source)`, stopped by `TimeoutError` after `timeout` s.
+
+    Returns the `CellResult` and whether the alarm stopped the cell (not
+    the cell's own `TimeoutError`, such as a socket's).
+    """
+    fired = []
+
     def alarm(signum, frame):
+        fired.append(signum)
         raise TimeoutError(f'the cell ran for more than {timeout:g} s '
                            '(--timeout)')
 
     if not timeout:
-        return runner.run(source)
+        return runner.run(source), False
     previous = signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        return runner.run(source)
+        result = runner.run(source)
     except TimeoutError as e:  # raised as the cell returned
-        return CellResult('failed', '', f'TimeoutError: {e}',
-                          seconds=timeout)
+        result = CellResult('failed', '', f'TimeoutError: {e}',
+                            seconds=timeout)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+    return result, bool(fired)
