@@ -7,6 +7,8 @@ imported (and loads OpenBLAS, which picks its kernels then).
 - `set_threads`: all cores by default (MXNet alone would give OpenMP half
   of them, one thread on a 2-core machine), and OpenBLAS's AVX-512
   kernels on a CPU that has AVX-512 (`d2l_bert.threads.set_threads`);
+  with ``isa='avx2'`` every library is held to AVX2 (`AVX2`), so that a
+  machine with AVX-512 measures what a CPU without it runs;
 - `book_batch`: a random batch shaped and typed like the book's
   pretraining batches (lengths spread like real data);
 - `gemm_rate`: the float32 matrix multiply rate of this machine, measured
@@ -33,9 +35,34 @@ BOOK = dict(batch_size=512, max_len=64, num_hiddens=128, ffn_num_hiddens=256,
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def set_threads(num_threads=None, short_spin=True):
+#: What holds each library to AVX2 on a CPU that has AVX-512: OpenBLAS
+#: (MXNet's and SciPy's), oneDNN (MXNet's and PyTorch's), numba's compiled
+#: loops, and PyTorch's own kernels and MKL.  Set before any is loaded.
+AVX2 = {'OPENBLAS_CORETYPE': 'Haswell', 'DNNL_MAX_CPU_ISA': 'AVX2',
+        'ONEDNN_MAX_CPU_ISA': 'AVX2', 'NUMBA_CPU_NAME': 'haswell',
+        'ATEN_CPU_CAPABILITY': 'avx2', 'MKL_ENABLE_INSTRUCTIONS': 'AVX2'}
+
+
+def hold_isa(isa):
+    """Hold every library to `isa` ('native': leave them; 'avx2': set
+    `AVX2` in this process's environment, which its children inherit).
+
+    Returns a line saying what was set.
+    """
+    if isa == 'native':
+        return 'instruction set: native (what each library picks)'
+    if isa != 'avx2':
+        raise ValueError(f"isa={isa!r}: expected 'native' or 'avx2'")
+    if 'mxnet' in sys.modules:
+        raise RuntimeError('hold_isa must run before `import mxnet`')
+    os.environ.update(AVX2)
+    return ('instruction set: held to AVX2 (' +
+            ' '.join(f'{k}={v}' for k, v in AVX2.items()) + ')')
+
+
+def set_threads(num_threads=None, short_spin=True, isa='native'):
     """`d2l_bert.threads.set_threads`, before `mxnet` is imported, as the
-    command line and the notebooks' first cell do.
+    command line and the notebooks' first cell do, after `hold_isa(isa)`.
 
     Without `short_spin`, libgomp keeps its default spin (or what the
     environment sets): a benchmark that runs no compiled loops should not
@@ -46,6 +73,7 @@ def set_threads(num_threads=None, short_spin=True):
     if 'mxnet' in sys.modules:
         raise RuntimeError('set_threads must run before `import mxnet`')
     from d2l_bert.threads import set_threads as choose
+    held = hold_isa(isa)
     lines = choose(num_threads, short_spin=short_spin)
     if not short_spin:
         lines = lines.replace(
@@ -53,7 +81,7 @@ def set_threads(num_threads=None, short_spin=True):
             "OpenMP idle threads: libgomp's default spin (no compiled loops "
             "run here; with a short spin d2l's many small operators wait "
             'for sleeping threads)')
-    return lines
+    return held + '\n' + lines
 
 
 def machine():
@@ -204,6 +232,10 @@ def arg_parser(doc, repeats, batch_size,
     p.add_argument('--repeats', type=int, default=repeats,
                    help=f'timed rounds ({repeats}); the median is reported')
     p.add_argument('--batch-size', type=int, default=batch_size)
+    p.add_argument('--isa', choices=('native', 'avx2'), default='native',
+                   help='native: each library picks its kernels; avx2: '
+                        'hold OpenBLAS, oneDNN, numba (and PyTorch) to '
+                        'AVX2, as on a CPU without AVX-512')
     return p
 
 

@@ -83,7 +83,7 @@ def loopback_bytes():
 
 def worker(args):
     """Time the step here; worker 0 (or the one process) prints JSON."""
-    print(_common.set_threads(args.threads), file=sys.stderr)
+    print(_common.set_threads(args.threads, isa=args.isa), file=sys.stderr)
     import mxnet as mx
     from mxnet import autograd, gluon, init, np, npx
 

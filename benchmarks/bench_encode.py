@@ -97,7 +97,8 @@ def main(argv=None):
     args = parse_args(argv)
     # No compiled loops run here, so libgomp keeps its default spin: the
     # short one `set_threads()` sets slowed d2l's imperative encoding
-    threads = _common.set_threads(args.threads, short_spin=False)
+    threads = _common.set_threads(args.threads, short_spin=False,
+                                     isa=args.isa)
     if args.profile:
         os.environ['MXNET_EXEC_BULK_EXEC_INFERENCE'] = '0'
     print(threads)

@@ -123,7 +123,7 @@ def profile(fn, label, top):
 
 def main(argv=None):
     args = parse_args(argv)
-    threads = _common.set_threads(args.threads)
+    threads = _common.set_threads(args.threads, isa=args.isa)
     if args.profile:
         # One operator per engine job, so each gets its own time
         os.environ['MXNET_EXEC_BULK_EXEC_TRAIN'] = '0'

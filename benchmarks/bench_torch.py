@@ -303,7 +303,7 @@ def main(argv=None):
     if python is None:
         print(install_hint(sys.executable), file=sys.stderr)
         return 2
-    print(_common.set_threads(args.threads))
+    print(_common.set_threads(args.threads, isa=args.isa))
     num_threads = int(os.environ.get('OMP_NUM_THREADS', '1'))
     print(_common.machine())
     cfg = dict(_common.BOOK, batch_size=args.batch_size)
