@@ -18,14 +18,12 @@ import os
 import sys
 import time
 
-#: Section label -> notebook file name, in the book's order
-SECTIONS = (
-    ('sec_bert', 'bert.ipynb'),
-    ('sec_bert-dataset', 'bert-dataset.ipynb'),
-    ('sec_bert-pretraining', 'bert-pretraining.ipynb'),
-    ('sec_natural-language-inference-bert',
-     'natural-language-inference-bert.ipynb'),
-)
+from ..saved_cells import NOTEBOOKS
+
+#: Section label -> notebook file name, in the book's order: the first
+#: label of each notebook in `saved_cells.NOTEBOOKS`, the one list of them
+SECTIONS = tuple((labels[0], name)
+                 for name, (_, labels) in NOTEBOOKS.items())
 
 NOTEBOOKS_ENV = 'D2L_BERT_NOTEBOOKS'
 
