@@ -813,7 +813,7 @@ ENCODER_ARGUMENTS = ('vocab_size', 'num_hiddens', 'ffn_num_hiddens',
                      'activation', 'epsilon', 'embedding_norm')
 
 
-def load_pretrained_bert(model='minilm', ctx=None, heads=False):
+def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
     """Load a Hugging Face BERT checkpoint into the book's classes.
 
     Parameters
@@ -827,12 +827,17 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False):
     heads : bool, default False
         Also load the pretraining heads of a `BertForPreTraining`
         checkpoint into a whole `BERTModel` (``.net`` of the result).
+    fast : bool, default True
+        Encode with the inference twin of the encoder and pooler
+        (`d2l_bert.fast.inference`: one graph, same parameters, compiled
+        attention); False calls the book's blocks, imperatively.
 
     Returns
     -------
     PretrainedBERT
         The `BERTEncoder`, the pooler (`BERTModel.hidden`) and the
-        WordPiece tokenizer; with `heads`, the `BERTModel` holding them.
+        WordPiece tokenizer; with `heads`, the `BERTModel` holding them;
+        with `fast`, the inference twin that calls run (``.fast``).
 
     Raises
     ------
@@ -879,8 +884,14 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False):
         set_parameters(hidden, params['hidden'], ctx)
     name = 'minilm' if model == 'minilm' else os.path.basename(
         os.path.normpath(model_dir))
+    twin = None
+    if fast:
+        # The fast layer's one visible call: a twin of the book's blocks
+        # for inference, sharing their parameters
+        from . import fast as fast_layer
+        twin = fast_layer.inference(encoder, hidden)
     return PretrainedBERT(encoder, hidden, tokenizer, options['max_len'],
-                          options['num_segments'], name, ctx, net)
+                          options['num_segments'], name, ctx, net, twin)
 
 
 def set_parameters(block, arrays, ctx):
@@ -918,9 +929,10 @@ def set_parameters(block, arrays, ctx):
 class PretrainedBERT:
     """A pretrained BERT encoder, its pooler and its tokenizer.
 
-    Made by `load_pretrained_bert`.  Called on arrays it runs the book's
-    `BERTEncoder` and `BERTModel.hidden`; `encode` goes from text to
-    vectors, for the ``d2l-bert encode`` command.
+    Made by `load_pretrained_bert`.  Called on arrays it runs the
+    inference twin of the book's `BERTEncoder` and `BERTModel.hidden`
+    (`fast`), or the book's blocks themselves when there is none; `encode`
+    goes from text to vectors, for the ``d2l-bert encode`` command.
 
     Attributes
     ----------
@@ -935,12 +947,15 @@ class PretrainedBERT:
     net : BERTModel or None
         The whole model with its pretraining heads, when loaded with
         ``heads=True``.
+    fast : d2l_bert.fast.InferenceBERT or None
+        The inference twin of `encoder` and `hidden` (same parameters)
+        that calls run; None: the book's blocks run.
     """
 
     def __init__(self, encoder, hidden, tokenizer, max_len, num_segments,
-                 name, ctx, net=None):
+                 name, ctx, net=None, fast=None):
         self.encoder, self.hidden, self.tokenizer = encoder, hidden, tokenizer
-        self.net = net
+        self.net, self.fast = net, fast
         self.max_len, self.num_segments = max_len, num_segments
         self.name, self.ctx = name, ctx
         self.pad_id = tokenizer.padding['pad_id']
@@ -959,6 +974,8 @@ class PretrainedBERT:
         pooled : float32 mxnet.np.ndarray, shape (B, H)
             The pooler's output on each sequence's ``[CLS]``.
         """
+        if self.fast is not None:
+            return self.fast(tokens, segments, valid_lens)   # the same two
         encoded_X = self.encoder(tokens, segments, valid_lens)  # (B, T, H)
         pooled = self.hidden(encoded_X[:, 0, :])             # (B, H)
         return encoded_X, pooled

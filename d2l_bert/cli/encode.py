@@ -11,6 +11,21 @@
 The last form is the section's closing experiment: the same word gets a
 different vector in a different context.
 
+With ``--file``, many texts, one a line, are encoded in batches and
+their sentence vectors written to a ``.npy`` file, in the order of the
+lines::
+
+    d2l-bert encode --model minilm --file texts.txt --out vectors.npy
+    cat texts.txt | d2l-bert encode --model minilm --file - --out v.npy
+
+The batches hold texts of similar lengths (sorted by length, which cuts
+the padding); a progress bar runs and a last line gives the throughput.
+The vector of a text (``--vector``) is by default the mean of its token
+vectors over its valid tokens, L2-normalized: the sentence embedding
+all-MiniLM-L6-v2 was trained to give (sentence-transformers' mean
+pooling and `Normalize`); ``--vector pooled`` gives the pooler's output
+on ``[CLS]`` instead.
+
 Models are loaded through `load_text_encoder`, the one place that maps a
 ``--model`` value to an encoder: any object with ``encode(text_a,
 text_b=None) -> (tokens, encoded, pooled)`` (a list of str, a float
@@ -24,9 +39,13 @@ import sys
 NUM_VALUES = 3
 
 
+#: What `--vector` may name
+VECTORS = ('mean', 'pooled')
+
+
 def add_arguments(parser):
     parser.add_argument(
-        'texts', nargs='+', metavar='TEXT',
+        'texts', nargs='*', metavar='TEXT',
         help='the text to encode, and optionally a second one (TEXT_B) to '
              'encode as a pair; with --compare, one or more single texts')
     parser.add_argument(
@@ -45,6 +64,22 @@ def add_arguments(parser):
     parser.add_argument(
         '--ctx', default='cpu', metavar='DEVICE',
         help='cpu, cpu:N, gpu or gpu:N (default: cpu)')
+    parser.add_argument(
+        '--file', metavar='PATH',
+        help="encode the texts of PATH, one a line ('-': standard input), "
+             'in batches; write their vectors with --out')
+    parser.add_argument(
+        '--out', metavar='PATH.npy',
+        help='with --file: write the vectors there, one row per line of '
+             'the file, in its order (float32, shape (texts, hidden size))')
+    parser.add_argument(
+        '--batch-size', default='64', metavar='N',
+        help='with --file: texts per batch (default: 64)')
+    parser.add_argument(
+        '--vector', default='mean', choices=VECTORS,
+        help='with --file: mean: the mean of the token vectors over the '
+             'valid tokens, L2-normalized (the sentence embedding of '
+             'all-MiniLM-L6-v2; default); pooled: the pooler output')
 
 
 def load_text_encoder(spec, ctx):
@@ -85,6 +120,171 @@ def load_text_encoder(spec, ctx):
         f'--model {spec!r}: no {PARAMS_FILE} in it; a d2l BERT directory '
         f'holds {PARAMS_FILE} and vocab.json, a Hugging Face BERT '
         'directory config.json, model.safetensors and vocab.txt')
+
+
+def read_texts(path):
+    """The texts of a file, one a line (`path` '-': standard input).
+
+    Raises
+    ------
+    ValueError
+        The file holds no text, or a blank line (named by its number).
+    """
+    if path == '-':
+        content = sys.stdin.read()
+    else:
+        try:
+            with open(path, encoding='utf-8') as f:
+                content = f.read()
+        except UnicodeDecodeError as e:
+            raise ValueError(f'--file {path}: not UTF-8 text ({e})') \
+                from None
+    texts = content.splitlines()
+    if not texts:
+        raise ValueError(f'--file {path}: the file is empty; give one text '
+                         'a line')
+    for i, text in enumerate(texts, 1):
+        if not text.strip():
+            raise ValueError(f'--file {path}: line {i} is blank; give one '
+                             'text a line')
+    return texts
+
+
+def check_batch_size(value):
+    """`--batch-size` as a positive int, or a ValueError naming it."""
+    try:
+        size = int(value)
+    except (TypeError, ValueError):
+        size = None
+    if size is None or size < 1 or str(value).strip() != str(size):
+        raise ValueError(f'--batch-size must be a positive integer, got '
+                         f'{value!r}')
+    return size
+
+
+def mean_vectors(encoded, valid_lens):
+    """The L2-normalized mean of each sequence's token vectors over its
+    valid positions (padding left out), as sentence-transformers pools
+    all-MiniLM-L6-v2.
+
+    Parameters
+    ----------
+    encoded : float32 numpy array, shape (B, T, H)
+    valid_lens : int numpy array, shape (B,)
+
+    Returns
+    -------
+    float32 numpy array, shape (B, H)
+    """
+    import numpy as onp
+    T = encoded.shape[1]
+    mask = (onp.arange(T)[None, :] < valid_lens[:, None])    # (B, T)
+    summed = (encoded * mask[:, :, None]).sum(axis=1)        # (B, H)
+    mean = summed / onp.maximum(valid_lens, 1)[:, None]      # (B, H)
+    norm = onp.linalg.norm(mean, axis=1, keepdims=True)      # (B, 1)
+    return (mean / onp.maximum(norm, 1e-12)).astype(onp.float32)
+
+
+def encode_texts(bert, texts, batch_size, sort=True, progress=True,
+                 source='texts'):
+    """Encode many texts in batches; return their vectors in input order.
+
+    Parameters
+    ----------
+    bert : PretrainedBERT
+    texts : list of str
+    batch_size : int
+    sort : bool, default True
+        Batch texts of similar token counts together (a stable sort by
+        length), so that little padding is computed.
+    progress : bool, default True
+        Show a progress bar (on standard error).
+    source : str
+        Where the texts come from, for errors (``'--file texts.txt'``).
+
+    Returns
+    -------
+    dict
+        ``'mean'``: (N, H) float32, the L2-normalized mean of each text's
+        token vectors (`mean_vectors`); ``'pooled'``: (N, H) float32, the
+        pooler's output; ``'tokens'``: the total count of valid tokens.
+    """
+    import numpy as onp
+    from mxnet import np
+    ids, segs = [], []
+    for i, text in enumerate(texts, 1):
+        try:
+            _, token_ids, segments = bert.tokenize(text)
+        except ValueError as e:
+            raise ValueError(f'{source}: line {i}: {e}') from None
+        ids.append(token_ids)
+        segs.append(segments)
+    lengths = onp.array([len(t) for t in ids])
+    order = (onp.argsort(lengths, kind='stable') if sort
+             else onp.arange(len(texts)))
+    means, pooleds = [None] * len(texts), [None] * len(texts)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(texts), unit='text', delay=1, file=sys.stderr)
+    for start in range(0, len(texts), batch_size):
+        rows = order[start:start + batch_size]
+        T = int(lengths[rows].max())
+        token_ids = onp.full((len(rows), T), bert.pad_id, dtype='int32')
+        segments = onp.zeros((len(rows), T), dtype='int32')
+        for r, k in enumerate(rows):
+            token_ids[r, :lengths[k]] = ids[k]
+            segments[r, :lengths[k]] = segs[k]
+        encoded_X, pooled = bert(
+            np.array(token_ids, ctx=bert.ctx),
+            np.array(segments, ctx=bert.ctx),
+            np.array(lengths[rows], dtype='float32', ctx=bert.ctx))
+        mean = mean_vectors(encoded_X.asnumpy(), lengths[rows])  # (B, H)
+        pooled = pooled.asnumpy()                            # (B, H)
+        for r, k in enumerate(rows):
+            means[k], pooleds[k] = mean[r], pooled[r]
+        if bar is not None:
+            bar.update(len(rows))
+    if bar is not None:
+        bar.close()
+    return {'mean': onp.stack(means), 'pooled': onp.stack(pooleds),
+            'tokens': int(lengths.sum())}
+
+
+def _encode_file(args, ctx):
+    """``--file``: encode the texts of a file, write the vectors."""
+    import time
+
+    import numpy as onp
+
+    from ..files import atomic_write
+    batch_size = check_batch_size(args.batch_size)
+    if args.out is None:
+        raise ValueError('--file needs --out PATH.npy, where the vectors '
+                         'go')
+    if not args.out.endswith('.npy'):
+        raise ValueError(f'--out must name a .npy file, got {args.out!r}')
+    texts = read_texts(args.file)
+    bert = load_text_encoder(args.model, ctx)
+    if not hasattr(bert, 'tokenize') or not hasattr(bert, 'fast'):
+        raise ValueError(f'--file works with a Hugging Face BERT (--model '
+                         f'minilm or a directory with config.json), not '
+                         f'{args.model!r}')
+    start = time.perf_counter()
+    vectors = encode_texts(bert, texts, batch_size,
+                           source=f'--file {args.file}')
+    seconds = time.perf_counter() - start
+    array = vectors[args.vector]                             # (N, H)
+
+    def write(path):
+        with open(path, 'wb') as f:
+            onp.save(f, array)
+    atomic_write(args.out, write)
+    print(f'encoded {len(texts)} texts ({vectors["tokens"]} tokens) in '
+          f'{seconds:.2f} s: {len(texts) / seconds:.1f} texts/s, '
+          f'{vectors["tokens"] / seconds:.0f} tokens/s; wrote '
+          f'{args.out} ({array.shape[0]} x {array.shape[1]} float32, '
+          f'{args.vector} vectors)')
 
 
 def _cosine(u, v):
@@ -144,6 +344,19 @@ def main(args):
     def fail(message):
         print(f'd2l-bert encode: error: {message}', file=sys.stderr)
         return 2
+    if args.file is not None:
+        if args.texts or args.compare is not None or args.json:
+            return fail('--file encodes the texts of a file: give no TEXT, '
+                        '--compare or --json with it')
+        try:
+            _encode_file(args, parse_ctx(args.ctx))
+        except (ValueError, FileNotFoundError) as e:
+            return fail(e.args[0] if e.args else e)
+        return 0
+    if args.out is not None:
+        return fail('--out goes with --file (the vectors of many texts)')
+    if not args.texts:
+        return fail('give TEXT (and TEXT_B), or --file PATH')
     if args.compare is None and len(args.texts) > 2:
         return fail(f'give TEXT and at most one TEXT_B, got '
                     f'{len(args.texts)} texts (use --compare WORD to '

@@ -14,6 +14,10 @@ every update (they are the same weights).  The second turns Gluon's
 loop (`loss`): the MLM loss over the whole vocabulary is the largest
 piece of the book's step that runs outside the model.
 
+For inference, `inference(encoder, hidden)` returns the twin of a
+pretrained encoder and its pooler that `load_pretrained_bert` runs by
+default (`inference`).
+
 Beyond that call, `batch_loss` builds the one-graph pretraining step of
 the command line (`d2l-bert pretrain`): model and both losses in one
 graph, with a compiled MLM loss (`step`).
@@ -26,6 +30,7 @@ from mxnet import autograd, gluon, np
 from . import _ops
 from .blocks import (FastBERTClassifier, FastBERTEncoder,  # noqa: F401
                      FastBERTModel, _Checked)
+from .inference import InferenceBERT, inference  # noqa: F401
 from .loss import FastSoftmaxCELoss, accelerate_loss  # noqa: F401
 from .step import FastBatchLoss, batch_loss  # noqa: F401
 

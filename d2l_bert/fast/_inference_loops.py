@@ -1,0 +1,83 @@
+"""A compiled CPU loop for self-attention at inference: no dropout, no
+attention weights kept, padded keys skipped.
+
+Imported by `d2l_bert.fast._inference_ops` only when the kernels are
+used (importing this module imports numba).  The training loop
+(`_loops.self_attention_forward`) writes every pair's (T, T) weights out
+for its backward pass, 50 MB a block for all-MiniLM-L6-v2 on 64 x 128
+tokens; at inference nothing reads them, so here each pair's scores stay
+in one (T, T) buffer of the thread, in the cache, from the product with
+the keys to the product with the values.
+
+Dimension key: B examples, T positions, h heads of d columns, H = h*d,
+L the valid length of an example (its first L keys are attended).
+"""
+import numba
+import numpy as onp
+
+from ._loops import FASTMATH, _exp_shifted, _matmul, _pair_qkv, _row_max
+
+
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
+def self_attention_inference(qkv, lens, h, scale, O, r0, r1):
+    """The attention output of pairs (example, head) r0 to r1.
+
+    ``O[b, :, head i] = softmax(Q K^T * scale) V`` over the first
+    ``lens[b]`` keys, as the book's `masked_softmax` gives it: the keys
+    past the valid length get weight exp(-1e6 - max) = 0 there, so here
+    they are left out of both products (padding costs nothing).  A
+    sequence with no valid position attends uniformly to all T keys, as
+    the book's masking gives.  Every query row is computed, the padded
+    ones included, so `O` equals the book's output everywhere.
+
+    Parameters
+    ----------
+    qkv : float32 or float64, shape (B, T, 3*H)
+        Queries, keys and values, head by head (q, k, v of head 0, then of
+        head 1, ...), as the fused projection writes them.
+    lens : int32, shape (B,)
+        Valid keys per example, in [0, T].
+    h : int
+    scale : the type of `qkv`
+        1 / sqrt(d).
+    O : shape (B, T, H)
+        Written.
+    r0, r1 : int
+        The pairs ``bh = b * h + i`` to compute.
+    """
+    T = qkv.shape[1]
+    d = qkv.shape[2] // (3 * h)
+    dt = qkv.dtype
+    coef = onp.array([scale, 0.0], dt)   # BLAS scales the scores
+    one = onp.array([1.0, 0.0], dt)
+    buf = onp.empty(T * T, dt)
+    bits = onp.empty(T, onp.int32)
+    for bh in range(r0, r1):
+        b, i = bh // h, bh % h
+        _, Q, K, V = _pair_qkv(qkv, b, i, d)         # Q, K, V: (T, d)
+        L = onp.intp(lens[b])
+        if L == 0:
+            # Every score masked alike: uniform weights over all T keys
+            L = T
+            W = buf.reshape((T, T))                          # (T, T)
+            W[:, :] = 1.0 / T
+        else:
+            # Contiguous (T, L) scores, so that the row loops vectorize
+            W = buf[:T * L].reshape((T, L))                  # (T, L)
+            _matmul(Q, False, K[:L], True, W, coef)          # (T, L)
+            for q in range(T):
+                row = W[q]                                   # (L,)
+                m = _row_max(row)
+                if buf.itemsize == 4:    # float32: the vectorized exp
+                    _exp_shifted(row, m, dt.type(1.0), row, bits[:L])
+                else:                    # float64: exp to its precision
+                    for k in range(L):
+                        row[k] = onp.exp(row[k] - m)
+                total = dt.type(0.0)
+                for k in range(L):
+                    total += row[k]
+                inv = dt.type(1.0) / total
+                for k in range(L):
+                    row[k] *= inv
+        _matmul(W, False, V[:L], False,
+                O[b, :, i * d:(i + 1) * d], one)             # (T, d)

