@@ -137,6 +137,47 @@ def use_all_cores(num_threads=None, environ=None, modules=None,
             f'use {default}; set OMP_NUM_THREADS to choose)')
 
 
+def late_import_hint(environ=None, modules=None, platform=None):
+    """Say so when MXNet, imported already, runs on fewer cores than the
+    machine has because nobody chose its thread count.
+
+    MXNet's operators take half the processors unless ``OMP_NUM_THREADS``
+    was set when it was imported, and nothing changes that afterwards (its
+    engine threads reset their OpenMP count when they start).  A script
+    that imports `mxnet` before calling `set_threads` then runs its matrix
+    products on one core of a 2-core laptop.
+
+    Parameters
+    ----------
+    environ, modules : mappings, optional
+        `os.environ` and `sys.modules` by default.
+    platform : str, optional
+        `sys.platform` by default.
+
+    Returns
+    -------
+    str or None
+        One sentence to show the user, or None when MXNet is not imported,
+        has no OpenMP (macOS), ``OMP_NUM_THREADS`` is set, or MXNet's
+        default already covers every core.
+    """
+    environ = os.environ if environ is None else environ
+    if not _too_late(modules) or not mxnet_has_openmp(platform) \
+            or environ.get('OMP_NUM_THREADS'):
+        return None
+    cores = physical_cores()
+    default = max((os.cpu_count() or 1) // 2, 1)
+    if default >= cores:
+        return None
+    return (f"MXNet runs its operators on {default} of this machine's "
+            f'{cores} cores: it was imported before '
+            'd2l_bert.threads.set_threads() and without OMP_NUM_THREADS, '
+            'and its thread count cannot change afterwards.  For up to '
+            f'{cores / default:g}x faster matrix products, call '
+            'set_threads() before `import mxnet` (as the notebooks\' first '
+            f'cell does) or start Python with OMP_NUM_THREADS={cores}.')
+
+
 #: The AVX-512 parts OpenBLAS's SkylakeX kernels are built with
 AVX512_FLAGS = ('avx512f', 'avx512bw', 'avx512dq', 'avx512vl')
 

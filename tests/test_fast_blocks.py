@@ -459,3 +459,36 @@ def test_optimize_for_traces_the_inputs_it_is_given(tiny_batch):
     assert mlm_Y_hat is None
     assert_close(encoded_X, net(tokens, segments, valid_lens)[0])
     assert nsp_Y_hat.shape == (3, 2)
+
+
+def test_a_twin_warns_once_when_mxnet_has_half_the_cores():
+    # A new interpreter that imports mxnet before choosing its threads, as
+    # a user's script may; the hint depends on this machine's cores, so
+    # the child compares the warnings with what `late_import_hint` says
+    import os
+    import subprocess
+    import sys
+    code = (
+        'import warnings, mxnet\n'
+        'from mxnet import gluon, init\n'
+        'from d2l_bert import fast, threads\n'
+        'from d2l_bert.bert import BERTEncoder\n'
+        'net = BERTEncoder(100, 8, 16, 2, 1, 0.0, max_len=16)\n'
+        'net.initialize(init.Normal(0.02))\n'
+        'with warnings.catch_warnings(record=True) as caught:\n'
+        '    warnings.simplefilter("always", RuntimeWarning)\n'
+        '    fast.accelerate(net, check=False)\n'
+        '    fast.accelerate(net, check=False)\n'
+        'shown = [str(w.message) for w in caught\n'
+        '         if w.category is RuntimeWarning]\n'
+        'hint = threads.late_import_hint()\n'
+        'print(shown == ([hint] if hint else []), bool(hint))\n')
+    env = {k: v for k, v in os.environ.items() if k != 'OMP_NUM_THREADS'}
+    done = subprocess.run([sys.executable, '-c', code], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    same, hinted = done.stdout.split()
+    assert same == 'True'
+    from d2l_bert.threads import physical_cores
+    if os.cpu_count() == physical_cores() == 2:
+        assert hinted == 'True'     # a 2-core machine, as CI's: 1 of 2

@@ -68,6 +68,35 @@ def test_too_late_once_mxnet_is_imported():
     assert env == {}
 
 
+def _halved(monkeypatch, processors, cores):
+    """Pretend the machine has `processors` and `cores`."""
+    monkeypatch.setattr(threads.os, 'cpu_count', lambda: processors)
+    monkeypatch.setattr(threads, 'physical_cores', lambda: cores)
+
+
+def test_a_late_import_on_half_the_cores_is_pointed_out(monkeypatch):
+    _halved(monkeypatch, processors=2, cores=2)
+    hint = threads.late_import_hint(environ={}, modules=AFTER,
+                                    platform='linux')
+    assert hint.startswith("MXNet runs its operators on 1 of this "
+                           "machine's 2 cores")
+    assert 'up to 2x faster' in hint
+    assert 'OMP_NUM_THREADS=2' in hint
+
+
+@pytest.mark.parametrize('environ, modules, platform, processors', [
+    ({}, BEFORE, 'linux', 2),                        # not imported yet
+    ({'OMP_NUM_THREADS': '1'}, AFTER, 'linux', 2),   # chosen by the user
+    ({}, AFTER, 'darwin', 2),                        # no OpenMP
+    ({}, AFTER, 'linux', 4),                         # 2 threads a core
+])
+def test_no_late_import_hint_where_nothing_is_lost(
+        monkeypatch, environ, modules, platform, processors):
+    _halved(monkeypatch, processors=processors, cores=2)
+    assert threads.late_import_hint(environ=environ, modules=modules,
+                                    platform=platform) is None
+
+
 # --- Idle OpenMP threads -----------------------------------------------------
 
 def test_idle_openmp_threads_spin_shortly_before_mxnet():

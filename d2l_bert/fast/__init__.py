@@ -72,6 +72,7 @@ def accelerate(net, kernels=None, check=True):
         return accelerate_loss(net)
     if isinstance(net, _Checked):
         return net
+    warn_late_import()
     name, twin_class = _kind(net)
     contexts = _contexts(net)
     _finish_deferred_init(net, name, contexts[0])
@@ -82,6 +83,22 @@ def accelerate(net, kernels=None, check=True):
     if check:
         _check_twin(net, twin, name, contexts[0])
     return twin
+
+
+_warned_late_import = False
+
+
+def warn_late_import():
+    """Warn once per process when MXNet runs on fewer cores than the
+    machine has (`d2l_bert.threads.late_import_hint`): a twin is fast
+    only with every core."""
+    global _warned_late_import
+    from ..threads import late_import_hint
+    hint = late_import_hint()
+    if hint and not _warned_late_import:
+        import warnings
+        _warned_late_import = True
+        warnings.warn(hint, RuntimeWarning, stacklevel=3)
 
 
 def describe(net):

@@ -150,7 +150,8 @@ def inference(encoder, hidden, kernels=None, check=True):
     InferenceBERT
         Hybridized with static memory.
     """
-    from . import _contexts, _hybridize_twin, _tiny_batch
+    from . import _contexts, _hybridize_twin, _tiny_batch, warn_late_import
+    warn_late_import()
     for name, block in (('encoder', encoder), ('hidden', hidden)):
         if not isinstance(block, nn.Block):
             raise TypeError(f'{name} must be a Gluon block, got '
