@@ -51,7 +51,8 @@ def reference(qkv, lens, scale, drop, dO, dW):
 def test_attention_loops_skip_masked_keys_and_match_all_keys(rate):
     rng = onp.random.default_rng(0)
     qkv = rng.normal(size=(B, T, 3 * h * d))
-    # 0: uniform weights; 16 and 17: a panel's edge; T: nothing skipped
+    # 0: uniform weights; 16 and 17: a panel's edge (8 keys); T: nothing
+    # skipped
     lens = onp.array([0, 1, 16, 17, 29, T], onp.int32)
     dO = rng.normal(size=(B, T, h * d))
     dW = rng.normal(size=(B * h, T, T))
