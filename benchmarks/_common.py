@@ -298,3 +298,50 @@ def _step(batch_loss, net, batch):
 
     mlm, nsp, _ = batch_loss(*shards)                     # dropout off
     return step, (float(mlm[0]), float(nsp[0]))
+
+
+# The NLI section's fine-tuning settings
+# (sec_natural-language-inference-bert): `bert.small`'s sizes and its
+# 60005-token vocabulary, `max_len` 128, batch 512, Adam at 1e-4
+FINETUNE = dict(batch_size=512, max_len=128, num_hiddens=256,
+                ffn_num_hiddens=512, num_heads=4, num_blks=2,
+                vocab_size=60005, num_classes=3, dropout=0.1,
+                pretrained_max_len=512, lr=1e-4)
+
+
+def finetune_batch(batch_size=512, max_len=128, vocab_size=60005,
+                   num_classes=3, seed=0):
+    """A random batch shaped and typed like `SNLIBERTDataset`'s.
+
+    Returns numpy arrays ``(tokens_X, segments_X, valid_lens_x, y)``:
+    int32 (B, T), int32 (B, T), float32 (B,), float32 (B,).  Each row is
+    ``<cls> premise <sep> hypothesis <sep>`` padded with `<pad>`, with a
+    valid length between 12 and T as in `book_batch`.
+    """
+    import numpy as onp
+    rng = onp.random.RandomState(seed)
+    B, T = batch_size, max_len
+    valid_lens = rng.randint(min(12, T), T + 1, size=B)
+    tokens = rng.randint(5, vocab_size, size=(B, T)).astype('int32')
+    segments = onp.zeros((B, T), 'int32')
+    for i, n in enumerate(valid_lens):
+        first_sep = max(1, n // 2)
+        tokens[i, 0], tokens[i, first_sep], tokens[i, n - 1] = 2, 3, 3
+        tokens[i, n:] = 1                                # <pad>
+        segments[i, first_sep + 1:n] = 1
+    y = rng.randint(0, num_classes, size=B).astype('float32')
+    return tokens, segments, valid_lens.astype('float32'), y
+
+
+def finetune_step_flops(batch_size=512, max_len=128, num_hiddens=256,
+                        ffn_num_hiddens=512, num_blks=2, num_classes=3,
+                        **_):
+    """Floating-point operations of one fine-tuning step (matrix
+    products): the encoder's blocks as in `pretrain_step_flops`, then the
+    `hidden` layer and the classifier on the `<cls>` rows; backward costs
+    twice the forward."""
+    N, H, F = batch_size * max_len, num_hiddens, ffn_num_hiddens
+    block = (2 * N * H * 4 * H + 2 * N * H * F * 2
+             + 2 * 2 * batch_size * max_len * max_len * H)
+    heads = 2 * batch_size * H * H + 2 * batch_size * H * num_classes
+    return 3 * (num_blks * block + heads)

@@ -118,3 +118,35 @@ def test_minilm_sorting_benchmark_runs():
                       out, re.M)
     assert found and float(found.group(1)) < 1e-5, out
     assert re.search(r'^sorting by length: \d+\.\d\dx faster$', out, re.M)
+
+
+def test_finetune_step_benchmark_compares_equal_classifiers():
+    out = _bench('bench_finetune_step.py', '--batch-size', '4',
+                 '--repeats', '1')
+    found = re.search(r'^loss before training, dropout off: d2l (\S+); '
+                      r'accelerated (\S+)$', out, re.M)
+    assert found, out
+    d2l_loss, ours = [float(v) for v in found.groups()]
+    assert ours == pytest.approx(d2l_loss, rel=1e-5)
+    assert re.search(r'^step arithmetic: \d+ GFLOP; ', out, re.M), out
+    assert re.search(r'^speed-up over d2l 1\.0\.3: \d+\.\d\dx$', out,
+                     re.M), out
+
+
+def test_finetune_step_flops_counts_the_section_step():
+    sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
+    try:
+        import _common
+    finally:
+        sys.path.pop(0)
+    # Per block: 4 projections 2*N*H*4H, the FFN 2*N*H*F*2, attention
+    # 2*2*B*T*T*H (N = B*T); the hidden layer and the classifier; x3
+    B, T, H, F = 2, 3, 4, 5
+    N = B * T
+    block = 2 * N * H * 4 * H + 2 * N * H * F * 2 + 4 * B * T * T * H
+    expected = 3 * (2 * block + 2 * B * H * H + 2 * B * H * 3)
+    assert _common.finetune_step_flops(
+        batch_size=B, max_len=T, num_hiddens=H, ffn_num_hiddens=F,
+        num_blks=2, num_classes=3) == expected
+    assert _common.finetune_step_flops(**_common.FINETUNE) == pytest.approx(
+        464e9, rel=0.01)

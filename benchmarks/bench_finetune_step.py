@@ -1,0 +1,170 @@
+"""Time one fine-tuning step: d2l 1.0.3's `BERTClassifier` against
+d2l_bert's accelerated one.
+
+::
+
+    python benchmarks/bench_finetune_step.py --isa avx2     # all cores
+    python benchmarks/bench_finetune_step.py --profile      # where time goes
+
+At the NLI section's settings (sec_natural-language-inference-bert:
+`bert.small`'s sizes, 256 hidden units, 512 in the feed-forward layer, 4
+heads, 2 blocks, its 60005-token vocabulary; batch 512 of `max_len` 128;
+Adam at 1e-4; `gluon.loss.SoftmaxCrossEntropyLoss()`, per example),
+one step is d2l's `train_batch_ch13` with `split_batch_multi_inputs`, as
+`train_ch13` runs it: the forward pass and the loss, the backward pass,
+`trainer.step` and reading the loss and accuracy back.  d2l's step runs
+the section's `BERTClassifier` on d2l 1.0.3's `BERTModel`; ours runs
+``d2l_bert.fast.accelerate(BERTClassifier(bert))`` (what ``d2l-bert
+finetune`` trains) on d2l_bert's.  Both start from the same parameters
+(random: the arithmetic does not depend on them) on the same random
+batch.
+
+The two steps and a float32 GEMM of the MLM output layer's shape (the
+GEMM rate of `bench_pretrain_step.py`) take turns in one process with the
+same thread settings; medians are reported.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402  (before mxnet: sets the thread count)
+
+
+def parse_args(argv=None):
+    p = _common.arg_parser(__doc__, repeats=5,
+                           batch_size=_common.FINETUNE['batch_size'])
+    p.add_argument('--profile', action='store_true',
+                   help="print MXNet's operator profile of one step of "
+                        'each model instead of timing')
+    p.add_argument('--top', type=int, default=15,
+                   help='operators shown by --profile (15)')
+    return p.parse_args(argv)
+
+
+def build(args):
+    """Return d2l's and our step functions, sharing parameters and the
+    batch, the losses of both before training and the settings."""
+    import mxnet as mx
+    from mxnet import autograd, gluon, init, np, npx
+    from mxnet.gluon import nn
+    from d2l import mxnet as d2l
+
+    import d2l_bert
+    from d2l_bert import fast
+    from d2l_bert.finetuning import BERTClassifier
+
+    npx.set_np()  # as the book's first cell does
+
+    class D2LBERTClassifier(nn.Block):
+        """The section's `BERTClassifier`, as the book writes it."""
+        def __init__(self, bert):
+            super(D2LBERTClassifier, self).__init__()
+            self.encoder = bert.encoder
+            self.hidden = bert.hidden
+            self.output = nn.Dense(3)
+
+        def forward(self, inputs):
+            tokens_X, segments_X, valid_lens_x = inputs
+            encoded_X = self.encoder(tokens_X, segments_X, valid_lens_x)
+            return self.output(self.hidden(encoded_X[:, 0, :]))
+
+    cfg = dict(_common.FINETUNE, batch_size=args.batch_size)
+    tokens, segments, valid_lens, y = [np.array(a) for a in
+                                       _common.finetune_batch(
+        cfg['batch_size'], cfg['max_len'], cfg['vocab_size'],
+        cfg['num_classes'])]
+    features = [tokens, segments, valid_lens]
+    model_args = (cfg['vocab_size'], cfg['num_hiddens'],
+                  cfg['ffn_num_hiddens'], cfg['num_heads'], cfg['num_blks'],
+                  cfg['dropout'])
+    devices = [mx.cpu()]
+
+    mx.random.seed(0)
+    ref_bert = d2l.BERTModel(*model_args, max_len=cfg['pretrained_max_len'])
+    ref_bert.initialize(init.Xavier())
+    ref = D2LBERTClassifier(ref_bert)
+    ref.output.initialize(init.Xavier())
+    ref(features)                               # finish deferred shapes
+    bert = d2l_bert.BERTModel(*model_args, max_len=cfg['pretrained_max_len'])
+    bert.initialize(init.Xavier())
+    classifier = BERTClassifier(bert)
+    classifier.output.initialize(init.Xavier())
+    classifier(features)
+    # Same starting point: the parameter names are the same
+    ours_params = classifier._collect_params_with_prefix()
+    ref_params = ref._collect_params_with_prefix()
+    if sorted(ours_params) != sorted(ref_params):
+        raise RuntimeError('the two classifiers name their parameters '
+                           'differently')
+    for name, p in ref_params.items():
+        ours_params[name].set_data(p.data())
+    ours = fast.accelerate(classifier)
+
+    # The section's loss: per-example values (no `reduction` argument in
+    # MXNet 1.9, whose losses never average over the batch)
+    loss = gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def step_of(net):
+        trainer = gluon.Trainer(net.collect_params(), 'adam',
+                                {'learning_rate': cfg['lr']})
+
+        def step():
+            # `train_ch13`'s body for one batch, as the section runs it
+            return d2l.train_batch_ch13(net, features, y, loss, trainer,
+                                        devices,
+                                        d2l.split_batch_multi_inputs)
+        return step
+
+    # The same numbers: the loss with dropout off, before training
+    with autograd.predict_mode():
+        losses = [float(loss(net(features), y).mean()) for net in (ref, ours)]
+    return step_of(ref), step_of(ours), losses, cfg
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    threads = _common.set_threads(args.threads, isa=args.isa)
+    if args.profile:
+        # One operator per engine job, so each gets its own time
+        os.environ['MXNET_EXEC_BULK_EXEC_TRAIN'] = '0'
+    print(threads)
+    print(_common.machine())
+    d2l_step, ours_step, losses, cfg = build(args)
+    print(f'loss before training, dropout off: d2l {losses[0]:.6f}; '
+          f'accelerated {losses[1]:.6f}')
+    if args.profile:
+        from bench_pretrain_step import profile
+        profile(d2l_step, "d2l 1.0.3 BERTClassifier step", args.top)
+        profile(ours_step, 'd2l_bert accelerated BERTClassifier step',
+                args.top)
+        return 0
+    gemm, gemm_flops = _common.gemm_rate()
+    res = _common.alternate({'d2l': d2l_step, 'ours': ours_step,
+                             'gemm': gemm}, repeats=args.repeats)
+    flops = _common.finetune_step_flops(**cfg)
+    # The peak is the fastest GEMM round, as in bench_pretrain_step.py
+    best = min(res['gemm'][1])
+    peak = gemm_flops / best / 1e9
+    print(f"\nstep arithmetic: {flops / 1e9:.0f} GFLOP; float32 GEMM "
+          f"peak in this run: {peak:.0f} GFLOP/s (fastest of "
+          f"{len(res['gemm'][1])} rounds, {best * 1e3:.0f} ms for 5120x128 "
+          f"@ 128x20256; median {res['gemm'][0] * 1e3:.0f} ms)")
+    print(f"{'':30s}{'ms/step':>9s}{'pairs/s':>9s}{'GFLOP/s':>9s}"
+          f"{'of GEMM':>9s}{'CPU s':>8s}{'vs d2l':>8s}")
+    for name, label in (('d2l', 'd2l 1.0.3'),
+                        ('ours', 'd2l_bert accelerated')):
+        t = res[name][0]
+        rate = flops / t / 1e9
+        print(f'{label:30s}{t * 1e3:9.0f}{cfg["batch_size"] / t:9.0f}'
+              f'{rate:9.1f}{100 * rate / peak:8.0f}%{res[name][2]:8.2f}'
+              f"{res['d2l'][0] / t:7.2f}x")
+    print(f"speed-up over d2l 1.0.3: {res['d2l'][0] / res['ours'][0]:.2f}x")
+    fastest = min(res['ours'][1])
+    rate = flops / fastest / 1e9
+    print(f'fastest d2l_bert step: {fastest * 1e3:.0f} ms, {rate:.1f} '
+          f'GFLOP/s, {100 * rate / peak:.0f}% of the GEMM peak')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

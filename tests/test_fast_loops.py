@@ -1,0 +1,105 @@
+"""The compiled attention loops (`d2l_bert.fast._loops`) against a
+float64 NumPy reference that computes every product over all T keys.
+
+The loops multiply only the keys of a sequence's valid positions (its
+length rounded up to whole BLAS panels): these tests give lengths of 0
+(uniform weights), 1, in between, at a panel's edge and T, with dropout
+off and on (the reference rebuilds the mask from `dropout_scale`), and
+compare weights, outputs and the gradient of ``sum(dO * O) + sum(dW *
+P)`` with respect to the projection, float64 in and float64 out: the
+loops' sums differ from the reference's only in order.
+"""
+import numpy as onp
+import pytest
+
+K = pytest.importorskip('d2l_bert.fast._loops',
+                        reason='the compiled loops need numba')
+
+B, T, h, d = 6, 40, 2, 8
+
+
+def reference(qkv, lens, scale, drop, dO, dW):
+    """Weights P, output O and d(qkv) of the book's masked attention,
+    every product over all T keys; `drop` (B*h, T, T) the dropout
+    factors."""
+    P = onp.zeros((B * h, T, T))
+    O = onp.zeros((B, T, h * d))
+    dqkv = onp.zeros_like(qkv)
+    for bh in range(B * h):
+        b, i = divmod(bh, h)
+        q0 = 3 * i * d
+        Q, Kk, V = (qkv[b, :, q0:q0 + d], qkv[b, :, q0 + d:q0 + 2 * d],
+                    qkv[b, :, q0 + 2 * d:q0 + 3 * d])
+        S = Q @ Kk.T * scale
+        # The book's masking: scores past the length replaced by -1e6
+        S[:, lens[b]:] = -1e6
+        E = onp.exp(S - S.max(axis=1, keepdims=True))
+        P[bh] = E / E.sum(axis=1, keepdims=True)
+        Pd = P[bh] * drop[bh]
+        O[b, :, i * d:(i + 1) * d] = Pd @ V
+        G = dO[b, :, i * d:(i + 1) * d]
+        dP = (G @ V.T) * drop[bh] + dW[bh]
+        dS = P[bh] * (dP - (P[bh] * dP).sum(axis=1, keepdims=True))
+        dS[:, lens[b]:] = 0                  # replaced scores: no gradient
+        dqkv[b, :, q0:q0 + d] = dS @ Kk * scale
+        dqkv[b, :, q0 + d:q0 + 2 * d] = dS.T @ Q * scale
+        dqkv[b, :, q0 + 2 * d:q0 + 3 * d] = Pd.T @ G
+    return P, O, dqkv
+
+
+@pytest.mark.parametrize('rate', [0.0, 0.3])
+def test_attention_loops_skip_masked_keys_and_match_all_keys(rate):
+    rng = onp.random.default_rng(0)
+    qkv = rng.normal(size=(B, T, 3 * h * d))
+    # 0: uniform weights; 16 and 17: a panel's edge (8 keys); T: nothing
+    # skipped
+    lens = onp.array([0, 1, 16, 17, 29, T], onp.int32)
+    dO = rng.normal(size=(B, T, h * d))
+    dW = rng.normal(size=(B * h, T, T))
+    scale = onp.float64(1 / onp.sqrt(d))
+    seed = onp.uint64(12345)
+    threshold = onp.uint64(int(rate * 2 ** 32))
+    keep = onp.float64(1 / (1 - rate))
+    drop = onp.ones((B * h, T, T))
+    if rate:
+        for bh in range(B * h):
+            K.dropout_scale(seed, threshold, keep, bh, T, drop[bh])
+        assert 0.25 < (drop == 0).mean() < 0.35
+    args = (qkv, lens, h, scale, seed, threshold, keep)
+    P = onp.empty((B * h, T, T))
+    O = onp.empty((B, T, h * d))
+    K.self_attention_forward(*args, P, O, 0, B * h)
+    dqkv = onp.full_like(qkv, onp.nan)  # every entry must be written
+    K.self_attention_backward(*args, P, dO, dW, dqkv, 0, B * h)
+    P_ref, O_ref, dqkv_ref = reference(qkv, lens, scale, drop, dO, dW)
+    # Length 0: uniform weights over all T keys, as the book's masking
+    onp.testing.assert_allclose(P[:h], 1 / T, rtol=1e-12)
+    onp.testing.assert_allclose(P, P_ref, rtol=1e-10, atol=1e-12)
+    onp.testing.assert_allclose(O, O_ref, rtol=1e-10, atol=1e-12)
+    onp.testing.assert_allclose(dqkv, dqkv_ref, rtol=1e-9, atol=1e-12)
+    # No gradient reaches the keys and values past a length (b = 2: 16)
+    assert (dqkv[2, 16:, d:3 * d] == 0).all()
+
+
+def test_attention_loops_split_among_threads_as_one():
+    # Any split of the (example, head) pairs gives the same numbers
+    rng = onp.random.default_rng(1)
+    qkv = rng.normal(size=(B, T, 3 * h * d)).astype(onp.float32)
+    lens = onp.array([3, 40, 16, 0, 33, 9], onp.int32)
+    args = (qkv, lens, h, onp.float32(0.3), onp.uint64(7),
+            onp.uint64(2 ** 30), onp.float32(4 / 3))
+    outs = []
+    for cuts in ([0, B * h], [0, 5, B * h], [0, 1, 2, 7, B * h]):
+        P = onp.empty((B * h, T, T), onp.float32)
+        O = onp.empty((B, T, h * d), onp.float32)
+        dqkv = onp.empty_like(qkv)
+        dO = onp.ones_like(O)
+        for r0, r1 in zip(cuts[:-1], cuts[1:]):
+            K.self_attention_forward(*args, P, O, r0, r1)
+        for r0, r1 in zip(cuts[:-1], cuts[1:]):
+            K.self_attention_backward(*args, P, dO, onp.zeros_like(P), dqkv,
+                                      r0, r1)
+        outs.append((P, O, dqkv))
+    for P, O, dqkv in outs[1:]:
+        for a, b in zip((P, O, dqkv), outs[0]):
+            assert onp.array_equal(a, b)
