@@ -81,3 +81,38 @@ def self_attention_inference(qkv, lens, h, scale, O, r0, r1):
                     row[k] *= inv
         _matmul(W, False, V[:L], False,
                 O[b, :, i * d:(i + 1) * d], one)             # (T, d)
+
+
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
+def add_norm_inference(X, Y, gamma, beta, epsilon, out, r0, r1):
+    """``Z = X + Y``, then ``out = (Z - mean) / std * gamma + beta`` over
+    the last axis, for rows r0 to r1 of `X`, `Y` (N, C): AddNorm without
+    dropout, the arithmetic of `_loops.add_norm_forward` (its dropout
+    factor there is exactly 1) without its dropout factors, and without
+    the mean and std the training operator keeps for its backward pass.
+
+    Parameters
+    ----------
+    X, Y : float32 or float64, shape (N, C)
+    gamma, beta : shape (C,)
+    epsilon : the type of `X`
+    out : shape (N, C)
+        Written.
+    r0, r1 : int
+        The rows to compute.
+    """
+    C = X.shape[1]
+    t = X.dtype.type                  # X's type: no float64 arithmetic
+    z = onp.empty(C, X.dtype)
+    for i in range(r0, r1):
+        s = t(0.0)
+        for j in range(C):
+            z[j] = X[i, j] + Y[i, j]
+            s += z[j]
+        m = s / t(C)
+        v = t(0.0)
+        for j in range(C):
+            v += (z[j] - m) * (z[j] - m)
+        inv = t(1.0) / onp.sqrt(v / t(C) + epsilon)
+        for j in range(C):
+            out[i, j] = (z[j] - m) * inv * gamma[j] + beta[j]

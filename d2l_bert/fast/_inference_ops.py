@@ -40,6 +40,35 @@ def self_attention(F, qkv, valid_lens, num_heads):
     return out.as_np_ndarray()                               # (B, T, H)
 
 
+def add_norm(F, X, Y, gamma, beta, epsilon):
+    """``LayerNorm(X + Y)`` over the last axis: `AddNorm` without dropout,
+    as `_ops.add_norm` computes it at inference, in one custom operator
+    with no dropout seed drawn in the graph and no mean and std written
+    out (nothing takes a gradient here).
+
+    Parameters
+    ----------
+    F : the operator namespace of `hybrid_forward`
+    X : shape (..., C)
+        The residual input.
+    Y : shape (..., C)
+        The sublayer's output.
+    gamma, beta : shape (C,)
+    epsilon : float
+
+    Returns
+    -------
+    shape (..., C)
+    """
+    if F is not mx.sym:
+        _ops._check_same_shape(X.shape, Y.shape)
+    out = F.Custom(X.as_nd_ndarray(), Y.as_nd_ndarray(),
+                   gamma.as_nd_ndarray(), beta.as_nd_ndarray(),
+                   epsilon=repr(float(epsilon)),
+                   op_type='d2l_bert_add_norm_inference')
+    return out.as_np_ndarray()                               # (..., C)
+
+
 def smoke_test():
     """Compile (or load from numba's cache) the loop and check it on one
     sequence of two positions, one head, d = 1, one valid key."""
@@ -52,6 +81,14 @@ def smoke_test():
     if O.ravel().tolist() != [1.0, 1.0]:
         raise RuntimeError('the compiled inference attention gave '
                            f'{O.ravel().tolist()}, expected [1.0, 1.0]')
+    X = onp.array([[0.0, 1.0]], onp.float32)                 # (1, 2)
+    out = onp.zeros((1, 2), onp.float32)
+    K.add_norm_inference(X, X, onp.ones(2, onp.float32),
+                         onp.zeros(2, onp.float32), onp.float32(0), out,
+                         0, 1)
+    if out.ravel().tolist() != [-1.0, 1.0]:
+        raise RuntimeError('the compiled inference AddNorm gave '
+                           f'{out.ravel().tolist()}, expected [-1.0, 1.0]')
 
 
 class _SelfAttentionInference(mx.operator.CustomOp):
@@ -116,3 +153,57 @@ class _SelfAttentionInferenceProp(mx.operator.CustomOpProp):
 
     def create_operator(self, ctx, shapes, dtypes):
         return _SelfAttentionInference(self.heads, self.has_lens)
+
+
+class _AddNormInference(mx.operator.CustomOp):
+    """Inputs: X, Y (..., C), gamma, beta (C,).  Output: the normalized
+    ``X + Y`` (..., C)."""
+
+    def __init__(self, epsilon):
+        super().__init__()
+        self.epsilon = epsilon
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        from . import _inference_loops as K
+        X, Y, gamma, beta = _ops._loop_arrays(
+            in_data, 'd2l_bert_add_norm_inference')
+        C = X.shape[-1]
+        X, Y = X.reshape(-1, C), Y.reshape(-1, C)            # (N, C)
+        N, t = X.shape[0], X.dtype
+        out = _ops._loop_output(out_data[0], req[0], (N, C), t)  # (N, C)
+        _ops._run(K.add_norm_inference, N, X, Y, gamma, beta,
+                  t.type(self.epsilon), out)
+        _ops._assign(out_data[0], req[0], out)
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        raise RuntimeError(
+            'the inference AddNorm has no gradient; train the twin of '
+            'd2l_bert.fast.accelerate, not the inference one')
+
+
+@_ops._register('d2l_bert_add_norm_inference')
+class _AddNormInferenceProp(mx.operator.CustomOpProp):
+    def __init__(self, epsilon='1e-05'):
+        super().__init__(need_top_grad=False)
+        self.epsilon = float(epsilon)
+
+    def list_arguments(self):
+        return ['X', 'Y', 'gamma', 'beta']
+
+    def list_outputs(self):
+        return ['output']
+
+    def infer_shape(self, in_shape):
+        X, Y, gamma, beta = map(tuple, in_shape)
+        _ops._check_same_shape(X, Y)
+        C = X[-1]
+        if gamma != (C,) or beta != (C,):
+            raise ValueError(f'gamma and beta must have shape ({C},), got '
+                             f'{gamma} and {beta}')
+        return [X, Y, gamma, beta], [X], []
+
+    def infer_type(self, in_type):
+        return in_type, [in_type[0]], []
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _AddNormInference(self.epsilon)

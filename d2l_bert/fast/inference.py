@@ -38,7 +38,7 @@ from mxnet.gluon import nn
 from ..checks import check_encoder_inputs
 from . import _inference_ops, _ops
 from .blocks import (FastAddNorm, FastBERTEncoder, FastPositionWiseFFN,
-                     FastSelfAttention, _Checked)
+                     FastSelfAttention, _Checked, _param)
 
 
 class InferenceSelfAttention(FastSelfAttention):
@@ -66,15 +66,35 @@ class InferenceSelfAttention(FastSelfAttention):
         return self.W_o(output)                              # (B, T, H)
 
 
+class InferenceAddNorm(FastAddNorm):
+    """`FastAddNorm` without dropout: on the CPU one compiled operator
+    with no dropout seed drawn in the graph (`_inference_ops.add_norm`).
+
+    Parameters
+    ----------
+    addnorm : AddNorm
+    kernels : bool
+    """
+
+    def hybrid_forward(self, F, X, Y):
+        """`X`, `Y` (B, T, H) -> (B, T, H)."""
+        if self.kernels:
+            return _inference_ops.add_norm(
+                F, X, Y, _param(F, self.ln.gamma, X),
+                _param(F, self.ln.beta, X),
+                self.ln.epsilon)                             # (B, T, H)
+        return self.ln(self.dropout(Y) + X)                  # (B, T, H)
+
+
 class InferenceEncoderBlock(nn.HybridBlock):
     """`TransformerEncoderBlock` at inference."""
 
     def __init__(self, blk, kernels):
         super().__init__()
         self.attention = InferenceSelfAttention(blk.attention, kernels)
-        self.addnorm1 = FastAddNorm(blk.addnorm1, kernels)
+        self.addnorm1 = InferenceAddNorm(blk.addnorm1, kernels)
         self.ffn = FastPositionWiseFFN(blk.ffn)
-        self.addnorm2 = FastAddNorm(blk.addnorm2, kernels)
+        self.addnorm2 = InferenceAddNorm(blk.addnorm2, kernels)
 
     def hybrid_forward(self, F, X, valid_lens=None):
         """`X` (B, T, H), `valid_lens` (B,) or None -> (B, T, H)."""
