@@ -116,3 +116,45 @@ def add_norm_inference(X, Y, gamma, beta, epsilon, out, r0, r1):
         inv = t(1.0) / onp.sqrt(v / t(C) + epsilon)
         for j in range(C):
             out[i, j] = (z[j] - m) * inv * gamma[j] + beta[j]
+
+
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
+def embed_norm_inference(tokens, segments, token_W, segment_W, pos, gamma,
+                         beta, epsilon, out, r0, r1):
+    """BERT's input encoding for rows r0 to r1 of the batch's positions:
+    ``Z = (token_W[token] + segment_W[segment]) + pos[t]``, summed in the
+    book's order, then ``out = (Z - mean) / std * gamma + beta`` (the
+    original BERT's embedding LayerNorm; its dropout is off).
+
+    Parameters
+    ----------
+    tokens, segments : int64, shape (B, T)
+        In [0, V) and [0, S) (`check_encoder_inputs` checked them).
+    token_W : shape (V, H)
+    segment_W : shape (S, H)
+    pos : shape (max_len, H), max_len >= T
+    gamma, beta : shape (H,)
+    epsilon : the type of `token_W`
+    out : shape (B*T, H)
+        Written, row ``b * T + t`` for position t of example b.
+    r0, r1 : int
+        The rows to compute.
+    """
+    T = tokens.shape[1]
+    C = token_W.shape[1]
+    t = token_W.dtype.type
+    z = onp.empty(C, token_W.dtype)
+    for n in range(r0, r1):
+        b, p = n // T, n % T
+        tok, seg = tokens[b, p], segments[b, p]
+        s = t(0.0)
+        for j in range(C):
+            z[j] = (token_W[tok, j] + segment_W[seg, j]) + pos[p, j]
+            s += z[j]
+        m = s / t(C)
+        v = t(0.0)
+        for j in range(C):
+            v += (z[j] - m) * (z[j] - m)
+        inv = t(1.0) / onp.sqrt(v / t(C) + epsilon)
+        for j in range(C):
+            out[n, j] = (z[j] - m) * inv * gamma[j] + beta[j]

@@ -69,6 +69,35 @@ def add_norm(F, X, Y, gamma, beta, epsilon):
     return out.as_np_ndarray()                               # (..., C)
 
 
+def embed_norm(F, tokens, segments, token_W, segment_W, pos, gamma, beta,
+               epsilon):
+    """``LayerNorm((token_W[tokens] + segment_W[segments]) + pos[:T])``:
+    the original BERT's input encoding at inference (embeddings summed in
+    the book's order, then its embedding LayerNorm), one custom operator
+    in place of two `Embedding`s, the sum and the LayerNorm.
+
+    Parameters
+    ----------
+    F : the operator namespace of `hybrid_forward`
+    tokens, segments : shape (B, T), integer values
+    token_W : shape (V, H)
+    segment_W : shape (S, H)
+    pos : shape (1, max_len, H)
+    gamma, beta : shape (H,)
+    epsilon : float
+
+    Returns
+    -------
+    shape (B, T, H)
+    """
+    out = F.Custom(tokens.as_nd_ndarray(), segments.as_nd_ndarray(),
+                   token_W.as_nd_ndarray(), segment_W.as_nd_ndarray(),
+                   pos.as_nd_ndarray(), gamma.as_nd_ndarray(),
+                   beta.as_nd_ndarray(), epsilon=repr(float(epsilon)),
+                   op_type='d2l_bert_embed_norm_inference')
+    return out.as_np_ndarray()                               # (B, T, H)
+
+
 def smoke_test():
     """Compile (or load from numba's cache) the loop and check it on one
     sequence of two positions, one head, d = 1, one valid key."""
@@ -207,3 +236,65 @@ class _AddNormInferenceProp(mx.operator.CustomOpProp):
 
     def create_operator(self, ctx, shapes, dtypes):
         return _AddNormInference(self.epsilon)
+
+
+class _EmbedNormInference(mx.operator.CustomOp):
+    """Inputs: tokens, segments (B, T), token_W (V, H), segment_W (S, H),
+    pos (1, max_len, H), gamma, beta (H,).  Output: the normalized sum of
+    the embeddings (B, T, H)."""
+
+    def __init__(self, epsilon):
+        super().__init__()
+        self.epsilon = epsilon
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        from . import _inference_loops as K
+        B, T = in_data[0].shape
+        # Ids as int64, clipped as `Embedding` clips them
+        ids = [onp.clip(_ops._host(a).astype(onp.int64), 0, w.shape[0] - 1)
+               for a, w in zip(in_data[:2], in_data[2:4])]   # (B, T) each
+        token_W, segment_W, pos, gamma, beta = _ops._loop_arrays(
+            in_data[2:], 'd2l_bert_embed_norm_inference')
+        t = token_W.dtype
+        H = token_W.shape[1]
+        out = _ops._loop_output(out_data[0], req[0], (B * T, H),
+                                t)                           # (B*T, H)
+        _ops._run(K.embed_norm_inference, B * T, *ids, token_W, segment_W,
+                  pos[0], gamma, beta, t.type(self.epsilon), out)
+        _ops._assign(out_data[0], req[0], out)
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        raise RuntimeError(
+            'the inference embeddings have no gradient; train the twin of '
+            'd2l_bert.fast.accelerate, not the inference one')
+
+
+@_ops._register('d2l_bert_embed_norm_inference')
+class _EmbedNormInferenceProp(mx.operator.CustomOpProp):
+    def __init__(self, epsilon='1e-05'):
+        super().__init__(need_top_grad=False)
+        self.epsilon = float(epsilon)
+
+    def list_arguments(self):
+        return ['tokens', 'segments', 'token_W', 'segment_W', 'pos',
+                'gamma', 'beta']
+
+    def list_outputs(self):
+        return ['output']
+
+    def infer_shape(self, in_shape):
+        tokens, segments, token_W, segment_W, pos = map(tuple, in_shape[:5])
+        H = token_W[1]
+        if segments != tokens or len(tokens) != 2:
+            raise ValueError(f'tokens and segments must have one shape '
+                             f'(B, T), got {tokens} and {segments}')
+        if len(pos) != 3 or pos[2] != H or pos[1] < tokens[1]:
+            raise ValueError(f'pos must have shape (1, max_len, {H}) with '
+                             f'max_len >= T = {tokens[1]}, got {pos}')
+        return list(map(tuple, in_shape)), [tokens + (H,)], []
+
+    def infer_type(self, in_type):
+        return in_type, [in_type[2]], []
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _EmbedNormInference(self.epsilon)
