@@ -1,5 +1,6 @@
-"""A compiled CPU loop for self-attention at inference: no dropout, no
-attention weights kept, padded keys skipped.
+"""Compiled CPU loops for inference: self-attention (no dropout, no
+attention weights kept, padded keys skipped), AddNorm without dropout,
+and the original BERT's embeddings with their LayerNorm.
 
 Imported by `d2l_bert.fast._inference_ops` only when the kernels are
 used (importing this module imports numba).  The training loop

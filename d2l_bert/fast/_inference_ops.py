@@ -1,11 +1,14 @@
-"""The compiled self-attention of inference, as an MXNet custom operator.
+"""The compiled loops of inference, as MXNet custom operators.
 
 `self_attention(F, qkv, valid_lens, num_heads)` computes what
 `_ops.self_attention` computes with dropout off, forward only, with the
 loop of `_inference_loops`: it keeps no attention weights (the training
 operator writes them all out, (B*h, T, T), for its backward pass) and
-skips the keys past each valid length.  It has no gradient: a graph that
-trains uses `_ops.self_attention`.
+skips the keys past each valid length.  `add_norm(F, X, Y, gamma, beta,
+epsilon)` is `_ops.add_norm` without dropout: no seed drawn in the graph,
+no mean and std kept.  `embed_norm(...)` sums the original BERT's three
+embeddings and normalizes them in one pass.  None has a gradient: a
+graph that trains uses `_ops`'s operators.
 
 The threads, BLAS settings and memory views are `_ops`'s.
 """
