@@ -110,6 +110,36 @@ def test_twin_follows_new_shapes_and_updated_parameters(kernels):
     assert_close(twin(*inputs)[0], book(encoder, hidden, *inputs)[0])
 
 
+@pytest.mark.skipif(not _ops.available(), reason='no compiled loops')
+def test_compiled_twin_draws_no_random_numbers():
+    # Inference has no dropout: the graph holds the inference operators
+    # (embeddings with their LayerNorm, AddNorm, attention) and no seeds
+    encoder, hidden = tiny_pretrained()
+    twin = fast.inference(encoder, hidden, kernels=True)
+    twin(*batch())
+    graph = twin._cached_graph[1].tojson()
+    for op_type in ('d2l_bert_embed_norm_inference',
+                    'd2l_bert_add_norm_inference',
+                    'd2l_bert_self_attention_inference'):
+        assert op_type in graph
+    assert graph.count('d2l_bert_add_norm_inference') == \
+        graph.count('d2l_bert_self_attention_inference') * 2
+    assert 'random' not in graph
+
+
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_twin_of_the_book_encoder_without_embedding_norm(kernels):
+    # The book's BERT (no embedding LayerNorm, ReLU): the embeddings are
+    # summed by `add_embeddings`, the blocks as for the original BERT
+    encoder, hidden = tiny_pretrained(embedding_norm=False,
+                                      activation='relu', epsilon=1e-5)
+    twin = fast.inference(encoder, hidden, kernels=kernels)
+    inputs = batch()
+    ours, ref = twin(*inputs), book(encoder, hidden, *inputs)
+    assert_close(ours[0], ref[0])
+    assert_close(ours[1], ref[1])
+
+
 def test_compiled_attention_of_a_sequence_without_valid_position():
     """Length 0: the book's masking gives uniform weights over all keys;
     so does the compiled loop (MXNet's operators round them otherwise)."""

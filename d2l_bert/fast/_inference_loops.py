@@ -1,5 +1,6 @@
-"""A compiled CPU loop for self-attention at inference: no dropout, no
-attention weights kept, padded keys skipped.
+"""Compiled CPU loops for inference: self-attention (no dropout, no
+attention weights kept, padded keys skipped), AddNorm without dropout,
+and the original BERT's embeddings with their LayerNorm.
 
 Imported by `d2l_bert.fast._inference_ops` only when the kernels are
 used (importing this module imports numba).  The training loop
@@ -81,3 +82,80 @@ def self_attention_inference(qkv, lens, h, scale, O, r0, r1):
                     row[k] *= inv
         _matmul(W, False, V[:L], False,
                 O[b, :, i * d:(i + 1) * d], one)             # (T, d)
+
+
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
+def add_norm_inference(X, Y, gamma, beta, epsilon, out, r0, r1):
+    """``Z = X + Y``, then ``out = (Z - mean) / std * gamma + beta`` over
+    the last axis, for rows r0 to r1 of `X`, `Y` (N, C): AddNorm without
+    dropout, the arithmetic of `_loops.add_norm_forward` (its dropout
+    factor there is exactly 1) without its dropout factors, and without
+    the mean and std the training operator keeps for its backward pass.
+
+    Parameters
+    ----------
+    X, Y : float32 or float64, shape (N, C)
+    gamma, beta : shape (C,)
+    epsilon : the type of `X`
+    out : shape (N, C)
+        Written.
+    r0, r1 : int
+        The rows to compute.
+    """
+    C = X.shape[1]
+    t = X.dtype.type                  # X's type: no float64 arithmetic
+    z = onp.empty(C, X.dtype)
+    for i in range(r0, r1):
+        s = t(0.0)
+        for j in range(C):
+            z[j] = X[i, j] + Y[i, j]
+            s += z[j]
+        m = s / t(C)
+        v = t(0.0)
+        for j in range(C):
+            v += (z[j] - m) * (z[j] - m)
+        inv = t(1.0) / onp.sqrt(v / t(C) + epsilon)
+        for j in range(C):
+            out[i, j] = (z[j] - m) * inv * gamma[j] + beta[j]
+
+
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
+def embed_norm_inference(tokens, segments, token_W, segment_W, pos, gamma,
+                         beta, epsilon, out, r0, r1):
+    """BERT's input encoding for rows r0 to r1 of the batch's positions:
+    ``Z = (token_W[token] + segment_W[segment]) + pos[t]``, summed in the
+    book's order, then ``out = (Z - mean) / std * gamma + beta`` (the
+    original BERT's embedding LayerNorm; its dropout is off).
+
+    Parameters
+    ----------
+    tokens, segments : int64, shape (B, T)
+        In [0, V) and [0, S) (`check_encoder_inputs` checked them).
+    token_W : shape (V, H)
+    segment_W : shape (S, H)
+    pos : shape (max_len, H), max_len >= T
+    gamma, beta : shape (H,)
+    epsilon : the type of `token_W`
+    out : shape (B*T, H)
+        Written, row ``b * T + t`` for position t of example b.
+    r0, r1 : int
+        The rows to compute.
+    """
+    T = tokens.shape[1]
+    C = token_W.shape[1]
+    t = token_W.dtype.type
+    z = onp.empty(C, token_W.dtype)
+    for n in range(r0, r1):
+        b, p = n // T, n % T
+        tok, seg = tokens[b, p], segments[b, p]
+        s = t(0.0)
+        for j in range(C):
+            z[j] = (token_W[tok, j] + segment_W[seg, j]) + pos[p, j]
+            s += z[j]
+        m = s / t(C)
+        v = t(0.0)
+        for j in range(C):
+            v += (z[j] - m) * (z[j] - m)
+        inv = t(1.0) / onp.sqrt(v / t(C) + epsilon)
+        for j in range(C):
+            out[n, j] = (z[j] - m) * inv * gamma[j] + beta[j]

@@ -19,8 +19,10 @@ copied) and computes what they compute, with dropout off:
   loop (`_inference_ops.self_attention`): BLAS products with the scores
   kept in the cache, no attention weights written out, and the keys
   past each valid length left out of both products;
-- AddNorm by the compiled loop of the training twin (`_ops.add_norm`;
-  its dropout is off outside training).
+- AddNorm by a compiled loop without dropout
+  (`_inference_ops.add_norm`): no dropout seed drawn in the graph;
+- the original BERT's three embeddings, summed, and their LayerNorm by
+  one compiled loop (`_inference_ops.embed_norm`).
 
 The book's blocks are the test oracle (`tests/test_fast_inference.py`):
 outputs agree within float32 rounding, with and without `valid_lens`,
@@ -38,7 +40,7 @@ from mxnet.gluon import nn
 from ..checks import check_encoder_inputs
 from . import _inference_ops, _ops
 from .blocks import (FastAddNorm, FastBERTEncoder, FastPositionWiseFFN,
-                     FastSelfAttention, _Checked)
+                     FastSelfAttention, _Checked, _param)
 
 
 class InferenceSelfAttention(FastSelfAttention):
@@ -66,15 +68,35 @@ class InferenceSelfAttention(FastSelfAttention):
         return self.W_o(output)                              # (B, T, H)
 
 
+class InferenceAddNorm(FastAddNorm):
+    """`FastAddNorm` without dropout: on the CPU one compiled operator
+    with no dropout seed drawn in the graph (`_inference_ops.add_norm`).
+
+    Parameters
+    ----------
+    addnorm : AddNorm
+    kernels : bool
+    """
+
+    def hybrid_forward(self, F, X, Y):
+        """`X`, `Y` (B, T, H) -> (B, T, H)."""
+        if self.kernels:
+            return _inference_ops.add_norm(
+                F, X, Y, _param(F, self.ln.gamma, X),
+                _param(F, self.ln.beta, X),
+                self.ln.epsilon)                             # (B, T, H)
+        return self.ln(self.dropout(Y) + X)                  # (B, T, H)
+
+
 class InferenceEncoderBlock(nn.HybridBlock):
     """`TransformerEncoderBlock` at inference."""
 
     def __init__(self, blk, kernels):
         super().__init__()
         self.attention = InferenceSelfAttention(blk.attention, kernels)
-        self.addnorm1 = FastAddNorm(blk.addnorm1, kernels)
+        self.addnorm1 = InferenceAddNorm(blk.addnorm1, kernels)
         self.ffn = FastPositionWiseFFN(blk.ffn)
-        self.addnorm2 = FastAddNorm(blk.addnorm2, kernels)
+        self.addnorm2 = InferenceAddNorm(blk.addnorm2, kernels)
 
     def hybrid_forward(self, F, X, valid_lens=None):
         """`X` (B, T, H), `valid_lens` (B,) or None -> (B, T, H)."""
@@ -90,6 +112,28 @@ class InferenceBERTEncoder(FastBERTEncoder):
         self.blks = nn.HybridSequential()
         for blk in encoder.blks:
             self.blks.add(InferenceEncoderBlock(blk, kernels))
+        # The original BERT's embeddings and their LayerNorm by one
+        # compiled operator (`_inference_ops.embed_norm`)
+        self.embed_kernel = (kernels and self.embedding_norm is not None
+                             and self.embedding_norm.kernels)
+
+    def hybrid_forward(self, F, tokens, segments, valid_lens=None,
+                       pos_embedding=None):
+        """`tokens`, `segments` (B, T), `valid_lens` (B,) -> (B, T, H)."""
+        if not self.embed_kernel:
+            return super().hybrid_forward(F, tokens, segments, valid_lens,
+                                          pos_embedding)     # (B, T, H)
+        norm = self.embedding_norm
+        X = _inference_ops.embed_norm(
+            F, tokens, segments,
+            _param(F, self.token_embedding.weight, tokens),  # (V, H)
+            _param(F, self.segment_embedding.weight, tokens),  # (S, H)
+            pos_embedding,                                   # (1, L, H)
+            _param(F, norm.gamma, tokens), _param(F, norm.beta, tokens),
+            norm.epsilon)                                    # (B, T, H)
+        for blk in self.blks:
+            X = blk(X, valid_lens)                           # (B, T, H)
+        return X
 
 
 class InferenceBERT(_Checked):
