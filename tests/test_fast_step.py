@@ -87,10 +87,16 @@ def losses_and_grads(step, net, shards):
         grads
 
 
+#: The MLM head's rows: all B*P of a shard here (256 rows), exactly the
+#: weighted predictions (1), or those rounded up to a multiple of 4
+ROW_MULTIPLES = [256, 1, 4]
+
+
+@pytest.mark.parametrize('row_multiple', ROW_MULTIPLES)
 @pytest.mark.parametrize('devices', DEVICES)
 @pytest.mark.parametrize('kernels', KERNELS)
-def test_one_graph_step_equals_the_books_losses_and_gradients(devices,
-                                                              kernels):
+def test_one_graph_step_equals_the_books_losses_and_gradients(
+        devices, kernels, row_multiple):
     net = model_on(devices)
     loss = gluon.loss.SoftmaxCELoss()
     shards = [gluon.utils.split_and_load(a, devices, even_split=False)
@@ -100,7 +106,8 @@ def test_one_graph_step_equals_the_books_losses_and_gradients(devices,
         return _get_batch_loss_bert(net, loss, V, *shards)
 
     book_losses, book_grads = losses_and_grads(book, net, shards)
-    step = fast.batch_loss(net, loss, V, kernels=kernels)
+    step = fast.batch_loss(net, loss, V, kernels=kernels,
+                           row_multiple=row_multiple)
     assert step.graph.kernels == (kernels and _ops.usable(devices))
     fast_losses, fast_grads = losses_and_grads(step, net, shards)
 
@@ -138,3 +145,52 @@ def test_padded_predictions_change_nothing():
     assert results[0][0] == results[1][0]
     for name, grads in results[0][1].items():
         assert (grads[0] == results[1][1][name][0]).all(), name
+
+
+def test_the_mlm_head_runs_on_the_weighted_predictions_only():
+    """7 of the 12 predictions have a weight: the rows are those 7 first
+    (example, position), then padded ones of weight 0 up to the multiple."""
+    net = model_on([mx.cpu()])
+    step = fast.batch_loss(net, gluon.loss.SoftmaxCELoss(), V,
+                           row_multiple=4)
+    (_, _, _, pred_positions, weights, mlm_Y, _) = pretraining_batch()
+    rows, w, labels = step.graph.weighted_predictions(pred_positions,
+                                                      weights, mlm_Y)
+    assert rows.shape == (2, 8) and w.shape == labels.shape == (8,)
+    assert rows.asnumpy()[:, :7].tolist() == [[0, 0, 0, 1, 2, 2, 3],
+                                              [1, 5, 10, 0, 2, 6, 1]]
+    assert w.asnumpy().tolist() == [1] * 7 + [0]
+    assert labels.asnumpy()[:7].tolist() == [3, 4, 5, 6, 8, 9, 98]
+
+
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_batches_with_other_numbers_of_predictions_share_the_step(kernels):
+    """The graph's MLM rows change with the batch (7, then 3, then 0
+    weighted predictions): each step still equals the book's."""
+    net = model_on([mx.cpu()])
+    loss = gluon.loss.SoftmaxCELoss()
+    step = fast.batch_loss(net, loss, V, kernels=kernels, row_multiple=1)
+    batch = pretraining_batch()
+    for keep in (12, 3, 0):
+        weights = batch[4].asnumpy()
+        weights.reshape(-1)[keep:] = 0
+        shards = [[a] for a in batch[:4]] + [[np.array(weights)]] + \
+            [[a] for a in batch[5:]]
+        book = losses_and_grads(
+            lambda *s: _get_batch_loss_bert(net, loss, V, *s), net, shards)
+        ours = losses_and_grads(step, net, shards)
+        onp.testing.assert_allclose(ours[0], book[0], rtol=1e-5, atol=1e-5)
+        for name, grads in book[1].items():
+            onp.testing.assert_allclose(
+                ours[1][name][0].asnumpy(), grads[0].asnumpy(), rtol=1e-4,
+                atol=2e-5, err_msg=f'{keep} {name}')
+    assert book[0][0] == [0.0]                      # no weighted prediction
+
+
+@pytest.mark.parametrize('row_multiple', [0, -2, 1.5, '4'])
+def test_row_multiple_must_be_a_positive_int(row_multiple):
+    net = model_on([mx.cpu()])
+    with pytest.raises(ValueError, match=f'row_multiple must be a '
+                       f'positive int, got {row_multiple!r}'):
+        fast.batch_loss(net, gluon.loss.SoftmaxCELoss(), V,
+                        row_multiple=row_multiple)
