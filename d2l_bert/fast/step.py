@@ -11,14 +11,16 @@ MLM loss's forward and backward passes are compiled loops
 The MLM head runs only on the predictions whose weight is not 0.  The
 book computes scores for every one of the B*P predicted positions and
 multiplies the loss of a padded one (weight 0) by 0: its scores, its
-loss's gradient and so its terms in every gradient are 0.  With the
-book's data about 40% of them are padding, and the MLM head's output
-layer, (B*P, H) x (H, V), is more than half of the step's arithmetic.
-`FastBatchLoss` gathers the K weighted predictions instead (K rounded up
-to a multiple of `row_multiple`, the extra rows weighted 0, so that the
-graph keeps a few shapes) and computes the same losses and gradients
-(only a score that is infinite or NaN at a padded position, and finite
-elsewhere, would have made the book's gradients NaN).
+loss's gradient and so its terms in every gradient are 0.  In the
+benchmark's batch (lengths spread over 12 to 64 tokens) 44% of them are
+padding, and the MLM head's output layer, (B*P, H) x (H, V), is more
+than half of the step's arithmetic.  `FastBatchLoss` gathers the K
+weighted predictions instead (K rounded up to a multiple of
+`row_multiple`, the extra rows weighted 0) and computes the same losses
+and gradients: only a score that is infinite or NaN at a padded
+position, and finite elsewhere, would have made the book's gradients
+NaN.  A batch with another K costs the graph a new memory plan, which
+measured as nothing against the step (`docs/performance.md`).
 
 Dimension key used in the shape comments:
 
@@ -47,11 +49,11 @@ class FastBatchLoss(nn.HybridBlock):
     kernels : bool
         Compute the MLM loss with the compiled loops (when `loss` is a
         plain `SoftmaxCELoss`).
-    row_multiple : int, default 256
+    row_multiple : int, default 8
         The MLM head runs on the weighted predictions, their number
         rounded up to a multiple of this (at most B*P).
     """
-    def __init__(self, twin, loss, vocab_size, kernels, row_multiple=256):
+    def __init__(self, twin, loss, vocab_size, kernels, row_multiple=8):
         super().__init__()
         if not (isinstance(row_multiple, int) and row_multiple >= 1):
             raise ValueError('row_multiple must be a positive int, got '
@@ -132,7 +134,7 @@ class FastBatchLoss(nn.HybridBlock):
         return mlm_l, nsp_l, mlm_l + nsp_l
 
 
-def batch_loss(net, loss, vocab_size, kernels=None, row_multiple=256):
+def batch_loss(net, loss, vocab_size, kernels=None, row_multiple=8):
     """Return ``f(*shards) -> (mlm_ls, nsp_ls, ls)``: what
     ``_get_batch_loss_bert(net, loss, vocab_size, *shards)`` returns,
     each shard's losses computed by one `FastBatchLoss` graph.
@@ -145,7 +147,7 @@ def batch_loss(net, loss, vocab_size, kernels=None, row_multiple=256):
     vocab_size : int
     kernels : bool, optional
         As for `accelerate`.
-    row_multiple : int, default 256
+    row_multiple : int, default 8
         As for `FastBatchLoss`.
     """
     from . import _contexts, _hybridize_twin, accelerate
