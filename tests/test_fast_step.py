@@ -187,7 +187,7 @@ def test_batches_with_other_numbers_of_predictions_share_the_step(kernels):
     assert book[0][0] == [0.0]                      # no weighted prediction
 
 
-@pytest.mark.parametrize('row_multiple', [0, -2, 1.5, '4'])
+@pytest.mark.parametrize('row_multiple', [0, -2, 1.5, '4', True])
 def test_row_multiple_must_be_a_positive_int(row_multiple):
     net = model_on([mx.cpu()])
     with pytest.raises(ValueError, match=f'row_multiple must be a '

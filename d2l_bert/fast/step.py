@@ -55,7 +55,8 @@ class FastBatchLoss(nn.HybridBlock):
     """
     def __init__(self, twin, loss, vocab_size, kernels, row_multiple=8):
         super().__init__()
-        if not (isinstance(row_multiple, int) and row_multiple >= 1):
+        if isinstance(row_multiple, bool) or not (
+                isinstance(row_multiple, int) and row_multiple >= 1):
             raise ValueError('row_multiple must be a positive int, got '
                              f'{row_multiple!r}')
         self.net, self.loss, self.vocab_size = twin, loss, vocab_size
