@@ -103,3 +103,32 @@ def test_attention_loops_split_among_threads_as_one():
     for P, O, dqkv in outs[1:]:
         for a, b in zip((P, O, dqkv), outs[0]):
             assert onp.array_equal(a, b)
+
+
+# --- The MLM loss's loops ---------------------------------------------------
+
+def test_softmax_ce_gradient_of_weight_0_rows_is_zero_and_nan_propagates():
+    """A row with gradient weight 0 (a padded prediction) is written as
+    zeros without its exponentials: the same numbers as ``0 * (softmax -
+    one_hot)``; a row with a NaN score still gives NaN, as in the book."""
+    rng = onp.random.RandomState(0)
+    N, V = 6, 1100                         # more than two 512-column pieces
+    X = rng.normal(0, 3, (N, V)).astype(onp.float32)       # (N, V)
+    X[4, 700] = onp.nan
+    y = onp.array([0, 5, 1099, 7, 3, 2], dtype=onp.int32)  # (N,)
+    g = onp.array([0.5, 0, 0.25, 0, 0, 1], dtype=onp.float32)
+    loss, lse = onp.empty(N, onp.float32), onp.empty(N, onp.float32)
+    K.softmax_ce_forward(X, y, loss, lse, 0, N)
+    dX = onp.full((N, V), 7.0, dtype=onp.float32)          # stale values
+    K.softmax_ce_backward(X, y, lse, g, dX, 0, N)
+    X64 = X.astype(onp.float64)
+    p = onp.exp(X64 - X64.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    p[onp.arange(N), y] -= 1
+    expected = g[:, None] * p                              # (N, V)
+    for i in (1, 3):
+        assert (dX[i] == 0).all()                          # exact zeros
+    assert onp.isnan(dX[4]).any()
+    for i in (0, 2, 5):
+        onp.testing.assert_allclose(dX[i], expected[i], rtol=1e-5,
+                                    atol=1e-7)

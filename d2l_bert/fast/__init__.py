@@ -23,7 +23,7 @@ the command line (`d2l-bert pretrain`): model and both losses in one
 graph, with a compiled MLM loss (`step`).
 
 Nothing here changes the book's classes; they stay the twins' test
-oracle (`tests/test_fast.py`).
+oracle (`tests/test_fast_blocks.py`, `tests/test_fast_step.py`).
 """
 from mxnet import autograd, gluon, np
 

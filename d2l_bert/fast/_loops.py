@@ -131,11 +131,20 @@ def softmax_ce_forward(X, y, loss, lse, r0, r1):
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
 def softmax_ce_backward(X, y, lse, g, dX, r0, r1):
     """The gradient of ``sum(g * loss)`` with respect to the scores:
-    ``dX[i] = g[i] * (softmax(X[i]) - one_hot(y[i]))``."""
+    ``dX[i] = g[i] * (softmax(X[i]) - one_hot(y[i]))``.
+
+    A row with ``g[i] == 0`` (a padded prediction, weight 0) and a finite
+    log-sum-exp is all zeros, the numbers the product gives: it is
+    written without computing its exponentials.  A non-finite row still
+    goes through them, so that a NaN or infinite score propagates as in
+    the book."""
     V = X.shape[1]
     bits = onp.empty(_TILE, onp.int32)
     for i in range(r0, r1):
         row, out, gi = X[i], dX[i], g[i]
+        if gi == 0 and onp.isfinite(lse[i]):
+            out[:] = 0
+            continue
         for j0 in range(0, V, _TILE):                       # g * softmax
             n = min(_TILE, V - j0)
             _exp_shifted(row[j0:j0 + n], lse[i], gi, out[j0:j0 + n],

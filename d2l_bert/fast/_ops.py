@@ -30,7 +30,7 @@ graph of `train_bert`'s step:
 
 The fast blocks (`d2l_bert.fast.blocks`) decide once, when they are
 built, whether to call these operators; the book's blocks stay their
-test oracle (`tests/test_fast.py`, `tests/test_ops.py`).
+test oracle (`tests/test_fast_blocks.py`, `tests/test_fast_loops.py`).
 
 The kernels need numba; without it, on a device other than the CPU, or
 with ``D2L_BERT_KERNELS=0`` in the environment, the fast blocks use

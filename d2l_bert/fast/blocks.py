@@ -19,7 +19,7 @@ W_q.weight``).  What differs is how the arithmetic runs:
 Whether the compiled loops run (``kernels``) is decided once, when a twin
 is built (`d2l_bert.fast.accelerate` decides for the whole model); each
 `hybrid_forward` has one `if` on it.  The book's blocks are the test
-oracle (`tests/test_fast.py`): outputs, attention outputs and gradients
+oracle (`tests/test_fast_blocks.py`): outputs, attention outputs and gradients
 agree within float32 rounding, with dropout off.  With dropout on, the
 compiled loops draw other masks than `nn.Dropout`, at the same rate.
 

@@ -1,0 +1,196 @@
+"""The one-graph pretraining step against the book's, its test oracle.
+
+`d2l_bert.fast.batch_loss(net, loss, vocab_size)` is what `d2l-bert
+pretrain` trains: the fast twin of `BERTModel` and both losses in one
+hybridized graph (`fast/step.py`).  Here it and the book's
+`_get_batch_loss_bert` on the book's `BERTModel` run on the same
+parameters and batch, dropout off, and every loss and every parameter's
+gradient is compared: with the compiled loops and with MXNet's operators
+(``kernels``), on one device and split over two CPU contexts, with padded
+predicted positions (weight 0) and valid lengths from 1 to T.
+
+Tolerances: float32 sums taken in another order (fused projections, an
+added mask, the compiled softmax cross-entropy) differ by a few units in
+the 6th digit on values of order 1, so 1e-5 for the losses; the
+gradients pass through the whole model and through a sum over every
+position, and W_k's bias has a zero gradient in exact arithmetic (a
+softmax ignores a constant added to every score), so only rounding is
+left there: 2e-5 absolute, 1e-4 relative, as in `test_fast_blocks.py`.
+"""
+import mxnet as mx
+import numpy as onp
+import pytest
+from mxnet import autograd, gluon, init, np
+
+from d2l_bert import fast
+from d2l_bert.bert import BERTModel
+from d2l_bert.fast import _ops
+from d2l_bert.pretraining import _get_batch_loss_bert
+
+from conftest import TINY
+
+KERNELS = [pytest.param(True, id='kernels', marks=pytest.mark.skipif(
+               not _ops.available(), reason='numba is missing or cannot '
+               'compile here: no compiled loops to test')),
+           pytest.param(False, id='mxnet-ops')]
+
+DEVICES = [pytest.param([mx.cpu(0)], id='one-device'),
+           pytest.param([mx.cpu(0), mx.cpu(1)], id='two-cpu-contexts')]
+
+V = TINY['vocab_size']
+
+
+def pretraining_batch():
+    """Four sequences of 12 tokens, valid lengths 12, 1, 7 and 3, up to 3
+    predicted positions each; the padded ones (position 0, label 0)
+    have weight 0, as `_pad_bert_inputs` makes them."""
+    tokens = np.random.randint(0, V, (4, 12)).astype('int32')  # (B, T)
+    segments = np.array([[0] * 6 + [1] * 6, [0] * 12,
+                         [0] * 4 + [1] * 8, [0] * 2 + [1] * 10],
+                        dtype='int32')                      # (B, T)
+    valid_lens = np.array([12, 1, 7, 3], dtype='float32')   # (B,)
+    pred_positions = np.array([[1, 5, 10], [0, 0, 0], [2, 6, 0],
+                               [1, 0, 0]], dtype='int32')   # (B, P)
+    mlm_weights = np.array([[1, 1, 1], [1, 0, 0], [1, 1, 0], [1, 0, 0]],
+                           dtype='float32')                 # (B, P)
+    mlm_Y = np.array([[3, 4, 5], [6, 0, 0], [8, 9, 0], [98, 0, 0]],
+                     dtype='int32')                         # (B, P)
+    nsp_y = np.array([0, 1, 1, 0], dtype='int32')           # (B,)
+    return (tokens, segments, valid_lens, pred_positions, mlm_weights,
+            mlm_Y, nsp_y)
+
+
+def model_on(devices):
+    """The tiny BERT on `devices`, every parameter (biases included)
+    random and non-zero."""
+    net = BERTModel(**TINY)
+    net.initialize(init.Xavier(), ctx=devices)
+    tokens = np.zeros((1, 2), dtype='int32', ctx=devices[0])
+    net(tokens, tokens, None, np.zeros((1, 1), dtype='int32',
+                                       ctx=devices[0]))
+    for param in net.collect_params().values():
+        param.set_data(np.random.normal(0, 0.3, size=param.shape))
+    return net
+
+
+def losses_and_grads(step, net, shards):
+    """The three lists of per-shard losses of ``step(*shards)`` and every
+    parameter's gradient on every device after ``l.backward()`` for each
+    shard (as `train_bert` does), by structural name."""
+    with autograd.record():
+        mlm_ls, nsp_ls, ls = step(*shards)
+    for l in ls:
+        l.backward()
+    grads = {name: [g.copy() for g in p.list_grad()]
+             for name, p in net._collect_params_with_prefix().items()}
+    return [[float(l) for l in losses] for losses in (mlm_ls, nsp_ls, ls)], \
+        grads
+
+
+#: The MLM head's rows: exactly the weighted predictions (1), those
+#: rounded up to the default multiple (8), all B*P of a shard here (256)
+ROW_MULTIPLES = [1, 8, 256]
+
+
+@pytest.mark.parametrize('row_multiple', ROW_MULTIPLES)
+@pytest.mark.parametrize('devices', DEVICES)
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_one_graph_step_equals_the_books_losses_and_gradients(
+        devices, kernels, row_multiple):
+    net = model_on(devices)
+    loss = gluon.loss.SoftmaxCELoss()
+    shards = [gluon.utils.split_and_load(a, devices, even_split=False)
+              for a in pretraining_batch()]
+
+    def book(*shards):
+        return _get_batch_loss_bert(net, loss, V, *shards)
+
+    book_losses, book_grads = losses_and_grads(book, net, shards)
+    step = fast.batch_loss(net, loss, V, kernels=kernels,
+                           row_multiple=row_multiple)
+    assert step.graph.kernels == (kernels and _ops.usable(devices))
+    fast_losses, fast_grads = losses_and_grads(step, net, shards)
+
+    # one loss per shard, each of them a real one (not a trivial 0)
+    assert [len(losses) for losses in fast_losses] == [len(devices)] * 3
+    assert all(0.5 < l < 50 for l in book_losses[0] + book_losses[1])
+    for ours, theirs in zip(fast_losses, book_losses):
+        onp.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+    assert sorted(fast_grads) == sorted(book_grads)
+    for name in book_grads:
+        assert len(fast_grads[name]) == len(devices)
+        for ours, theirs in zip(fast_grads[name], book_grads[name]):
+            assert ours.ctx == theirs.ctx
+            onp.testing.assert_allclose(
+                ours.asnumpy(), theirs.asnumpy(), rtol=1e-4, atol=2e-5,
+                err_msg=name)
+    # the MLM head's output layer gets a gradient (not all zeros)
+    assert float(abs(book_grads['mlm.mlp.2.weight'][0]).sum()) > 0
+
+
+def test_padded_predictions_change_nothing():
+    """A padded position (weight 0) adds nothing to the MLM loss or to a
+    gradient, whatever its label: the same batch with other labels there
+    gives the same numbers."""
+    net = model_on([mx.cpu()])
+    step = fast.batch_loss(net, gluon.loss.SoftmaxCELoss(), V)
+    batch = pretraining_batch()
+    relabelled = list(batch)
+    weights = batch[4].asnumpy()
+    labels = batch[5].asnumpy().copy()
+    labels[weights == 0] = 17
+    relabelled[5] = np.array(labels, dtype='int32')
+    results = [losses_and_grads(step, net, [[a] for a in b])
+               for b in (batch, relabelled)]
+    assert results[0][0] == results[1][0]
+    for name, grads in results[0][1].items():
+        assert (grads[0] == results[1][1][name][0]).all(), name
+
+
+def test_the_mlm_head_runs_on_the_weighted_predictions_only():
+    """7 of the 12 predictions have a weight: the rows are those 7 first
+    (example, position), then padded ones of weight 0 up to the multiple."""
+    net = model_on([mx.cpu()])
+    step = fast.batch_loss(net, gluon.loss.SoftmaxCELoss(), V,
+                           row_multiple=4)
+    (_, _, _, pred_positions, weights, mlm_Y, _) = pretraining_batch()
+    rows, w, labels = step.graph.weighted_predictions(pred_positions,
+                                                      weights, mlm_Y)
+    assert rows.shape == (2, 8) and w.shape == labels.shape == (8,)
+    assert rows.asnumpy()[:, :7].tolist() == [[0, 0, 0, 1, 2, 2, 3],
+                                              [1, 5, 10, 0, 2, 6, 1]]
+    assert w.asnumpy().tolist() == [1] * 7 + [0]
+    assert labels.asnumpy()[:7].tolist() == [3, 4, 5, 6, 8, 9, 98]
+
+
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_batches_with_other_numbers_of_predictions_share_the_step(kernels):
+    """The graph's MLM rows change with the batch (7, then 3, then 0
+    weighted predictions): each step still equals the book's."""
+    net = model_on([mx.cpu()])
+    loss = gluon.loss.SoftmaxCELoss()
+    step = fast.batch_loss(net, loss, V, kernels=kernels, row_multiple=1)
+    batch = pretraining_batch()
+    for keep in (12, 3, 0):
+        weights = batch[4].asnumpy()
+        weights.reshape(-1)[keep:] = 0
+        shards = [[a] for a in batch[:4]] + [[np.array(weights)]] + \
+            [[a] for a in batch[5:]]
+        book = losses_and_grads(
+            lambda *s: _get_batch_loss_bert(net, loss, V, *s), net, shards)
+        ours = losses_and_grads(step, net, shards)
+        onp.testing.assert_allclose(ours[0], book[0], rtol=1e-5, atol=1e-5)
+        for name, grads in book[1].items():
+            onp.testing.assert_allclose(
+                ours[1][name][0].asnumpy(), grads[0].asnumpy(), rtol=1e-4,
+                atol=2e-5, err_msg=f'{keep} {name}')
+    assert book[0][0] == [0.0]                      # no weighted prediction
+
+
+@pytest.mark.parametrize('row_multiple', [0, -2, 1.5, '4', True])
+def test_row_multiple_must_be_a_positive_int(row_multiple):
+    net = model_on([mx.cpu()])
+    with pytest.raises(ValueError, match=f'row_multiple must be a '
+                       f'positive int, got {row_multiple!r}'):
+        fast.batch_loss(net, gluon.loss.SoftmaxCELoss(), V,
+                        row_multiple=row_multiple)
