@@ -16,6 +16,8 @@ imported (and loads OpenBLAS, which picks its kernels then).
 - `alternate`: time several functions in turn, so that a machine shared
   with other work slows them all alike; report medians;
 - `pretrain_step_flops`, `encode_flops`: the arithmetic of a step;
+- `print_step_table`, `print_fastest_step`: the report of a step
+  benchmark (GEMM peak, a row per step, the fastest step);
 - `arg_parser`: the options every script takes;
 - `ours_step`: d2l_bert's training step, as ``d2l-bert pretrain`` runs it;
   `book_loop_step`: the book's loop on the accelerated model.
@@ -221,6 +223,57 @@ def alternate(functions, repeats=5, warmup=1, progress=True):
             print(f'  round {r + 1}/{repeats}: {line}', flush=True)
     return {name: (statistics.median(t), t, statistics.median(cpu[name]))
             for name, t in times.items()}
+
+
+def print_step_table(res, flops, gemm_flops, batch_size, labels):
+    """Print the GEMM peak and a row per step of a run of `alternate`.
+
+    Parameters
+    ----------
+    res : dict of name -> (median s, list of s, median CPU s)
+        What `alternate` returned; 'd2l' and 'gemm' among the names.
+    flops : int
+        Arithmetic of one step.
+    gemm_flops : int
+        Arithmetic of one GEMM (`gemm_rate`).
+    batch_size : int
+    labels : sequence of (name, label)
+        The rows, in order.
+
+    Returns
+    -------
+    float
+        The peak in GFLOP/s: the fastest GEMM round (next to d2l's step,
+        which leaves the kernel reclaiming memory, the median GEMM is
+        slower).
+    """
+    best = min(res['gemm'][1])
+    peak = gemm_flops / best / 1e9
+    print(f"\nstep arithmetic: {flops / 1e9:.0f} GFLOP; float32 GEMM "
+          f"peak in this run: {peak:.0f} GFLOP/s (fastest of "
+          f"{len(res['gemm'][1])} rounds, {best * 1e3:.0f} ms for 5120x128 "
+          f"@ 128x20256; median {res['gemm'][0] * 1e3:.0f} ms)")
+    print(f"{'':30s}{'ms/step':>9s}{'pairs/s':>9s}{'GFLOP/s':>9s}"
+          f"{'of GEMM':>9s}{'CPU s':>8s}{'vs d2l':>8s}")
+    for name, label in labels:
+        t = res[name][0]
+        rate = flops / t / 1e9
+        print(f'{label:30s}{t * 1e3:9.0f}{batch_size / t:9.0f}'
+              f'{rate:9.1f}{100 * rate / peak:8.0f}%{res[name][2]:8.2f}'
+              f"{res['d2l'][0] / t:7.2f}x")
+    return peak
+
+
+def print_fastest_step(res, flops, peak):
+    """Print our fastest step ('ours' in `res`) against the GEMM peak.
+
+    The peak is a fastest round and the table's steps are medians: the
+    fastest step against the fastest GEMM compares like with like.
+    """
+    fastest = min(res['ours'][1])
+    rate = flops / fastest / 1e9
+    print(f'fastest d2l_bert step: {fastest * 1e3:.0f} ms, {rate:.1f} '
+          f'GFLOP/s, {100 * rate / peak:.0f}% of the GEMM peak')
 
 
 def arg_parser(doc, repeats, batch_size,

@@ -144,33 +144,14 @@ def main(argv=None):
                              'book': book_step, 'gemm': gemm},
                             repeats=args.repeats)
     flops = _common.pretrain_step_flops(**cfg)
-    # The peak is the fastest GEMM round: next to d2l's step, which
-    # leaves the kernel reclaiming memory, the median GEMM is slower
-    best = min(res['gemm'][1])
-    peak = gemm_flops / best / 1e9
-    print(f"\nstep arithmetic: {flops / 1e9:.0f} GFLOP; float32 GEMM "
-          f"peak in this run: {peak:.0f} GFLOP/s (fastest of "
-          f"{len(res['gemm'][1])} rounds, {best * 1e3:.0f} ms for 5120x128 "
-          f"@ 128x20256; median {res['gemm'][0] * 1e3:.0f} ms)")
-    print(f"{'':30s}{'ms/step':>9s}{'pairs/s':>9s}{'GFLOP/s':>9s}"
-          f"{'of GEMM':>9s}{'CPU s':>8s}{'vs d2l':>8s}")
-    for name, label in (('d2l', 'd2l 1.0.3'),
-                        ('ours', 'd2l_bert command line'),
-                        ('book', "book's loop, accelerated")):
-        t = res[name][0]
-        rate = flops / t / 1e9
-        print(f'{label:30s}{t * 1e3:9.0f}{cfg["batch_size"] / t:9.0f}'
-              f'{rate:9.1f}{100 * rate / peak:8.0f}%{res[name][2]:8.2f}'
-              f"{res['d2l'][0] / t:7.2f}x")
+    peak = _common.print_step_table(
+        res, flops, gemm_flops, cfg['batch_size'],
+        (('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert command line'),
+         ('book', "book's loop, accelerated")))
     print(f"speed-up over d2l 1.0.3: command line "
           f"{res['d2l'][0] / res['ours'][0]:.2f}x, book's loop on the "
           f"accelerated model and loss {res['d2l'][0] / res['book'][0]:.2f}x")
-    # The peak is a fastest round; the table's steps are medians.  The
-    # fastest step against the fastest GEMM compares like with like
-    fastest = min(res['ours'][1])
-    rate = flops / fastest / 1e9
-    print(f'fastest d2l_bert step: {fastest * 1e3:.0f} ms, {rate:.1f} '
-          f'GFLOP/s, {100 * rate / peak:.0f}% of the GEMM peak')
+    _common.print_fastest_step(res, flops, peak)
     return 0
 
 
