@@ -19,13 +19,20 @@ imported (and loads OpenBLAS, which picks its kernels then).
 - `print_step_table`, `print_fastest_step`: the report of a step
   benchmark (GEMM peak, a row per step, the fastest step);
 - `arg_parser`: the options every script takes;
+- `timed`, `take_turns`: time functions here and turns of a PyTorch
+  child in rounds, with a pause between turns;
+- `find_torch_python`, `TorchChild`, `serve_torch`: the PyTorch side in a
+  child process, driven through a pipe (both ends of the protocol);
 - `ours_step`: d2l_bert's training step, as ``d2l-bert pretrain`` runs it;
   `book_loop_step`: the book's loop on the accelerated model.
 """
 import argparse
+import importlib.util
 import os
+import pickle
 import platform
 import statistics
+import subprocess
 import sys
 import time
 
@@ -223,6 +230,142 @@ def alternate(functions, repeats=5, warmup=1, progress=True):
             print(f'  round {r + 1}/{repeats}: {line}', flush=True)
     return {name: (statistics.median(t), t, statistics.median(cpu[name]))
             for name, t in times.items()}
+
+
+def timed(f):
+    """Run `f` here until MXNet is done; return (wall s, CPU s)."""
+    from mxnet import npx
+    start, start_cpu = time.perf_counter(), time.process_time()
+    f()
+    npx.waitall()
+    return time.perf_counter() - start, time.process_time() - start_cpu
+
+
+def take_turns(turns, repeats, warmup=1, pause=0.2):
+    """Run the turns in rounds, idle `pause` seconds after each turn (so
+    that threads one side leaves spinning sleep before the other starts);
+    print each round.
+
+    Parameters
+    ----------
+    turns : dict of name -> function returning (wall s, CPU s)
+    repeats : int
+        Timed rounds.
+    warmup : int
+        Untimed rounds first.
+    pause : float
+
+    Returns
+    -------
+    times : dict of name -> list of (wall s, CPU s), one per round
+    wall, cpu : dict of name -> median seconds
+    """
+    for _ in range(warmup):
+        for f in turns.values():
+            f()
+            time.sleep(pause)
+    times = {name: [] for name in turns}
+    for r in range(repeats):
+        for name, f in turns.items():
+            times[name].append(f())
+            time.sleep(pause)
+        line = ', '.join(f'{n} {t[-1][0] * 1e3:.0f} ms'
+                         for n, t in times.items())
+        print(f'  round {r + 1}/{repeats}: {line}', flush=True)
+    wall = {n: statistics.median(w for w, _ in t) for n, t in times.items()}
+    cpu = {n: statistics.median(c for _, c in t) for n, t in times.items()}
+    return times, wall, cpu
+
+
+def find_torch_python(path):
+    """Return the interpreter to run PyTorch with, or None."""
+    if path is not None:
+        return path
+    if all(importlib.util.find_spec(m) for m in ('torch', 'transformers')):
+        return sys.executable
+    return None
+
+
+class TorchChild:
+    """The PyTorch side, in a child process driven through a pipe: `script`
+    run with ``--worker``, which calls `serve_torch`."""
+
+    def __init__(self, python, script):
+        self.proc = subprocess.Popen(
+            [python, os.path.abspath(script), '--worker'],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def ask(self, *command):
+        try:
+            pickle.dump(command, self.proc.stdin, protocol=4)
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass                    # it ended: its last words are below
+        try:
+            answer = pickle.load(self.proc.stdout)
+        except EOFError:
+            raise RuntimeError('the PyTorch process ended (see its '
+                               'messages above)') from None
+        if answer[0] == 'error':
+            raise RuntimeError(answer[1])
+        return answer
+
+    def close(self):
+        try:
+            pickle.dump(('quit',), self.proc.stdin, protocol=4)
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def serve_torch(setup):
+    """Serve a `TorchChild`: read pickled commands on stdin, answer on
+    stdout.  Runs in the child, which imports no MXNet.
+
+    Commands: ``('setup', *args)``, answered ``('ready', info)`` where
+    ``fns, info = setup(*args)``; the name of a function of `fns`,
+    answered ``(name, wall seconds, CPU seconds of this process,
+    result)``, timed here; ``('quit',)``.  Returns the exit status (2 if
+    torch or transformers cannot be imported).
+    """
+    # Keep stdout for answers: whatever a library prints goes to stderr
+    out = os.fdopen(os.dup(1), 'wb')
+    os.dup2(2, 1)
+    inp = sys.stdin.buffer
+
+    def send(*answer):
+        pickle.dump(answer, out, protocol=4)
+        out.flush()
+
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        send('error', f'{type(e).__name__}: {e}')
+        return 2
+    fns = {}
+    while True:
+        try:
+            command = pickle.load(inp)
+        except EOFError:
+            return 0
+        if command[0] == 'setup':
+            fns, info = setup(*command[1:])
+            send('ready', info)
+        elif command[0] in fns:
+            start, start_cpu = time.perf_counter(), time.process_time()
+            result = fns[command[0]]()
+            send(command[0], time.perf_counter() - start,
+                 time.process_time() - start_cpu, result)
+        elif command[0] == 'quit':
+            return 0
+        else:
+            send('error', f'unknown command {command[0]!r}')
 
 
 def print_step_table(res, flops, gemm_flops, batch_size, labels):
