@@ -170,14 +170,9 @@ class _SelfAttentionInferenceProp(mx.operator.CustomOpProp):
         return ['output']
 
     def infer_shape(self, in_shape):
-        B, T, H3 = in_shape[0]
-        if H3 % (3 * self.heads):
-            raise ValueError(f'qkv must have 3 * num_heads * d columns, got '
-                             f'{H3} columns for num_heads={self.heads}')
-        if self.has_lens and tuple(in_shape[1]) != (B,):
-            raise ValueError(f'valid_lens must have shape ({B},), one '
-                             f'length per sequence, got '
-                             f'{tuple(in_shape[1])}')
+        B, T, H3 = _ops._check_qkv_shapes(
+            in_shape[0], in_shape[1] if self.has_lens else None,
+            self.heads)                                      # (B, T, 3*H)
         return list(map(tuple, in_shape)), [(B, T, H3 // 3)], []
 
     def infer_type(self, in_type):
