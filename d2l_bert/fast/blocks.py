@@ -230,13 +230,16 @@ class FastPositionWiseFFN(nn.HybridBlock):
 
 
 class FastTransformerEncoderBlock(nn.HybridBlock):
-    """`TransformerEncoderBlock`, from its fast parts."""
+    """`TransformerEncoderBlock`, from its fast parts: `attention_block`
+    and `addnorm_block` (the inference twin's block names its own)."""
+    attention_block, addnorm_block = FastSelfAttention, FastAddNorm
+
     def __init__(self, blk, kernels):
         super().__init__()
-        self.attention = FastSelfAttention(blk.attention, kernels)
-        self.addnorm1 = FastAddNorm(blk.addnorm1, kernels)
+        self.attention = self.attention_block(blk.attention, kernels)
+        self.addnorm1 = self.addnorm_block(blk.addnorm1, kernels)
         self.ffn = FastPositionWiseFFN(blk.ffn)
-        self.addnorm2 = FastAddNorm(blk.addnorm2, kernels)
+        self.addnorm2 = self.addnorm_block(blk.addnorm2, kernels)
 
     def hybrid_forward(self, F, X, valid_lens=None):
         """`X` (B, T, H), `valid_lens` (B,) or None -> (B, T, H)."""

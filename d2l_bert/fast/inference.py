@@ -39,8 +39,8 @@ from mxnet.gluon import nn
 
 from ..checks import check_encoder_inputs
 from . import _inference_ops, _ops
-from .blocks import (FastAddNorm, FastBERTEncoder, FastPositionWiseFFN,
-                     FastSelfAttention, _Checked, _param)
+from .blocks import (FastAddNorm, FastBERTEncoder, FastSelfAttention,
+                     FastTransformerEncoderBlock, _Checked, _param)
 
 
 class InferenceSelfAttention(FastSelfAttention):
@@ -88,20 +88,10 @@ class InferenceAddNorm(FastAddNorm):
         return self.ln(self.dropout(Y) + X)                  # (B, T, H)
 
 
-class InferenceEncoderBlock(nn.HybridBlock):
-    """`TransformerEncoderBlock` at inference."""
-
-    def __init__(self, blk, kernels):
-        super().__init__()
-        self.attention = InferenceSelfAttention(blk.attention, kernels)
-        self.addnorm1 = InferenceAddNorm(blk.addnorm1, kernels)
-        self.ffn = FastPositionWiseFFN(blk.ffn)
-        self.addnorm2 = InferenceAddNorm(blk.addnorm2, kernels)
-
-    def hybrid_forward(self, F, X, valid_lens=None):
-        """`X` (B, T, H), `valid_lens` (B,) or None -> (B, T, H)."""
-        Y = self.addnorm1(X, self.attention(X, valid_lens))  # (B, T, H)
-        return self.addnorm2(Y, self.ffn(Y))                 # (B, T, H)
+class InferenceEncoderBlock(FastTransformerEncoderBlock):
+    """`TransformerEncoderBlock` at inference: the training twin's block
+    with the inference attention and AddNorm."""
+    attention_block, addnorm_block = InferenceSelfAttention, InferenceAddNorm
 
 
 class InferenceBERTEncoder(FastBERTEncoder):
