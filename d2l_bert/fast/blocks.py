@@ -131,13 +131,20 @@ class FastSelfAttention(nn.HybridBlock):
             qkv = F.npx.fully_connected(
                 X, weight, bias, num_hidden=3 * self.num_hiddens,
                 no_bias=bias is None, flatten=False)         # (B, T, 3*H)
-            output, _ = _ops.self_attention(
-                F, qkv, valid_lens, self.num_heads,
-                self.dropout._rate)                          # (B, T, H)
+            output = self._compiled_attention(
+                F, qkv, valid_lens)                          # (B, T, H)
         else:
             output = self._interleaved_attention(
                 F, X, weight, bias, valid_lens)              # (B, T, H)
         return self.W_o(output)                              # (B, T, H)
+
+    def _compiled_attention(self, F, qkv, valid_lens):
+        """The compiled loops' attention, with dropout: `qkv` (B, T, 3*H),
+        `valid_lens` (B,) or None -> (B, T, H)."""
+        output, _ = _ops.self_attention(
+            F, qkv, valid_lens, self.num_heads,
+            self.dropout._rate)                              # (B, T, H)
+        return output                                        # (B, T, H)
 
     def qkv_weight(self, F, X):
         """Stack `W_q`, `W_k` and `W_v` into one projection, head by head.

@@ -53,19 +53,11 @@ class InferenceSelfAttention(FastSelfAttention):
     kernels : bool
     """
 
-    def hybrid_forward(self, F, X, valid_lens=None):
-        """`X` (B, T, D), `valid_lens` (B,) or None -> (B, T, H)."""
-        weight, bias = self.qkv_weight(F, X)     # (3*H, D), (3*H,) or None
-        if self.kernels:
-            qkv = F.npx.fully_connected(
-                X, weight, bias, num_hidden=3 * self.num_hiddens,
-                no_bias=bias is None, flatten=False)         # (B, T, 3*H)
-            output = _inference_ops.self_attention(
-                F, qkv, valid_lens, self.num_heads)          # (B, T, H)
-        else:
-            output = self._interleaved_attention(
-                F, X, weight, bias, valid_lens)              # (B, T, H)
-        return self.W_o(output)                              # (B, T, H)
+    def _compiled_attention(self, F, qkv, valid_lens):
+        """The compiled inference loop, without dropout: `qkv`
+        (B, T, 3*H), `valid_lens` (B,) or None -> (B, T, H)."""
+        return _inference_ops.self_attention(
+            F, qkv, valid_lens, self.num_heads)              # (B, T, H)
 
 
 class InferenceAddNorm(FastAddNorm):
