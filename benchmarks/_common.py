@@ -18,7 +18,8 @@ imported (and loads OpenBLAS, which picks its kernels then).
 - `pretrain_step_flops`, `encode_flops`: the arithmetic of a step;
 - `print_step_table`, `print_fastest_step`: the report of a step
   benchmark (GEMM peak, a row per step, the fastest step);
-- `arg_parser`: the options every script takes;
+- `arg_parser`: the options every script takes; `add_profile_options`
+  and `profile`: MXNet's operator profile of one call instead of timing;
 - `timed`, `take_turns`: time functions here and turns of a PyTorch
   child in rounds, with a pause between turns;
 - `find_torch_python`, `TorchChild`, `serve_torch`: the PyTorch side in a
@@ -34,6 +35,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 # The book's pretraining settings (sec_bert-pretraining)
@@ -43,6 +45,9 @@ BOOK = dict(batch_size=512, max_len=64, num_hiddens=128, ffn_num_hiddens=256,
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
+
+#: The PyTorch peer's versions (`TorchChild`): not dependencies of d2l-bert
+TORCH_PINS = 'torch==2.13.0 transformers==5.23.0'
 
 #: What holds each library to AVX2 on a CPU that has AVX-512: OpenBLAS
 #: (MXNet's and SciPy's), oneDNN (MXNet's and PyTorch's), numba's compiled
@@ -433,6 +438,42 @@ def arg_parser(doc, repeats, batch_size,
                         'hold OpenBLAS, oneDNN, numba (and PyTorch) to '
                         'AVX2, as on a CPU without AVX-512')
     return p
+
+
+def add_profile_options(p):
+    """Add the step benchmarks' --profile and --top options to `p`."""
+    p.add_argument('--profile', action='store_true',
+                   help="print MXNet's operator profile of one step of "
+                        'each model instead of timing')
+    p.add_argument('--top', type=int, default=15,
+                   help='operators shown by --profile (15)')
+
+
+def profile(fn, label, top):
+    """Print the `top` operators of one call of `fn`, with their share."""
+    import mxnet as mx
+    from mxnet import npx
+    fn()
+    npx.waitall()
+    # A file of our own: MXNet replaces its profile file when it dumps,
+    # and given os.devnull it once turned /dev/null into a regular file
+    trace = os.path.join(tempfile.mkdtemp(prefix='d2l-bert-profile-'),
+                         'profile.json')
+    mx.profiler.set_config(profile_all=True, aggregate_stats=True,
+                           filename=trace)
+    mx.profiler.set_state('run')
+    fn()
+    npx.waitall()
+    mx.profiler.set_state('stop')
+    stats = mx.profiler.dumps(reset=True, format='json')
+    import json
+    ops = json.loads(stats)['Time'].get('operator', {})
+    total = sum(v['Total'] for v in ops.values())
+    rows = sorted(ops.items(), key=lambda kv: -kv[1]['Total'])[:top]
+    print(f'\n{label}: {total:.0f} ms of operator time')
+    for name, v in rows:
+        print(f"  {name[:40]:40s} {v['Count']:4d} x {v['Total']:9.1f} ms "
+              f"{100 * v['Total'] / total:5.1f}%")
 
 
 def ours_step(net, vocab_size, batch):

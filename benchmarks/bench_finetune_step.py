@@ -33,11 +33,7 @@ import _common  # noqa: E402  (before mxnet: sets the thread count)
 def parse_args(argv=None):
     p = _common.arg_parser(__doc__, repeats=5,
                            batch_size=_common.FINETUNE['batch_size'])
-    p.add_argument('--profile', action='store_true',
-                   help="print MXNet's operator profile of one step of "
-                        'each model instead of timing')
-    p.add_argument('--top', type=int, default=15,
-                   help='operators shown by --profile (15)')
+    _common.add_profile_options(p)
     return p.parse_args(argv)
 
 
@@ -133,10 +129,10 @@ def main(argv=None):
     print(f'loss before training, dropout off: d2l {losses[0]:.6f}; '
           f'accelerated {losses[1]:.6f}')
     if args.profile:
-        from bench_pretrain_step import profile
-        profile(d2l_step, "d2l 1.0.3 BERTClassifier step", args.top)
-        profile(ours_step, 'd2l_bert accelerated BERTClassifier step',
-                args.top)
+        _common.profile(d2l_step, "d2l 1.0.3 BERTClassifier step",
+                        args.top)
+        _common.profile(ours_step,
+                        'd2l_bert accelerated BERTClassifier step', args.top)
         return 0
     gemm, gemm_flops = _common.gemm_rate()
     res = _common.alternate({'d2l': d2l_step, 'ours': ours_step,

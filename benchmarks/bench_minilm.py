@@ -43,9 +43,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402  (before mxnet: sets the thread count)
 
-TORCH_PINS = 'torch==2.13.0 transformers==5.23.0'
-
-
 def parse_args(argv=None):
     p = _common.arg_parser(__doc__, repeats=7, batch_size=64,
                            threads_help='threads for both (default: every '
@@ -139,7 +136,7 @@ def install_hint(python):
             'They are not dependencies of d2l-bert (PyTorch is a benchmark '
             'peer only); install them in a separate virtual environment:\n'
             '    python3 -m venv /work/hfref\n'
-            f'    /work/hfref/bin/pip install {TORCH_PINS}\n'
+            f'    /work/hfref/bin/pip install {_common.TORCH_PINS}\n'
             '(the CPU build of torch: add --index-url '
             'https://download.pytorch.org/whl/cpu where pip would take a '
             'CUDA one), then run this script with --torch-python '
@@ -225,8 +222,8 @@ def main(argv=None):
     batch = token_batch(args.batch_size, args.seq_len, args.valid)
     bert, fns, ours, pooled = load_ours(args, batch)
     if args.profile:
-        from bench_pretrain_step import profile
-        profile(fns['ours'], 'd2l_bert default path (fast.inference)', 20)
+        _common.profile(fns['ours'],
+                        'd2l_bert default path (fast.inference)', 20)
         return 0
     child = None
     if args.torch_python != 'none':

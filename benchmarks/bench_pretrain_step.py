@@ -23,7 +23,6 @@ turns, in one process with the same thread settings, so that a machine
 shared with other work slows them alike; medians are reported.
 """
 import os
-import tempfile
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -32,11 +31,7 @@ import _common  # noqa: E402  (before mxnet: sets the thread count)
 
 def parse_args(argv=None):
     p = _common.arg_parser(__doc__, repeats=5, batch_size=512)
-    p.add_argument('--profile', action='store_true',
-                   help="print MXNet's operator profile of one step of "
-                        'each model instead of timing')
-    p.add_argument('--top', type=int, default=15,
-                   help='operators shown by --profile (15)')
+    _common.add_profile_options(p)
     return p.parse_args(argv)
 
 
@@ -94,33 +89,6 @@ def build(args):
     return d2l_step, ours_step, book_step, ref_l, ours_l, book_l, cfg
 
 
-def profile(fn, label, top):
-    """Print the `top` operators of one call of `fn`, with their share."""
-    import mxnet as mx
-    from mxnet import npx
-    fn()
-    npx.waitall()
-    # A file of our own: MXNet replaces its profile file when it dumps,
-    # and given os.devnull it once turned /dev/null into a regular file
-    trace = os.path.join(tempfile.mkdtemp(prefix='d2l-bert-profile-'),
-                         'profile.json')
-    mx.profiler.set_config(profile_all=True, aggregate_stats=True,
-                           filename=trace)
-    mx.profiler.set_state('run')
-    fn()
-    npx.waitall()
-    mx.profiler.set_state('stop')
-    stats = mx.profiler.dumps(reset=True, format='json')
-    import json
-    ops = json.loads(stats)['Time'].get('operator', {})
-    total = sum(v['Total'] for v in ops.values())
-    rows = sorted(ops.items(), key=lambda kv: -kv[1]['Total'])[:top]
-    print(f'\n{label}: {total:.0f} ms of operator time')
-    for name, v in rows:
-        print(f"  {name[:40]:40s} {v['Count']:4d} x {v['Total']:9.1f} ms "
-              f"{100 * v['Total'] / total:5.1f}%")
-
-
 def main(argv=None):
     args = parse_args(argv)
     threads = _common.set_threads(args.threads, isa=args.isa)
@@ -135,9 +103,10 @@ def main(argv=None):
           f'{ours_l[1]:.5f}; book loop, accelerated {book_l[0]:.5f}, '
           f'{book_l[1]:.5f}')
     if args.profile:
-        profile(d2l_step, "d2l 1.0.3 BERTModel step", args.top)
-        profile(ours_step, 'd2l_bert command-line step', args.top)
-        profile(book_step, "book's loop on the accelerated model", args.top)
+        _common.profile(d2l_step, "d2l 1.0.3 BERTModel step", args.top)
+        _common.profile(ours_step, 'd2l_bert command-line step', args.top)
+        _common.profile(book_step, "book's loop on the accelerated model",
+                        args.top)
         return 0
     gemm, gemm_flops = _common.gemm_rate()
     res = _common.alternate({'d2l': d2l_step, 'ours': ours_step,

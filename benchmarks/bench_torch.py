@@ -73,9 +73,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402  (before mxnet: sets the thread count)
 
-TORCH_PINS = 'torch==2.13.0 transformers==5.23.0'
-
-
 def parse_args(argv=None):
     p = _common.arg_parser(__doc__, repeats=5, batch_size=512,
                            threads_help='threads for both (default: every '
