@@ -20,6 +20,7 @@ imported (and loads OpenBLAS, which picks its kernels then).
   benchmark (GEMM peak, a row per step, the fastest step);
 - `arg_parser`: the options every script takes; `add_profile_options`
   and `profile`: MXNet's operator profile of one call instead of timing;
+- `start_step_benchmark`: the threads and the machine, printed;
 - `timed`, `take_turns`: time functions here and turns of a PyTorch
   child in rounds, with a pause between turns;
 - `find_torch_python`, `TorchChild`, `serve_torch`: the PyTorch side in a
@@ -447,6 +448,17 @@ def add_profile_options(p):
                         'each model instead of timing')
     p.add_argument('--top', type=int, default=15,
                    help='operators shown by --profile (15)')
+
+
+def start_step_benchmark(args):
+    """Set the threads of a step benchmark (`set_threads`, before `mxnet`
+    is imported) and, with `args.profile`, one operator per engine job,
+    so that each gets its own time; print the choices and `machine()`."""
+    threads = set_threads(args.threads, isa=args.isa)
+    if args.profile:
+        os.environ['MXNET_EXEC_BULK_EXEC_TRAIN'] = '0'
+    print(threads)
+    print(machine())
 
 
 def profile(fn, label, top):

@@ -119,12 +119,7 @@ def build(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    threads = _common.set_threads(args.threads, isa=args.isa)
-    if args.profile:
-        # One operator per engine job, so each gets its own time
-        os.environ['MXNET_EXEC_BULK_EXEC_TRAIN'] = '0'
-    print(threads)
-    print(_common.machine())
+    _common.start_step_benchmark(args)
     d2l_step, ours_step, losses, cfg = build(args)
     print(f'loss before training, dropout off: d2l {losses[0]:.6f}; '
           f'accelerated {losses[1]:.6f}')

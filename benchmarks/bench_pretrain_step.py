@@ -91,12 +91,7 @@ def build(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    threads = _common.set_threads(args.threads, isa=args.isa)
-    if args.profile:
-        # One operator per engine job, so each gets its own time
-        os.environ['MXNET_EXEC_BULK_EXEC_TRAIN'] = '0'
-    print(threads)
-    print(_common.machine())
+    _common.start_step_benchmark(args)
     d2l_step, ours_step, book_step, ref_l, ours_l, book_l, cfg = build(args)
     print(f'losses before training, dropout off (mlm, nsp): d2l '
           f'{ref_l[0]:.5f}, {ref_l[1]:.5f}; command line {ours_l[0]:.5f}, '
