@@ -16,15 +16,27 @@ imported (and loads OpenBLAS, which picks its kernels then).
 - `alternate`: time several functions in turn, so that a machine shared
   with other work slows them all alike; report medians;
 - `pretrain_step_flops`, `encode_flops`: the arithmetic of a step;
-- `arg_parser`: the options every script takes;
+- `print_step_table`, `print_fastest_step`: the report of a step
+  benchmark (GEMM peak, a row per step, the fastest step);
+- `arg_parser`: the options every script takes; `add_profile_options`
+  and `profile`: MXNet's operator profile of one call instead of timing;
+- `start_step_benchmark`: the threads and the machine, printed;
+- `timed`, `take_turns`: time functions here and turns of a PyTorch
+  child in rounds, with a pause between turns;
+- `find_torch_python`, `TorchChild`, `serve_torch`: the PyTorch side in a
+  child process, driven through a pipe (both ends of the protocol);
 - `ours_step`: d2l_bert's training step, as ``d2l-bert pretrain`` runs it;
   `book_loop_step`: the book's loop on the accelerated model.
 """
 import argparse
+import importlib.util
 import os
+import pickle
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 # The book's pretraining settings (sec_bert-pretraining)
@@ -34,6 +46,9 @@ BOOK = dict(batch_size=512, max_len=64, num_hiddens=128, ffn_num_hiddens=256,
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
+
+#: The PyTorch peer's versions (`TorchChild`): not dependencies of d2l-bert
+TORCH_PINS = 'torch==2.13.0 transformers==5.23.0'
 
 #: What holds each library to AVX2 on a CPU that has AVX-512: OpenBLAS
 #: (MXNet's and SciPy's), oneDNN (MXNet's and PyTorch's), numba's compiled
@@ -223,6 +238,193 @@ def alternate(functions, repeats=5, warmup=1, progress=True):
             for name, t in times.items()}
 
 
+def timed(f):
+    """Run `f` here until MXNet is done; return (wall s, CPU s)."""
+    from mxnet import npx
+    start, start_cpu = time.perf_counter(), time.process_time()
+    f()
+    npx.waitall()
+    return time.perf_counter() - start, time.process_time() - start_cpu
+
+
+def take_turns(turns, repeats, warmup=1, pause=0.2):
+    """Run the turns in rounds, idle `pause` seconds after each turn (so
+    that threads one side leaves spinning sleep before the other starts);
+    print each round.
+
+    Parameters
+    ----------
+    turns : dict of name -> function returning (wall s, CPU s)
+    repeats : int
+        Timed rounds.
+    warmup : int
+        Untimed rounds first.
+    pause : float
+
+    Returns
+    -------
+    times : dict of name -> list of (wall s, CPU s), one per round
+    wall, cpu : dict of name -> median seconds
+    """
+    for _ in range(warmup):
+        for f in turns.values():
+            f()
+            time.sleep(pause)
+    times = {name: [] for name in turns}
+    for r in range(repeats):
+        for name, f in turns.items():
+            times[name].append(f())
+            time.sleep(pause)
+        line = ', '.join(f'{n} {t[-1][0] * 1e3:.0f} ms'
+                         for n, t in times.items())
+        print(f'  round {r + 1}/{repeats}: {line}', flush=True)
+    wall = {n: statistics.median(w for w, _ in t) for n, t in times.items()}
+    cpu = {n: statistics.median(c for _, c in t) for n, t in times.items()}
+    return times, wall, cpu
+
+
+def find_torch_python(path):
+    """Return the interpreter to run PyTorch with, or None."""
+    if path is not None:
+        return path
+    if all(importlib.util.find_spec(m) for m in ('torch', 'transformers')):
+        return sys.executable
+    return None
+
+
+class TorchChild:
+    """The PyTorch side, in a child process driven through a pipe: `script`
+    run with ``--worker``, which calls `serve_torch`."""
+
+    def __init__(self, python, script):
+        self.proc = subprocess.Popen(
+            [python, os.path.abspath(script), '--worker'],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def ask(self, *command):
+        try:
+            pickle.dump(command, self.proc.stdin, protocol=4)
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass                    # it ended: its last words are below
+        try:
+            answer = pickle.load(self.proc.stdout)
+        except EOFError:
+            raise RuntimeError('the PyTorch process ended (see its '
+                               'messages above)') from None
+        if answer[0] == 'error':
+            raise RuntimeError(answer[1])
+        return answer
+
+    def close(self):
+        try:
+            pickle.dump(('quit',), self.proc.stdin, protocol=4)
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def serve_torch(setup):
+    """Serve a `TorchChild`: read pickled commands on stdin, answer on
+    stdout.  Runs in the child, which imports no MXNet.
+
+    Commands: ``('setup', *args)``, answered ``('ready', info)`` where
+    ``fns, info = setup(*args)``; the name of a function of `fns`,
+    answered ``(name, wall seconds, CPU seconds of this process,
+    result)``, timed here; ``('quit',)``.  Returns the exit status (2 if
+    torch or transformers cannot be imported).
+    """
+    # Keep stdout for answers: whatever a library prints goes to stderr
+    out = os.fdopen(os.dup(1), 'wb')
+    os.dup2(2, 1)
+    inp = sys.stdin.buffer
+
+    def send(*answer):
+        pickle.dump(answer, out, protocol=4)
+        out.flush()
+
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        send('error', f'{type(e).__name__}: {e}')
+        return 2
+    fns = {}
+    while True:
+        try:
+            command = pickle.load(inp)
+        except EOFError:
+            return 0
+        if command[0] == 'setup':
+            fns, info = setup(*command[1:])
+            send('ready', info)
+        elif command[0] in fns:
+            start, start_cpu = time.perf_counter(), time.process_time()
+            result = fns[command[0]]()
+            send(command[0], time.perf_counter() - start,
+                 time.process_time() - start_cpu, result)
+        elif command[0] == 'quit':
+            return 0
+        else:
+            send('error', f'unknown command {command[0]!r}')
+
+
+def print_step_table(res, flops, gemm_flops, batch_size, labels):
+    """Print the GEMM peak and a row per step of a run of `alternate`.
+
+    Parameters
+    ----------
+    res : dict of name -> (median s, list of s, median CPU s)
+        What `alternate` returned; 'd2l' and 'gemm' among the names.
+    flops : int
+        Arithmetic of one step.
+    gemm_flops : int
+        Arithmetic of one GEMM (`gemm_rate`).
+    batch_size : int
+    labels : sequence of (name, label)
+        The rows, in order.
+
+    Returns
+    -------
+    float
+        The peak in GFLOP/s: the fastest GEMM round (next to d2l's step,
+        which leaves the kernel reclaiming memory, the median GEMM is
+        slower).
+    """
+    best = min(res['gemm'][1])
+    peak = gemm_flops / best / 1e9
+    print(f"\nstep arithmetic: {flops / 1e9:.0f} GFLOP; float32 GEMM "
+          f"peak in this run: {peak:.0f} GFLOP/s (fastest of "
+          f"{len(res['gemm'][1])} rounds, {best * 1e3:.0f} ms for 5120x128 "
+          f"@ 128x20256; median {res['gemm'][0] * 1e3:.0f} ms)")
+    print(f"{'':30s}{'ms/step':>9s}{'pairs/s':>9s}{'GFLOP/s':>9s}"
+          f"{'of GEMM':>9s}{'CPU s':>8s}{'vs d2l':>8s}")
+    for name, label in labels:
+        t = res[name][0]
+        rate = flops / t / 1e9
+        print(f'{label:30s}{t * 1e3:9.0f}{batch_size / t:9.0f}'
+              f'{rate:9.1f}{100 * rate / peak:8.0f}%{res[name][2]:8.2f}'
+              f"{res['d2l'][0] / t:7.2f}x")
+    return peak
+
+
+def print_fastest_step(res, flops, peak):
+    """Print our fastest step ('ours' in `res`) against the GEMM peak.
+
+    The peak is a fastest round and the table's steps are medians: the
+    fastest step against the fastest GEMM compares like with like.
+    """
+    fastest = min(res['ours'][1])
+    rate = flops / fastest / 1e9
+    print(f'fastest d2l_bert step: {fastest * 1e3:.0f} ms, {rate:.1f} '
+          f'GFLOP/s, {100 * rate / peak:.0f}% of the GEMM peak')
+
+
 def arg_parser(doc, repeats, batch_size,
                threads_help='OpenMP threads (default: every core)'):
     """A parser with the options every benchmark takes: --threads,
@@ -237,6 +439,53 @@ def arg_parser(doc, repeats, batch_size,
                         'hold OpenBLAS, oneDNN, numba (and PyTorch) to '
                         'AVX2, as on a CPU without AVX-512')
     return p
+
+
+def add_profile_options(p):
+    """Add the step benchmarks' --profile and --top options to `p`."""
+    p.add_argument('--profile', action='store_true',
+                   help="print MXNet's operator profile of one step of "
+                        'each model instead of timing')
+    p.add_argument('--top', type=int, default=15,
+                   help='operators shown by --profile (15)')
+
+
+def start_step_benchmark(args):
+    """Set the threads of a step benchmark (`set_threads`, before `mxnet`
+    is imported) and, with `args.profile`, one operator per engine job,
+    so that each gets its own time; print the choices and `machine()`."""
+    threads = set_threads(args.threads, isa=args.isa)
+    if args.profile:
+        os.environ['MXNET_EXEC_BULK_EXEC_TRAIN'] = '0'
+    print(threads)
+    print(machine())
+
+
+def profile(fn, label, top):
+    """Print the `top` operators of one call of `fn`, with their share."""
+    import mxnet as mx
+    from mxnet import npx
+    fn()
+    npx.waitall()
+    # A file of our own: MXNet replaces its profile file when it dumps,
+    # and given os.devnull it once turned /dev/null into a regular file
+    trace = os.path.join(tempfile.mkdtemp(prefix='d2l-bert-profile-'),
+                         'profile.json')
+    mx.profiler.set_config(profile_all=True, aggregate_stats=True,
+                           filename=trace)
+    mx.profiler.set_state('run')
+    fn()
+    npx.waitall()
+    mx.profiler.set_state('stop')
+    stats = mx.profiler.dumps(reset=True, format='json')
+    import json
+    ops = json.loads(stats)['Time'].get('operator', {})
+    total = sum(v['Total'] for v in ops.values())
+    rows = sorted(ops.items(), key=lambda kv: -kv[1]['Total'])[:top]
+    print(f'\n{label}: {total:.0f} ms of operator time')
+    for name, v in rows:
+        print(f"  {name[:40]:40s} {v['Count']:4d} x {v['Total']:9.1f} ms "
+              f"{100 * v['Total'] / total:5.1f}%")
 
 
 def ours_step(net, vocab_size, batch):

@@ -106,9 +106,9 @@ def main(argv=None):
     d2l_encode, ours_encode, onednn_encode, gap, cfg = build(args)
     print(f"largest difference from d2l's encodings: {gap:.2e}")
     if args.profile:
-        from bench_pretrain_step import profile
-        profile(d2l_encode, 'd2l 1.0.3 BERTModel encoding', args.top)
-        profile(ours_encode, 'd2l_bert encoding', args.top)
+        _common.profile(d2l_encode, 'd2l 1.0.3 BERTModel encoding',
+                        args.top)
+        _common.profile(ours_encode, 'd2l_bert encoding', args.top)
         return 0
     gemm, gemm_flops = _common.gemm_rate()
     res = _common.alternate({'d2l': d2l_encode, 'ours': ours_encode,

@@ -33,11 +33,7 @@ import _common  # noqa: E402  (before mxnet: sets the thread count)
 def parse_args(argv=None):
     p = _common.arg_parser(__doc__, repeats=5,
                            batch_size=_common.FINETUNE['batch_size'])
-    p.add_argument('--profile', action='store_true',
-                   help="print MXNet's operator profile of one step of "
-                        'each model instead of timing')
-    p.add_argument('--top', type=int, default=15,
-                   help='operators shown by --profile (15)')
+    _common.add_profile_options(p)
     return p.parse_args(argv)
 
 
@@ -123,46 +119,25 @@ def build(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    threads = _common.set_threads(args.threads, isa=args.isa)
-    if args.profile:
-        # One operator per engine job, so each gets its own time
-        os.environ['MXNET_EXEC_BULK_EXEC_TRAIN'] = '0'
-    print(threads)
-    print(_common.machine())
+    _common.start_step_benchmark(args)
     d2l_step, ours_step, losses, cfg = build(args)
     print(f'loss before training, dropout off: d2l {losses[0]:.6f}; '
           f'accelerated {losses[1]:.6f}')
     if args.profile:
-        from bench_pretrain_step import profile
-        profile(d2l_step, "d2l 1.0.3 BERTClassifier step", args.top)
-        profile(ours_step, 'd2l_bert accelerated BERTClassifier step',
-                args.top)
+        _common.profile(d2l_step, "d2l 1.0.3 BERTClassifier step",
+                        args.top)
+        _common.profile(ours_step,
+                        'd2l_bert accelerated BERTClassifier step', args.top)
         return 0
     gemm, gemm_flops = _common.gemm_rate()
     res = _common.alternate({'d2l': d2l_step, 'ours': ours_step,
                              'gemm': gemm}, repeats=args.repeats)
     flops = _common.finetune_step_flops(**cfg)
-    # The peak is the fastest GEMM round, as in bench_pretrain_step.py
-    best = min(res['gemm'][1])
-    peak = gemm_flops / best / 1e9
-    print(f"\nstep arithmetic: {flops / 1e9:.0f} GFLOP; float32 GEMM "
-          f"peak in this run: {peak:.0f} GFLOP/s (fastest of "
-          f"{len(res['gemm'][1])} rounds, {best * 1e3:.0f} ms for 5120x128 "
-          f"@ 128x20256; median {res['gemm'][0] * 1e3:.0f} ms)")
-    print(f"{'':30s}{'ms/step':>9s}{'pairs/s':>9s}{'GFLOP/s':>9s}"
-          f"{'of GEMM':>9s}{'CPU s':>8s}{'vs d2l':>8s}")
-    for name, label in (('d2l', 'd2l 1.0.3'),
-                        ('ours', 'd2l_bert accelerated')):
-        t = res[name][0]
-        rate = flops / t / 1e9
-        print(f'{label:30s}{t * 1e3:9.0f}{cfg["batch_size"] / t:9.0f}'
-              f'{rate:9.1f}{100 * rate / peak:8.0f}%{res[name][2]:8.2f}'
-              f"{res['d2l'][0] / t:7.2f}x")
+    peak = _common.print_step_table(
+        res, flops, gemm_flops, cfg['batch_size'],
+        (('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert accelerated')))
     print(f"speed-up over d2l 1.0.3: {res['d2l'][0] / res['ours'][0]:.2f}x")
-    fastest = min(res['ours'][1])
-    rate = flops / fastest / 1e9
-    print(f'fastest d2l_bert step: {fastest * 1e3:.0f} ms, {rate:.1f} '
-          f'GFLOP/s, {100 * rate / peak:.0f}% of the GEMM peak')
+    _common.print_fastest_step(res, flops, peak)
     return 0
 
 

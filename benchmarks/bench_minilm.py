@@ -38,18 +38,10 @@ batches of texts sorted by length, alternated; no PyTorch needed.
 """
 import argparse
 import os
-import pickle
-import statistics
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402  (before mxnet: sets the thread count)
-from bench_torch import TorchChild, find_torch_python  # noqa: E402
-
-TORCH_PINS = 'torch==2.13.0 transformers==5.23.0'
-
 
 def parse_args(argv=None):
     p = _common.arg_parser(__doc__, repeats=7, batch_size=64,
@@ -114,9 +106,10 @@ def _torch_setup(model_dir, batch, num_threads):
 
     def encode():
         with torch.inference_mode():
-            return model(**inputs)
+            model(**inputs)
 
-    out = encode()
+    with torch.inference_mode():
+        out = model(**inputs)
     info = dict(torch=str(torch.__version__),
                 transformers=str(transformers.__version__),
                 threads=torch.get_num_threads(),
@@ -125,44 +118,13 @@ def _torch_setup(model_dir, batch, num_threads):
                 python=sys.version.split()[0],
                 hidden=out.last_hidden_state.flatten().tolist(),
                 pooled=out.pooler_output.flatten().tolist())
-    return encode, info
+    return dict(encode=encode), info
 
 
 def worker():
-    """Serve the parent: pickled commands on stdin, answers on stdout:
-    ``('setup', model_dir, batch, threads)``, ``('encode',)``,
-    ``('quit',)``."""
-    out = os.fdopen(os.dup(1), 'wb')
-    os.dup2(2, 1)
-    inp = sys.stdin.buffer
-
-    def send(*answer):
-        pickle.dump(answer, out, protocol=4)
-        out.flush()
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        send('error', f'{type(e).__name__}: {e}')
-        return 2
-    encode = None
-    while True:
-        try:
-            command = pickle.load(inp)
-        except EOFError:
-            return 0
-        if command[0] == 'setup':
-            encode, info = _torch_setup(*command[1:])
-            send('ready', info)
-        elif command[0] == 'encode':
-            start, start_cpu = time.perf_counter(), time.process_time()
-            encode()
-            send('encode', time.perf_counter() - start,
-                 time.process_time() - start_cpu)
-        elif command[0] == 'quit':
-            return 0
-        else:
-            send('error', f'unknown command {command[0]!r}')
+    """Serve the parent (`_common.serve_torch`): ``('setup', model_dir,
+    batch, threads)``, ``('encode',)``, ``('quit',)``."""
+    return _common.serve_torch(_torch_setup)
 
 
 # ---------------------------------------------------------------------
@@ -174,20 +136,11 @@ def install_hint(python):
             'They are not dependencies of d2l-bert (PyTorch is a benchmark '
             'peer only); install them in a separate virtual environment:\n'
             '    python3 -m venv /work/hfref\n'
-            f'    /work/hfref/bin/pip install {TORCH_PINS}\n'
+            f'    /work/hfref/bin/pip install {_common.TORCH_PINS}\n'
             '(the CPU build of torch: add --index-url '
             'https://download.pytorch.org/whl/cpu where pip would take a '
             'CUDA one), then run this script with --torch-python '
             '/work/hfref/bin/python')
-
-
-def timed(f):
-    """Run `f` here until MXNet is done; return (wall s, CPU s)."""
-    from mxnet import npx
-    start, start_cpu = time.perf_counter(), time.process_time()
-    f()
-    npx.waitall()
-    return time.perf_counter() - start, time.process_time() - start_cpu
 
 
 def load_ours(args, batch):
@@ -219,23 +172,14 @@ def largest_gap(ours, pooled, info, batch):
     return hidden_gap, pooled_gap
 
 
-class MiniLMChild(TorchChild):
-    """`bench_torch.TorchChild` running this file's worker."""
-
-    def __init__(self, python):
-        self.proc = subprocess.Popen(
-            [python, os.path.abspath(__file__), '--worker'],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-
-
 def run_torch(args, batch, fns, ours, pooled, num_threads):
     from d2l_bert.hf import minilm_dir
-    python = find_torch_python(args.torch_python)
+    python = _common.find_torch_python(args.torch_python)
     if python is None:
         print(install_hint(sys.executable), file=sys.stderr)
         return None
     try:
-        child = MiniLMChild(python)
+        child = _common.TorchChild(python, __file__)
     except OSError as e:
         print(f'cannot run --torch-python {python}: {e}', file=sys.stderr)
         return None
@@ -278,8 +222,8 @@ def main(argv=None):
     batch = token_batch(args.batch_size, args.seq_len, args.valid)
     bert, fns, ours, pooled = load_ours(args, batch)
     if args.profile:
-        from bench_pretrain_step import profile
-        profile(fns['ours'], 'd2l_bert default path (fast.inference)', 20)
+        _common.profile(fns['ours'],
+                        'd2l_bert default path (fast.inference)', 20)
         return 0
     child = None
     if args.torch_python != 'none':
@@ -295,23 +239,13 @@ def main(argv=None):
 
 def timing(args, fns, child):
     gemm, gemm_flops = _common.gemm_rate()
-    turns = {name: (lambda f=f: timed(f)) for name, f in fns.items()}
+    turns = {name: (lambda f=f: _common.timed(f))
+             for name, f in fns.items()}
     if child is not None:
         turns['torch'] = lambda: child.ask('encode')[1:3]
-    turns['gemm'] = lambda: timed(gemm)
-    for f in turns.values():                                 # warm-up
-        f()
-        time.sleep(args.pause)
-    times = {name: [] for name in turns}
-    for r in range(args.repeats):
-        for name, f in turns.items():
-            times[name].append(f())
-            time.sleep(args.pause)
-        line = ', '.join(f'{n} {t[-1][0] * 1e3:.0f} ms'
-                         for n, t in times.items())
-        print(f'  round {r + 1}/{args.repeats}: {line}', flush=True)
-    wall = {n: statistics.median(w for w, _ in t) for n, t in times.items()}
-    cpu = {n: statistics.median(c for _, c in t) for n, t in times.items()}
+    turns['gemm'] = lambda: _common.timed(gemm)
+    times, wall, cpu = _common.take_turns(turns, args.repeats, 1,
+                                          args.pause)
     peak = gemm_flops / min(w for w, _ in times['gemm']) / 1e9
     B, T = args.batch_size, args.seq_len
     flops = minilm_flops(B, T)

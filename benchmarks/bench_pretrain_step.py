@@ -23,7 +23,6 @@ turns, in one process with the same thread settings, so that a machine
 shared with other work slows them alike; medians are reported.
 """
 import os
-import tempfile
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -32,11 +31,7 @@ import _common  # noqa: E402  (before mxnet: sets the thread count)
 
 def parse_args(argv=None):
     p = _common.arg_parser(__doc__, repeats=5, batch_size=512)
-    p.add_argument('--profile', action='store_true',
-                   help="print MXNet's operator profile of one step of "
-                        'each model instead of timing')
-    p.add_argument('--top', type=int, default=15,
-                   help='operators shown by --profile (15)')
+    _common.add_profile_options(p)
     return p.parse_args(argv)
 
 
@@ -94,83 +89,33 @@ def build(args):
     return d2l_step, ours_step, book_step, ref_l, ours_l, book_l, cfg
 
 
-def profile(fn, label, top):
-    """Print the `top` operators of one call of `fn`, with their share."""
-    import mxnet as mx
-    from mxnet import npx
-    fn()
-    npx.waitall()
-    # A file of our own: MXNet replaces its profile file when it dumps,
-    # and given os.devnull it once turned /dev/null into a regular file
-    trace = os.path.join(tempfile.mkdtemp(prefix='d2l-bert-profile-'),
-                         'profile.json')
-    mx.profiler.set_config(profile_all=True, aggregate_stats=True,
-                           filename=trace)
-    mx.profiler.set_state('run')
-    fn()
-    npx.waitall()
-    mx.profiler.set_state('stop')
-    stats = mx.profiler.dumps(reset=True, format='json')
-    import json
-    ops = json.loads(stats)['Time'].get('operator', {})
-    total = sum(v['Total'] for v in ops.values())
-    rows = sorted(ops.items(), key=lambda kv: -kv[1]['Total'])[:top]
-    print(f'\n{label}: {total:.0f} ms of operator time')
-    for name, v in rows:
-        print(f"  {name[:40]:40s} {v['Count']:4d} x {v['Total']:9.1f} ms "
-              f"{100 * v['Total'] / total:5.1f}%")
-
-
 def main(argv=None):
     args = parse_args(argv)
-    threads = _common.set_threads(args.threads, isa=args.isa)
-    if args.profile:
-        # One operator per engine job, so each gets its own time
-        os.environ['MXNET_EXEC_BULK_EXEC_TRAIN'] = '0'
-    print(threads)
-    print(_common.machine())
+    _common.start_step_benchmark(args)
     d2l_step, ours_step, book_step, ref_l, ours_l, book_l, cfg = build(args)
     print(f'losses before training, dropout off (mlm, nsp): d2l '
           f'{ref_l[0]:.5f}, {ref_l[1]:.5f}; command line {ours_l[0]:.5f}, '
           f'{ours_l[1]:.5f}; book loop, accelerated {book_l[0]:.5f}, '
           f'{book_l[1]:.5f}')
     if args.profile:
-        profile(d2l_step, "d2l 1.0.3 BERTModel step", args.top)
-        profile(ours_step, 'd2l_bert command-line step', args.top)
-        profile(book_step, "book's loop on the accelerated model", args.top)
+        _common.profile(d2l_step, "d2l 1.0.3 BERTModel step", args.top)
+        _common.profile(ours_step, 'd2l_bert command-line step', args.top)
+        _common.profile(book_step, "book's loop on the accelerated model",
+                        args.top)
         return 0
     gemm, gemm_flops = _common.gemm_rate()
     res = _common.alternate({'d2l': d2l_step, 'ours': ours_step,
                              'book': book_step, 'gemm': gemm},
                             repeats=args.repeats)
     flops = _common.pretrain_step_flops(**cfg)
-    # The peak is the fastest GEMM round: next to d2l's step, which
-    # leaves the kernel reclaiming memory, the median GEMM is slower
-    best = min(res['gemm'][1])
-    peak = gemm_flops / best / 1e9
-    print(f"\nstep arithmetic: {flops / 1e9:.0f} GFLOP; float32 GEMM "
-          f"peak in this run: {peak:.0f} GFLOP/s (fastest of "
-          f"{len(res['gemm'][1])} rounds, {best * 1e3:.0f} ms for 5120x128 "
-          f"@ 128x20256; median {res['gemm'][0] * 1e3:.0f} ms)")
-    print(f"{'':30s}{'ms/step':>9s}{'pairs/s':>9s}{'GFLOP/s':>9s}"
-          f"{'of GEMM':>9s}{'CPU s':>8s}{'vs d2l':>8s}")
-    for name, label in (('d2l', 'd2l 1.0.3'),
-                        ('ours', 'd2l_bert command line'),
-                        ('book', "book's loop, accelerated")):
-        t = res[name][0]
-        rate = flops / t / 1e9
-        print(f'{label:30s}{t * 1e3:9.0f}{cfg["batch_size"] / t:9.0f}'
-              f'{rate:9.1f}{100 * rate / peak:8.0f}%{res[name][2]:8.2f}'
-              f"{res['d2l'][0] / t:7.2f}x")
+    peak = _common.print_step_table(
+        res, flops, gemm_flops, cfg['batch_size'],
+        (('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert command line'),
+         ('book', "book's loop, accelerated")))
     print(f"speed-up over d2l 1.0.3: command line "
           f"{res['d2l'][0] / res['ours'][0]:.2f}x, book's loop on the "
           f"accelerated model and loss {res['d2l'][0] / res['book'][0]:.2f}x")
-    # The peak is a fastest round; the table's steps are medians.  The
-    # fastest step against the fastest GEMM compares like with like
-    fastest = min(res['ours'][1])
-    rate = flops / fastest / 1e9
-    print(f'fastest d2l_bert step: {fastest * 1e3:.0f} ms, {rate:.1f} '
-          f'GFLOP/s, {100 * rate / peak:.0f}% of the GEMM peak')
+    _common.print_fastest_step(res, flops, peak)
     return 0
 
 

@@ -67,19 +67,11 @@ lets threads that a side leaves spinning go to sleep before the other
 starts.  Medians of the rounds are reported.
 """
 import argparse
-import importlib.util
 import os
-import pickle
-import statistics
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402  (before mxnet: sets the thread count)
-
-TORCH_PINS = 'torch==2.13.0 transformers==5.23.0'
-
 
 def parse_args(argv=None):
     p = _common.arg_parser(__doc__, repeats=5, batch_size=512,
@@ -101,7 +93,8 @@ def parse_args(argv=None):
 # ---------------------------------------------------------------------
 
 def _torch_step_function(cfg, batch, num_threads):
-    """Build the Hugging Face model and return ``(step, gemm, info)``."""
+    """Build the Hugging Face model and return ``(fns, info)``: `fns` the
+    ``step`` and ``gemm`` commands of `_common.serve_torch`."""
     import torch
     import transformers
     from torch.nn import functional as F
@@ -163,64 +156,19 @@ def _torch_step_function(cfg, batch, num_threads):
                 transformers=str(transformers.__version__),
                 threads=torch.get_num_threads(),
                 python=sys.version.split()[0], losses=before)
-    return step, gemm, info
+    return dict(step=step, gemm=gemm), info
 
 
 def worker():
-    """Serve the parent: read pickled commands on stdin, answer on stdout.
-
-    Commands: ``('setup', cfg, batch, num_threads)``, ``('step',)``,
-    ``('gemm',)``, ``('quit',)``.  Each answer is a tuple; timings are
-    ``(wall seconds, CPU seconds of this process)``.
-    """
-    # Keep stdout for answers: whatever a library prints goes to stderr
-    out = os.fdopen(os.dup(1), 'wb')
-    os.dup2(2, 1)
-    inp = sys.stdin.buffer
-
-    def send(*answer):
-        pickle.dump(answer, out, protocol=4)
-        out.flush()
-
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        send('error', f'{type(e).__name__}: {e}')
-        return 2
-    fns = {}
-    while True:
-        try:
-            command = pickle.load(inp)
-        except EOFError:
-            return 0
-        if command[0] == 'setup':
-            step, gemm, info = _torch_step_function(*command[1:])
-            fns = dict(step=step, gemm=gemm)
-            send('ready', info)
-        elif command[0] in fns:
-            start, start_cpu = time.perf_counter(), time.process_time()
-            result = fns[command[0]]()
-            send(command[0], time.perf_counter() - start,
-                 time.process_time() - start_cpu, result)
-        elif command[0] == 'quit':
-            return 0
-        else:
-            send('error', f'unknown command {command[0]!r}')
+    """Serve the parent (`_common.serve_torch`): ``('setup', cfg, batch,
+    num_threads)``, ``('step',)``, ``('gemm',)``, ``('quit',)``; timings
+    are ``(wall seconds, CPU seconds of this process)``."""
+    return _common.serve_torch(_torch_step_function)
 
 
 # ---------------------------------------------------------------------
 # The parent: d2l_bert, and the child through a pipe
 # ---------------------------------------------------------------------
-
-def find_torch_python(path):
-    """Return the interpreter to run PyTorch with, or None."""
-    if path is not None:
-        return path
-    if all(importlib.util.find_spec(m) for m in ('torch', 'transformers')):
-        return sys.executable
-    return None
-
 
 def install_hint(python):
     return (f'torch and transformers cannot be imported by {python}.\n'
@@ -232,42 +180,6 @@ def install_hint(python):
             '    /tmp/hfref/bin/pip install transformers==5.23.0\n'
             'then run this script with --torch-python '
             '/tmp/hfref/bin/python')
-
-
-class TorchChild:
-    """The PyTorch side, in a child process driven through a pipe."""
-
-    def __init__(self, python):
-        self.proc = subprocess.Popen(
-            [python, os.path.abspath(__file__), '--worker'],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-
-    def ask(self, *command):
-        try:
-            pickle.dump(command, self.proc.stdin, protocol=4)
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            pass                    # it ended: its last words are below
-        try:
-            answer = pickle.load(self.proc.stdout)
-        except EOFError:
-            raise RuntimeError('the PyTorch process ended (see its '
-                               'messages above)') from None
-        if answer[0] == 'error':
-            raise RuntimeError(answer[1])
-        return answer
-
-    def close(self):
-        try:
-            pickle.dump(('quit',), self.proc.stdin, protocol=4)
-            self.proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def build_ours(cfg, batch):
@@ -286,20 +198,11 @@ def build_ours(cfg, batch):
     return _common.ours_step(net, V, [np.array(a) for a in batch])
 
 
-def timed(f):
-    """Run `f` here until MXNet is done; return (wall s, CPU s)."""
-    from mxnet import npx
-    start, start_cpu = time.perf_counter(), time.process_time()
-    f()
-    npx.waitall()
-    return time.perf_counter() - start, time.process_time() - start_cpu
-
-
 def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker()
-    python = find_torch_python(args.torch_python)
+    python = _common.find_torch_python(args.torch_python)
     if python is None:
         print(install_hint(sys.executable), file=sys.stderr)
         return 2
@@ -311,7 +214,7 @@ def main(argv=None):
                                cfg['vocab_size'], cfg['num_preds'])
 
     try:
-        child = TorchChild(python)
+        child = _common.TorchChild(python, __file__)
     except OSError as e:
         print(f'cannot run --torch-python {python}: {e}', file=sys.stderr)
         return 2
@@ -342,22 +245,12 @@ def run(args, cfg, batch, child, info, num_threads):
 
     def torch_turn(command):
         return lambda: child.ask(command)[1:3]          # (wall s, CPU s)
-    turns = {'ours': lambda: timed(ours_step), 'torch': torch_turn('step'),
-             'gemm': lambda: timed(gemm), 'torch gemm': torch_turn('gemm')}
-    for _ in range(args.warmup):
-        for f in turns.values():
-            f()
-            time.sleep(args.pause)
-    times = {name: [] for name in turns}
-    for r in range(args.repeats):
-        for name, f in turns.items():
-            times[name].append(f())
-            time.sleep(args.pause)
-        line = ', '.join(f'{n} {t[-1][0] * 1e3:.0f} ms'
-                         for n, t in times.items())
-        print(f'  round {r + 1}/{args.repeats}: {line}', flush=True)
-    wall = {n: statistics.median(w for w, _ in t) for n, t in times.items()}
-    cpu = {n: statistics.median(c for _, c in t) for n, t in times.items()}
+    turns = {'ours': lambda: _common.timed(ours_step),
+             'torch': torch_turn('step'),
+             'gemm': lambda: _common.timed(gemm),
+             'torch gemm': torch_turn('gemm')}
+    times, wall, cpu = _common.take_turns(turns, args.repeats, args.warmup,
+                                          args.pause)
 
     flops = _common.pretrain_step_flops(**cfg)
     # Peaks from the fastest GEMM round of each, as bench_pretrain_step.py

@@ -69,18 +69,25 @@ def assert_close(a, b, atol=1e-5, rtol=1e-5):
                                 atol=atol)
 
 
+def assert_twin_matches_book(twin, encoder, hidden, *inputs):
+    """The twin's encodings (B, T, H) and pooled vectors (B, H) on
+    `inputs` are the book's; returns the twin's."""
+    ours, ref = twin(*inputs), book(encoder, hidden, *inputs)
+    assert_close(ours[0], ref[0])
+    assert_close(ours[1], ref[1])
+    return ours
+
+
 @pytest.mark.parametrize('kernels', KERNELS)
 @pytest.mark.parametrize('pairs', [True, False], ids=['pairs', 'single'])
 def test_twin_equals_book_encoder_and_pooler(kernels, pairs):
     encoder, hidden = tiny_pretrained()
     twin = fast.inference(encoder, hidden, kernels=kernels)
-    inputs = batch(pairs=pairs)
-    ours, ref = twin(*inputs), book(encoder, hidden, *inputs)
+    # Every position, the padded ones too: the book computes them alike
+    ours = assert_twin_matches_book(twin, encoder, hidden,
+                                    *batch(pairs=pairs))
     assert ours[0].shape == (3, 9, TINY['num_hiddens'])
     assert ours[1].shape == (3, TINY['num_hiddens'])
-    # Every position, the padded ones too: the book computes them alike
-    assert_close(ours[0], ref[0])
-    assert_close(ours[1], ref[1])
 
 
 @pytest.mark.parametrize('kernels', KERNELS)
@@ -89,10 +96,8 @@ def test_twin_without_valid_lens_and_after_it(kernels):
     twin = fast.inference(encoder, hidden, kernels=kernels)
     tokens, segments, valid_lens = batch()
     for lens in (None, valid_lens, None):
-        ours = twin(tokens, segments, lens)
-        ref = book(encoder, hidden, tokens, segments, lens)
-        assert_close(ours[0], ref[0])
-        assert_close(ours[1], ref[1])
+        assert_twin_matches_book(twin, encoder, hidden, tokens, segments,
+                                 lens)
 
 
 @pytest.mark.parametrize('kernels', KERNELS)
@@ -134,10 +139,7 @@ def test_twin_of_the_book_encoder_without_embedding_norm(kernels):
     encoder, hidden = tiny_pretrained(embedding_norm=False,
                                       activation='relu', epsilon=1e-5)
     twin = fast.inference(encoder, hidden, kernels=kernels)
-    inputs = batch()
-    ours, ref = twin(*inputs), book(encoder, hidden, *inputs)
-    assert_close(ours[0], ref[0])
-    assert_close(ours[1], ref[1])
+    assert_twin_matches_book(twin, encoder, hidden, *batch())
 
 
 def test_compiled_attention_of_a_sequence_without_valid_position():

@@ -123,9 +123,48 @@ def smoke_test():
                            f'{out.ravel().tolist()}, expected [-1.0, 1.0]')
 
 
-class _SelfAttentionInference(mx.operator.CustomOp):
+class _InferenceOp(mx.operator.CustomOp):
+    """A forward-only operator: its `backward` says to train the twin of
+    `d2l_bert.fast.accelerate`, whose operators have gradients.
+
+    `no_gradient` names the operator, with its verb, in that error."""
+    no_gradient = 'the inference operator has'
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        raise RuntimeError(
+            f'{self.no_gradient} no gradient; train the twin of '
+            'd2l_bert.fast.accelerate, not the inference one')
+
+
+class _NormInference(_InferenceOp):
+    """A forward-only operator ending in a LayerNorm of `epsilon`."""
+
+    def __init__(self, epsilon):
+        super().__init__()
+        self.epsilon = epsilon
+
+
+class _NormInferenceProp(mx.operator.CustomOpProp):
+    """What the properties of the `_NormInference` operators share: an
+    `epsilon` argument, one output, no gradient; `op` is the operator's
+    class."""
+    op = None
+
+    def __init__(self, epsilon='1e-05'):
+        super().__init__(need_top_grad=False)
+        self.epsilon = float(epsilon)
+
+    def list_outputs(self):
+        return ['output']
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return self.op(self.epsilon)
+
+
+class _SelfAttentionInference(_InferenceOp):
     """Inputs: qkv (B, T, 3*H), valid_lens (B,) if given.  Output: the
     attention output (B, T, H)."""
+    no_gradient = 'the inference attention has'
 
     def __init__(self, heads, has_lens):
         super().__init__()
@@ -150,11 +189,6 @@ class _SelfAttentionInference(mx.operator.CustomOp):
                   self.heads, X.dtype.type(1 / onp.sqrt(d)), O)
         _ops._assign(out_data[0], req[0], O)
 
-    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
-        raise RuntimeError(
-            'the inference attention has no gradient; train the twin of '
-            'd2l_bert.fast.accelerate, not the inference one')
-
 
 @_ops._register('d2l_bert_self_attention_inference')
 class _SelfAttentionInferenceProp(mx.operator.CustomOpProp):
@@ -170,14 +204,9 @@ class _SelfAttentionInferenceProp(mx.operator.CustomOpProp):
         return ['output']
 
     def infer_shape(self, in_shape):
-        B, T, H3 = in_shape[0]
-        if H3 % (3 * self.heads):
-            raise ValueError(f'qkv must have 3 * num_heads * d columns, got '
-                             f'{H3} columns for num_heads={self.heads}')
-        if self.has_lens and tuple(in_shape[1]) != (B,):
-            raise ValueError(f'valid_lens must have shape ({B},), one '
-                             f'length per sequence, got '
-                             f'{tuple(in_shape[1])}')
+        B, T, H3 = _ops._check_qkv_shapes(
+            in_shape[0], in_shape[1] if self.has_lens else None,
+            self.heads)                                      # (B, T, 3*H)
         return list(map(tuple, in_shape)), [(B, T, H3 // 3)], []
 
     def infer_type(self, in_type):
@@ -187,13 +216,10 @@ class _SelfAttentionInferenceProp(mx.operator.CustomOpProp):
         return _SelfAttentionInference(self.heads, self.has_lens)
 
 
-class _AddNormInference(mx.operator.CustomOp):
+class _AddNormInference(_NormInference):
     """Inputs: X, Y (..., C), gamma, beta (C,).  Output: the normalized
     ``X + Y`` (..., C)."""
-
-    def __init__(self, epsilon):
-        super().__init__()
-        self.epsilon = epsilon
+    no_gradient = 'the inference AddNorm has'
 
     def forward(self, is_train, req, in_data, out_data, aux):
         from . import _inference_loops as K
@@ -207,23 +233,13 @@ class _AddNormInference(mx.operator.CustomOp):
                   t.type(self.epsilon), out)
         _ops._assign(out_data[0], req[0], out)
 
-    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
-        raise RuntimeError(
-            'the inference AddNorm has no gradient; train the twin of '
-            'd2l_bert.fast.accelerate, not the inference one')
-
 
 @_ops._register('d2l_bert_add_norm_inference')
-class _AddNormInferenceProp(mx.operator.CustomOpProp):
-    def __init__(self, epsilon='1e-05'):
-        super().__init__(need_top_grad=False)
-        self.epsilon = float(epsilon)
+class _AddNormInferenceProp(_NormInferenceProp):
+    op = _AddNormInference
 
     def list_arguments(self):
         return ['X', 'Y', 'gamma', 'beta']
-
-    def list_outputs(self):
-        return ['output']
 
     def infer_shape(self, in_shape):
         X, Y, gamma, beta = map(tuple, in_shape)
@@ -237,18 +253,12 @@ class _AddNormInferenceProp(mx.operator.CustomOpProp):
     def infer_type(self, in_type):
         return in_type, [in_type[0]], []
 
-    def create_operator(self, ctx, shapes, dtypes):
-        return _AddNormInference(self.epsilon)
 
-
-class _EmbedNormInference(mx.operator.CustomOp):
+class _EmbedNormInference(_NormInference):
     """Inputs: tokens, segments (B, T), token_W (V, H), segment_W (S, H),
     pos (1, max_len, H), gamma, beta (H,).  Output: the normalized sum of
     the embeddings (B, T, H)."""
-
-    def __init__(self, epsilon):
-        super().__init__()
-        self.epsilon = epsilon
+    no_gradient = 'the inference embeddings have'
 
     def forward(self, is_train, req, in_data, out_data, aux):
         from . import _inference_loops as K
@@ -266,24 +276,14 @@ class _EmbedNormInference(mx.operator.CustomOp):
                   pos[0], gamma, beta, t.type(self.epsilon), out)
         _ops._assign(out_data[0], req[0], out)
 
-    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
-        raise RuntimeError(
-            'the inference embeddings have no gradient; train the twin of '
-            'd2l_bert.fast.accelerate, not the inference one')
-
 
 @_ops._register('d2l_bert_embed_norm_inference')
-class _EmbedNormInferenceProp(mx.operator.CustomOpProp):
-    def __init__(self, epsilon='1e-05'):
-        super().__init__(need_top_grad=False)
-        self.epsilon = float(epsilon)
+class _EmbedNormInferenceProp(_NormInferenceProp):
+    op = _EmbedNormInference
 
     def list_arguments(self):
         return ['tokens', 'segments', 'token_W', 'segment_W', 'pos',
                 'gamma', 'beta']
-
-    def list_outputs(self):
-        return ['output']
 
     def infer_shape(self, in_shape):
         tokens, segments, token_W, segment_W, pos = map(tuple, in_shape[:5])
@@ -298,6 +298,3 @@ class _EmbedNormInferenceProp(mx.operator.CustomOpProp):
 
     def infer_type(self, in_type):
         return in_type, [in_type[2]], []
-
-    def create_operator(self, ctx, shapes, dtypes):
-        return _EmbedNormInference(self.epsilon)

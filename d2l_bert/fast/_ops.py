@@ -323,6 +323,30 @@ def _check_same_shape(X, Y):
                          f'{tuple(X)} and Y {tuple(Y)}')
 
 
+def _check_qkv_shapes(qkv, valid_lens, heads):
+    """Raise a clear error unless self-attention's shapes fit.
+
+    Parameters
+    ----------
+    qkv : shape (B, T, 3*H), H a multiple of `heads`
+    valid_lens : shape (B,), or None when the operator takes none
+    heads : int
+
+    Returns
+    -------
+    tuple
+        ``(B, T, 3*H)``
+    """
+    B, T, H3 = qkv
+    if H3 % (3 * heads):
+        raise ValueError(f'qkv must have 3 * num_heads * d columns, got '
+                         f'{H3} columns for num_heads={heads}')
+    if valid_lens is not None and tuple(valid_lens) != (B,):
+        raise ValueError(f'valid_lens must have shape ({B},), one '
+                         f'length per sequence, got {tuple(valid_lens)}')
+    return B, T, H3
+
+
 def add_embeddings(F, X, Y, row):
     """``X + Y + row``, with `row` broadcast over the batch, as the book
     sums the token, segment and positional embeddings.
@@ -792,14 +816,9 @@ class _SelfAttentionProp(mx.operator.CustomOpProp):
         return ['output', 'attention_weights', 'dropout_on']
 
     def infer_shape(self, in_shape):
-        B, T, H3 = in_shape[0]
-        if H3 % (3 * self.heads):
-            raise ValueError(f'qkv must have 3 * num_heads * d columns, got '
-                             f'{H3} columns for num_heads={self.heads}')
-        if self.has_lens and tuple(in_shape[2]) != (B,):
-            raise ValueError(f'valid_lens must have shape ({B},), one '
-                             f'length per sequence, got '
-                             f'{tuple(in_shape[2])}')
+        B, T, H3 = _check_qkv_shapes(
+            in_shape[0], in_shape[2] if self.has_lens else None,
+            self.heads)                                      # (B, T, 3*H)
         return (list(map(tuple, in_shape)),
                 [(B, T, H3 // 3), (B * self.heads, T, T), (1,)], [])
 

@@ -131,13 +131,20 @@ class FastSelfAttention(nn.HybridBlock):
             qkv = F.npx.fully_connected(
                 X, weight, bias, num_hidden=3 * self.num_hiddens,
                 no_bias=bias is None, flatten=False)         # (B, T, 3*H)
-            output, _ = _ops.self_attention(
-                F, qkv, valid_lens, self.num_heads,
-                self.dropout._rate)                          # (B, T, H)
+            output = self._compiled_attention(
+                F, qkv, valid_lens)                          # (B, T, H)
         else:
             output = self._interleaved_attention(
                 F, X, weight, bias, valid_lens)              # (B, T, H)
         return self.W_o(output)                              # (B, T, H)
+
+    def _compiled_attention(self, F, qkv, valid_lens):
+        """The compiled loops' attention, with dropout: `qkv` (B, T, 3*H),
+        `valid_lens` (B,) or None -> (B, T, H)."""
+        output, _ = _ops.self_attention(
+            F, qkv, valid_lens, self.num_heads,
+            self.dropout._rate)                              # (B, T, H)
+        return output                                        # (B, T, H)
 
     def qkv_weight(self, F, X):
         """Stack `W_q`, `W_k` and `W_v` into one projection, head by head.
@@ -230,13 +237,16 @@ class FastPositionWiseFFN(nn.HybridBlock):
 
 
 class FastTransformerEncoderBlock(nn.HybridBlock):
-    """`TransformerEncoderBlock`, from its fast parts."""
+    """`TransformerEncoderBlock`, from its fast parts: `attention_block`
+    and `addnorm_block` (the inference twin's block names its own)."""
+    attention_block, addnorm_block = FastSelfAttention, FastAddNorm
+
     def __init__(self, blk, kernels):
         super().__init__()
-        self.attention = FastSelfAttention(blk.attention, kernels)
-        self.addnorm1 = FastAddNorm(blk.addnorm1, kernels)
+        self.attention = self.attention_block(blk.attention, kernels)
+        self.addnorm1 = self.addnorm_block(blk.addnorm1, kernels)
         self.ffn = FastPositionWiseFFN(blk.ffn)
-        self.addnorm2 = FastAddNorm(blk.addnorm2, kernels)
+        self.addnorm2 = self.addnorm_block(blk.addnorm2, kernels)
 
     def hybrid_forward(self, F, X, valid_lens=None):
         """`X` (B, T, H), `valid_lens` (B,) or None -> (B, T, H)."""

@@ -39,8 +39,8 @@ from mxnet.gluon import nn
 
 from ..checks import check_encoder_inputs
 from . import _inference_ops, _ops
-from .blocks import (FastAddNorm, FastBERTEncoder, FastPositionWiseFFN,
-                     FastSelfAttention, _Checked, _param)
+from .blocks import (FastAddNorm, FastBERTEncoder, FastSelfAttention,
+                     FastTransformerEncoderBlock, _Checked, _param)
 
 
 class InferenceSelfAttention(FastSelfAttention):
@@ -53,19 +53,11 @@ class InferenceSelfAttention(FastSelfAttention):
     kernels : bool
     """
 
-    def hybrid_forward(self, F, X, valid_lens=None):
-        """`X` (B, T, D), `valid_lens` (B,) or None -> (B, T, H)."""
-        weight, bias = self.qkv_weight(F, X)     # (3*H, D), (3*H,) or None
-        if self.kernels:
-            qkv = F.npx.fully_connected(
-                X, weight, bias, num_hidden=3 * self.num_hiddens,
-                no_bias=bias is None, flatten=False)         # (B, T, 3*H)
-            output = _inference_ops.self_attention(
-                F, qkv, valid_lens, self.num_heads)          # (B, T, H)
-        else:
-            output = self._interleaved_attention(
-                F, X, weight, bias, valid_lens)              # (B, T, H)
-        return self.W_o(output)                              # (B, T, H)
+    def _compiled_attention(self, F, qkv, valid_lens):
+        """The compiled inference loop, without dropout: `qkv`
+        (B, T, 3*H), `valid_lens` (B,) or None -> (B, T, H)."""
+        return _inference_ops.self_attention(
+            F, qkv, valid_lens, self.num_heads)              # (B, T, H)
 
 
 class InferenceAddNorm(FastAddNorm):
@@ -88,20 +80,10 @@ class InferenceAddNorm(FastAddNorm):
         return self.ln(self.dropout(Y) + X)                  # (B, T, H)
 
 
-class InferenceEncoderBlock(nn.HybridBlock):
-    """`TransformerEncoderBlock` at inference."""
-
-    def __init__(self, blk, kernels):
-        super().__init__()
-        self.attention = InferenceSelfAttention(blk.attention, kernels)
-        self.addnorm1 = InferenceAddNorm(blk.addnorm1, kernels)
-        self.ffn = FastPositionWiseFFN(blk.ffn)
-        self.addnorm2 = InferenceAddNorm(blk.addnorm2, kernels)
-
-    def hybrid_forward(self, F, X, valid_lens=None):
-        """`X` (B, T, H), `valid_lens` (B,) or None -> (B, T, H)."""
-        Y = self.addnorm1(X, self.attention(X, valid_lens))  # (B, T, H)
-        return self.addnorm2(Y, self.ffn(Y))                 # (B, T, H)
+class InferenceEncoderBlock(FastTransformerEncoderBlock):
+    """`TransformerEncoderBlock` at inference: the training twin's block
+    with the inference attention and AddNorm."""
+    attention_block, addnorm_block = InferenceSelfAttention, InferenceAddNorm
 
 
 class InferenceBERTEncoder(FastBERTEncoder):
