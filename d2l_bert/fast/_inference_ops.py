@@ -175,13 +175,8 @@ class _SelfAttentionInference(_InferenceOp):
         B, T, H3 = in_data[0].shape
         X, = _ops._loop_arrays(in_data[:1],
                                'd2l_bert_self_attention_inference')
-        if self.has_lens:
-            # Key j is valid when j < valid_len, as in the book
-            lens = onp.ceil(onp.clip(
-                _ops._host(in_data[1]).astype(onp.float64), 0,
-                T)).astype(onp.int32)                        # (B,)
-        else:
-            lens = onp.full(B, T, onp.int32)                 # (B,)
+        lens = _ops.key_counts(in_data[1] if self.has_lens else None, B,
+                               T)                            # (B,)
         d = H3 // (3 * self.heads)
         O = _ops._loop_output(out_data[0], req[0], (B, T, H3 // 3),
                               X.dtype)                       # (B, T, H)

@@ -316,6 +316,27 @@ def add_norm(F, X, Y, gamma, beta, epsilon, dropout):
     return out[0].as_np_ndarray()                            # (..., C)
 
 
+def key_counts(valid_lens, B, T):
+    """The keys each example attends to, for the compiled attention.
+
+    Parameters
+    ----------
+    valid_lens : NDArray of shape (B,), or None
+        The book's `valid_lens`; None: every key is valid.
+    B, T : int
+
+    Returns
+    -------
+    int32 numpy array, shape (B,)
+        Counts in [0, T]: key j is valid when j < valid_len, as in the
+        book's `masked_softmax`.
+    """
+    if valid_lens is None:
+        return onp.full(B, T, onp.int32)                     # (B,)
+    return onp.ceil(onp.clip(_host(valid_lens).astype(onp.float64), 0,
+                             T)).astype(onp.int32)           # (B,)
+
+
 def _check_same_shape(X, Y):
     """Raise a clear error unless `AddNorm`'s shapes X and Y are equal."""
     if tuple(X) != tuple(Y):
@@ -752,13 +773,7 @@ class _SelfAttention(mx.operator.CustomOp):
     def _lens(self, in_data, B, T):
         """The valid length of each example as an int32 count of keys in
         [0, T]."""
-        if self.has_lens:
-            # Key j is valid when j < valid_len, as in the book
-            lens = onp.ceil(onp.clip(_host(in_data[2]).astype(onp.float64),
-                                     0, T)).astype(onp.int32)  # (B,)
-        else:
-            lens = onp.full(B, T, onp.int32)                 # (B,)
-        return lens
+        return key_counts(in_data[2] if self.has_lens else None, B, T)
 
     def _scalars(self, X, seed, dropout_on):
         """scale, seed, threshold and keep scale as the loops take them."""
