@@ -1047,23 +1047,46 @@ class PretrainedBERT:
         pooled : float32 numpy.ndarray, shape (B, H)
         valid_lens : int numpy.ndarray, shape (B,)
         """
-        from mxnet import np
         if isinstance(texts, str) or not len(texts):
             raise TypeError('texts must be a non-empty list of str or of '
                             '(text_a, text_b) pairs')
         pairs = [(t, None) if isinstance(t, str) else tuple(t)
                  for t in texts]
         sequences = [self.tokenize(*pair) for pair in pairs]
-        lengths = [len(ids) for _, ids, _ in sequences]
-        T = max(lengths)
-        token_ids = onp.full((len(pairs), T), self.pad_id, dtype='int32')
-        segments = onp.zeros((len(pairs), T), dtype='int32')
-        for i, (_, ids, segs) in enumerate(sequences):
-            token_ids[i, :len(ids)] = ids
-            segments[i, :len(segs)] = segs
+        encoded, pooled, lengths = self.encode_ids(
+            [ids for _, ids, _ in sequences],
+            [segs for _, _, segs in sequences])
+        return ([tokens for tokens, _, _ in sequences], encoded, pooled,
+                lengths)                                # (B, T, H), (B, H)
+
+    def encode_ids(self, token_ids, segments):
+        """Encode tokenized sequences padded into one batch.
+
+        Parameters
+        ----------
+        token_ids, segments : list of list of int
+            Each sequence's ids and segments, as `tokenize` returns them.
+
+        Returns
+        -------
+        encoded : float32 numpy.ndarray, shape (B, T, H)
+            T is the longest sequence; positions past a sequence's length
+            are padding.
+        pooled : float32 numpy.ndarray, shape (B, H)
+        valid_lens : int numpy.ndarray, shape (B,)
+        """
+        from mxnet import np
+        lengths = onp.array([len(ids) for ids in token_ids])   # (B,)
+        T = int(lengths.max())
+        padded = onp.full((len(token_ids), T), self.pad_id,
+                          dtype='int32')                     # (B, T)
+        padded_segments = onp.zeros((len(token_ids), T),
+                                    dtype='int32')           # (B, T)
+        for i, (ids, segs) in enumerate(zip(token_ids, segments)):
+            padded[i, :len(ids)] = ids
+            padded_segments[i, :len(segs)] = segs
         encoded_X, pooled = self(
-            np.array(token_ids, ctx=self.ctx),
-            np.array(segments, ctx=self.ctx),
+            np.array(padded, ctx=self.ctx),
+            np.array(padded_segments, ctx=self.ctx),
             np.array(lengths, dtype='float32', ctx=self.ctx))
-        return ([tokens for tokens, _, _ in sequences], encoded_X.asnumpy(),
-                pooled.asnumpy(), onp.array(lengths))   # (B, T, H), (B, H)
+        return encoded_X.asnumpy(), pooled.asnumpy(), lengths

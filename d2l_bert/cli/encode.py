@@ -210,7 +210,6 @@ def encode_texts(bert, texts, batch_size, sort=True, progress=True,
         pooler's output; ``'tokens'``: the total count of valid tokens.
     """
     import numpy as onp
-    from mxnet import np
     ids, segs = [], []
     for i, text in enumerate(texts, 1):
         try:
@@ -229,18 +228,9 @@ def encode_texts(bert, texts, batch_size, sort=True, progress=True,
         bar = tqdm(total=len(texts), unit='text', delay=1, file=sys.stderr)
     for start in range(0, len(texts), batch_size):
         rows = order[start:start + batch_size]
-        T = int(lengths[rows].max())
-        token_ids = onp.full((len(rows), T), bert.pad_id, dtype='int32')
-        segments = onp.zeros((len(rows), T), dtype='int32')
-        for r, k in enumerate(rows):
-            token_ids[r, :lengths[k]] = ids[k]
-            segments[r, :lengths[k]] = segs[k]
-        encoded_X, pooled = bert(
-            np.array(token_ids, ctx=bert.ctx),
-            np.array(segments, ctx=bert.ctx),
-            np.array(lengths[rows], dtype='float32', ctx=bert.ctx))
-        mean = mean_vectors(encoded_X.asnumpy(), lengths[rows])  # (B, H)
-        pooled = pooled.asnumpy()                            # (B, H)
+        encoded, pooled, valid_lens = bert.encode_ids(
+            [ids[k] for k in rows], [segs[k] for k in rows])  # (B, T, H)
+        mean = mean_vectors(encoded, valid_lens)             # (B, H)
         for r, k in enumerate(rows):
             means[k], pooleds[k] = mean[r], pooled[r]
         if bar is not None:
@@ -266,7 +256,7 @@ def _encode_file(args, ctx):
         raise ValueError(f'--out must name a .npy file, got {args.out!r}')
     texts = read_texts(args.file)
     bert = load_text_encoder(args.model, ctx)
-    if not hasattr(bert, 'tokenize') or not hasattr(bert, 'fast'):
+    if not hasattr(bert, 'tokenize') or not hasattr(bert, 'encode_ids'):
         raise ValueError(f'--file works with a Hugging Face BERT (--model '
                          f'minilm or a directory with config.json), not '
                          f'{args.model!r}')
