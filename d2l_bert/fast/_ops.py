@@ -52,28 +52,37 @@ import numpy as onp
 from mxnet.base import _LIB, check_call
 
 _state = threading.local()
-_available = None
 _pool = None
 _pool_lock = threading.Lock()
+#: The outcome of each smoke test run in this process, by what it tests
+_smoke_results = {}
+
+
+def passes_smoke_test(what, smoke_test):
+    """Run `smoke_test` once per process and say whether it passed.
+
+    A failure (no numba, or a loop that does not compile here) warns
+    once, naming `what` ('the compiled pretraining kernels are', ...),
+    and MXNet's own operators are used instead.
+    """
+    if what not in _smoke_results:
+        try:
+            smoke_test()
+            _smoke_results[what] = True
+        except Exception as e:  # no numba, or it cannot compile here
+            warnings.warn(f'd2l_bert: {what} not available '
+                          f'({type(e).__name__}: {e}); '
+                          f"MXNet's operators are used instead (slower)",
+                          RuntimeWarning, stacklevel=3)
+            _smoke_results[what] = False
+    return _smoke_results[what]
 
 
 def available():
     """Whether the compiled kernels can be used: numba imports and
     ``D2L_BERT_KERNELS`` is not '0'."""
-    global _available
-    if _disabled():
-        return False
-    if _available is None:
-        try:
-            _smoke_test()
-            _available = True
-        except Exception as e:  # no numba, or it cannot compile here
-            warnings.warn(f'd2l_bert: the compiled pretraining kernels are '
-                          f'not available ({type(e).__name__}: {e}); '
-                          f"MXNet's operators are used instead (slower)",
-                          RuntimeWarning, stacklevel=2)
-            _available = False
-    return _available
+    return not _disabled() and passes_smoke_test(
+        'the compiled pretraining kernels are', _smoke_test)
 
 
 def _disabled():

@@ -189,7 +189,9 @@ def inference(encoder, hidden, kernels=None, check=True):
                         f'its children), got {type(encoder).__name__}')
     contexts = _contexts(encoder)
     if kernels is None:
-        kernels = _ops.usable(contexts) and _usable()
+        kernels = _ops.usable(contexts) and _ops.passes_smoke_test(
+            'the compiled inference attention is',
+            _inference_ops.smoke_test)
     twin = InferenceBERT(encoder, hidden, bool(kernels))
     _hybridize_twin(twin, encoder)
     if _onednn(contexts):
@@ -220,23 +222,3 @@ def _onednn(contexts):
     context a CPU."""
     return (all(c.device_type == 'cpu' for c in contexts)
             and mx.runtime.Features().is_enabled('MKLDNN'))
-
-
-_loop_ok = None
-
-
-def _usable():
-    """Whether the inference loop compiles and runs here (once)."""
-    global _loop_ok
-    if _loop_ok is None:
-        try:
-            _inference_ops.smoke_test()
-            _loop_ok = True
-        except Exception as e:  # numba failed to compile it here
-            import warnings
-            warnings.warn(f'd2l_bert: the compiled inference attention is '
-                          f'not available ({type(e).__name__}: {e}); '
-                          "MXNet's operators are used instead (slower)",
-                          RuntimeWarning, stacklevel=3)
-            _loop_ok = False
-    return _loop_ok
