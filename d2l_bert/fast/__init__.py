@@ -174,12 +174,16 @@ def _walk(block):
         yield from _walk(child)
 
 
-def _hybridize_twin(twin, net):
-    """Hybridize `twin` with static memory, leaving the book model's
-    blocks as they were (hybridizing recurses into the shared layers)."""
-    active = {id(b): b._active for b in _walk(net) if hasattr(b, '_active')}
-    twin.hybridize(static_alloc=True, static_shape=True)
-    for block in _walk(net):
+def _hybridize_twin(twin, *shared, backend=None):
+    """Hybridize `twin` with static memory (and MXNet's graph `backend`,
+    such as 'MKLDNN', if given), leaving the caller's blocks it shares
+    (the book model, a loss) as they were: hybridizing recurses into
+    shared children."""
+    blocks = [b for root in shared for b in _walk(root)]
+    active = {id(b): b._active for b in blocks if hasattr(b, '_active')}
+    options = {} if backend is None else {'backend': backend}
+    twin.hybridize(static_alloc=True, static_shape=True, **options)
+    for block in blocks:
         if id(block) in active:
             block._active = active[id(block)]
 

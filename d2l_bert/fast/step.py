@@ -156,9 +156,7 @@ def batch_loss(net, loss, vocab_size, kernels=None, row_multiple=8):
         kernels = _ops.usable(_contexts(net))
     twin = accelerate(net, kernels=kernels, check=False)
     graph = FastBatchLoss(twin, loss, vocab_size, kernels, row_multiple)
-    active = loss._active
-    _hybridize_twin(graph, net)
-    loss._active = active       # the caller's `loss` stays imperative
+    _hybridize_twin(graph, net, loss)     # `net` and `loss` stay as they were
 
     def compute(*shards):
         mlm_ls, nsp_ls, ls = [], [], []
