@@ -132,6 +132,18 @@ def test_compiled_twin_draws_no_random_numbers():
     assert 'random' not in graph
 
 
+def test_inference_leaves_the_book_blocks_imperative():
+    # `bert.encoder` and `bert.hidden` stay the book's blocks, run as the
+    # book runs them, beside the twin that shares their parameters
+    encoder, hidden = tiny_pretrained()
+    twin = fast.inference(encoder, hidden)
+    blocks = [b for root in (encoder, hidden) for b in fast._walk(root)
+              if hasattr(b, '_active')]
+    assert blocks and not any(b._active for b in blocks)
+    assert twin._active
+    assert_twin_matches_book(twin, encoder, hidden, *batch())
+
+
 @pytest.mark.parametrize('kernels', KERNELS)
 def test_twin_of_the_book_encoder_without_embedding_norm(kernels):
     # The book's BERT (no embedding LayerNorm, ReLU): the embeddings are

@@ -193,12 +193,11 @@ def inference(encoder, hidden, kernels=None, check=True):
             'the compiled inference attention is',
             _inference_ops.smoke_test)
     twin = InferenceBERT(encoder, hidden, bool(kernels))
-    _hybridize_twin(twin, encoder)
-    if _onednn(contexts):
-        # oneDNN's inference passes: each FFN's GELU runs inside its
-        # first matrix product (`_sg_mkldnn_fully_connected`)
-        twin.hybridize(backend='MKLDNN', static_alloc=True,
-                       static_shape=True)
+    # With oneDNN, its inference passes: each FFN's GELU runs inside its
+    # first matrix product (`_sg_mkldnn_fully_connected`); the book's
+    # blocks stay imperative
+    _hybridize_twin(twin, encoder, hidden,
+                    backend='MKLDNN' if _onednn(contexts) else None)
     if check:
         batch = _tiny_batch('BERTEncoder', contexts[0], encoder.max_len)
         with autograd.predict_mode():
