@@ -1,8 +1,8 @@
 """sec_bert: the BERT model, read top to bottom in the book's order.
 
 `get_tokens_and_segments`, then `BERTEncoder`, `MaskLM`,
-`NextSentencePred` and `BERTModel`: plain Gluon `nn.Block`s with
-`forward`, the book's lines in the book's order.  Beyond the book, each
+`NextSentencePred` and `BERTModel`: plain Gluon blocks (`nn.Block`
+with `forward`), the book's lines in the book's order.  Beyond the book, each
 `forward` first checks its inputs (`d2l_bert.checks`), and keyword
 options give the original BERT's architecture (`ORIGINAL_BERT`), which
 the Hugging Face loader (`d2l_bert.hf`) uses.  The fast twins of these

@@ -1,7 +1,7 @@
 """The transformer encoder block that BERT stacks (sec_transformer).
 
 `PositionWiseFFN`, `AddNorm` and `TransformerEncoderBlock` as the book
-defines them: plain Gluon `nn.Block`s with `forward`.  Two keyword
+defines them: plain Gluon blocks (`nn.Block` with `forward`).  Two keyword
 options give the original BERT's architecture (the book's choice stays
 the default):
 

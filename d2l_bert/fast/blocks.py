@@ -3,9 +3,10 @@
 Each twin is a Gluon `HybridBlock` built from a book block (`d2l_bert.bert`,
 `d2l_bert.transformer`, `d2l_bert.attention`).  It holds the book block's
 own leaf layers (`nn.Dense`, `nn.Embedding`, `nn.Dropout`) and its own
-`Parameter`s, so the twin and the book model train the same weights, and
-`save_parameters` names them the same way (``encoder.blks.0.attention.
-W_q.weight``).  What differs is how the arithmetic runs:
+parameters (`Parameter` objects), so the twin and the book model train
+the same weights, and `save_parameters` names them the same way
+(``encoder.blks.0.attention.W_q.weight``).  What differs is how the
+arithmetic runs:
 
 - the whole model is one hybridized graph with static memory;
 - self-attention projects queries, keys and values with one matrix

@@ -8,7 +8,7 @@
 run it; ``bert.encoder`` and ``bert.hidden`` stay the book's blocks, and
 ``load_pretrained_bert(..., fast=False)`` calls them instead.
 
-The twin holds the book blocks' own layers and `Parameter`s (nothing is
+The twin holds the book blocks' own layers and parameters (nothing is
 copied) and computes what they compute, with dropout off:
 
 - one hybridized graph with static memory, from the token ids to the
