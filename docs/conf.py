@@ -44,7 +44,10 @@ default_role = 'py:obj'
 html_theme = 'alabaster'
 html_static_path = ['_static']
 html_theme_options = {'description': 'The BERT chapter of Dive into Deep '
-                                     'Learning, tested, in MXNet/Gluon'}
+                                     'Learning, tested, in MXNet/Gluon',
+                      # 1280 px screens: room for 90-column code lines
+                      'page_width': '1180px',
+                      'sidebar_width': '240px'}
 
 # ---------------------------------------------------------------------------
 # The book's cross-references in our docstrings
