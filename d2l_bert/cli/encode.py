@@ -90,6 +90,7 @@ def load_text_encoder(spec, ctx):
     spec : str
         What ``--model`` received.
     ctx : mxnet.Context
+        Where the model runs.
 
     Returns
     -------
@@ -170,7 +171,9 @@ def mean_vectors(encoded, valid_lens):
     Parameters
     ----------
     encoded : float32 numpy array, shape (B, T, H)
+        The last block's output.
     valid_lens : int numpy array, shape (B,)
+        Number of real tokens of each text.
 
     Returns
     -------
@@ -192,8 +195,11 @@ def encode_texts(bert, texts, batch_size, sort=True, progress=True,
     Parameters
     ----------
     bert : PretrainedBERT
+        The model, as `load_pretrained_bert` returns it.
     texts : list of str
+        The texts, one vector each.
     batch_size : int
+        Texts per batch.
     sort : bool, default True
         Batch texts of similar token counts together (a stable sort by
         length), so that little padding is computed.

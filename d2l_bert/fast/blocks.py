@@ -80,7 +80,9 @@ class FastAddNorm(nn.HybridBlock):
     Parameters
     ----------
     addnorm : AddNorm
+        The book's block, whose layers the twin holds.
     kernels : bool
+        Use the compiled loop (else MXNet's operators).
     """
     def __init__(self, addnorm, kernels):
         super().__init__()
@@ -106,6 +108,7 @@ class FastSelfAttention(nn.HybridBlock):
     Parameters
     ----------
     attention : MultiHeadAttention
+        The book's block, whose projections the twin holds.
     kernels : bool
         Attend with the compiled loops; otherwise with MXNet's interleaved
         attention operators.
@@ -280,7 +283,9 @@ class FastBERTEncoder(_Checked):
     Parameters
     ----------
     encoder : BERTEncoder
+        The book's encoder, whose layers and parameters the twin holds.
     kernels : bool
+        Use the compiled loops (else MXNet's operators).
     """
     def __init__(self, encoder, kernels):
         # The book encoder's prefix and parameters: `pos_embedding` is its
@@ -362,7 +367,9 @@ class FastBERTModel(_Checked):
     Parameters
     ----------
     net : BERTModel
+        The book's model, whose blocks the twin holds.
     kernels : bool
+        Use the compiled loops (else MXNet's operators).
     """
     def __init__(self, net, kernels):
         super().__init__()
@@ -414,7 +421,9 @@ class FastBERTClassifier(_Checked):
     Parameters
     ----------
     net : BERTClassifier
+        The fine-tuning section's classifier, whose blocks the twin holds.
     kernels : bool
+        Use the compiled loops (else MXNet's operators).
     """
     def __init__(self, net, kernels):
         super().__init__()
