@@ -241,3 +241,35 @@ def test_pages_load_the_stylesheet_that_wraps_code_and_tables(built_docs):
                  os.path.join('reference', 'api.html')):
         html = (built_docs / page).read_text('utf-8')
         assert 'd2l-bert.css' in html, page
+
+
+def read(*path):
+    with open(os.path.join(ROOT, *path), encoding='utf-8') as f:
+        return f.read()
+
+
+def test_readme_and_install_page_give_the_same_set_up_time():
+    # "83 s in a fresh clone": the figure a reader checks their machine by
+    pattern = r'(\d+) s in a\s+fresh clone'
+    readme = re.findall(pattern, read('README.md'))
+    install = re.findall(pattern, read('docs', 'install.md'))
+    assert readme and readme == install[:len(readme)], (readme, install)
+
+
+def test_readme_has_a_line_for_every_command():
+    from d2l_bert.cli import COMMANDS
+    readme = read('README.md')
+    missing = [name for name in COMMANDS if name != 'chapter'
+               and f'- `{name}`: ' not in readme]
+    assert not missing, f'README.md has no line for: {missing}'
+
+
+def test_readme_stays_short():
+    # A student reads it in two minutes; the figures live in the docs
+    assert len(read('README.md').splitlines()) <= 150
+
+
+def test_speed_page_names_no_path_of_the_machine_it_was_measured_on():
+    page = read('docs', 'performance.md')
+    found = re.findall(r'(?<![\w.])/(?:work|root|home|Users)/\S*', page)
+    assert not found, found
