@@ -55,7 +55,7 @@ def test_pretrain_defaults_are_the_books_settings():
 @pytest.mark.parametrize('devices, message', [
     ('tpu', 'must be cpu, cpu:N, gpu, gpu:N, a comma-separated list of '
             "them (cpu:0,cpu:1) or all-gpus, got 'tpu'"),
-    ('cpu:0,cpu:0', "names a device twice: 'cpu:0,cpu:0'"),
+    ('cpu:0,cpu:0', "must name each device once, got 'cpu:0,cpu:0'"),
 ])
 def test_pretrain_rejects_bad_device_strings(capsys, tmp_path, devices,
                                              message):

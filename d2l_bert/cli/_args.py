@@ -235,7 +235,7 @@ def devices_text(text):
             f'must be {DEVICES_VALUES}, got {text!r}')
     if len(set(parts)) != len(parts):
         raise argparse.ArgumentTypeError(
-            f'names a device twice: {text!r}')
+            f'must name each device once, got {text!r}')
     return ','.join(parts)
 
 
@@ -342,8 +342,11 @@ def in_options(message):
     """`message` of a library error in the command line's spelling:
     ``corpus='x'`` becomes ``--corpus 'x'``, ``max_len=8`` ``--max-len
     8``."""
-    return re.sub(r"\b(" + '|'.join(_SPELLINGS) + r")=",
-                  lambda m: _SPELLINGS[m.group(1)] + ' ', str(message))
+    names = '|'.join(_SPELLINGS)
+    message = re.sub(rf'\b({names})=', lambda m: _SPELLINGS[m.group(1)]
+                     + ' ', str(message))
+    return re.sub(rf'\b({names})(?= [<>]=? )',
+                  lambda m: _SPELLINGS[m.group(1)], message)
 
 
 def option(name):
