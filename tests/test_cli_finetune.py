@@ -7,18 +7,11 @@ import re
 
 import mxnet as mx
 import pytest
-from d2l import mxnet as d2l
-from mxnet import np
 
-from d2l_bert import BERTModel, cli, finetuning as ft
+from d2l_bert import cli, finetuning as ft
 from d2l_bert.cli import finetune
-from d2l_bert.model_files import save_pretrained
 from d2l_bert.snli_synthetic import make_snli_synthetic
-
-# A pretrained model small enough to fine-tune in seconds
-TINY_NLI = dict(num_hiddens=32, ffn_num_hiddens=64, num_heads=2,
-                num_blks=2, dropout=0.1, max_len=32)
-
+from conftest import write_small_corpus
 
 @pytest.fixture(scope='module')
 def snli_dir(tmp_path_factory):
@@ -27,21 +20,15 @@ def snli_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope='module')
-def pretrained_dir(tmp_path_factory, snli_dir):
-    """A randomly initialised tiny BERT saved as `d2l-bert pretrain` does,
-    with a vocabulary covering the synthetic SNLI words."""
-    mx.random.seed(0)
-    premises, hypotheses, _ = ft.read_snli(snli_dir, True)
-    vocab = d2l.Vocab([s.lower().split() for s in premises + hypotheses],
-                      reserved_tokens=['<pad>', '<mask>', '<cls>', '<sep>'])
-    net = BERTModel(len(vocab), **TINY_NLI)
-    net.initialize(mx.init.Xavier())
-    tokens = np.zeros((1, 4), dtype='int32')
-    net(tokens, tokens, None, np.zeros((1, 1), dtype='int32'))
-    model_dir = str(tmp_path_factory.mktemp('pretrained') / 'tiny')
-    save_pretrained(net, vocab, model_dir,
-                    dict(TINY_NLI, vocab_size=len(vocab)))
-    return model_dir
+def pretrained_dir(tmp_path_factory):
+    """A tiny BERT pretrained for one step by `d2l-bert pretrain`."""
+    root = tmp_path_factory.mktemp('pretrained')
+    corpus = write_small_corpus(root / 'corpus')
+    assert cli.main(['pretrain', '--corpus', corpus, '--steps', '1',
+                     '--out', str(root / 'tiny'), '--batch-size', '16',
+                     '--num-hiddens', '32', '--ffn-num-hiddens', '64',
+                     '--max-len', '32']) == 0
+    return str(root / 'tiny')
 
 
 def run(*argv):
@@ -76,14 +63,16 @@ def test_fine_tunes_and_saves_model_history_and_plot(
     assert re.search(r'test acc [\d.]+\n[\d.]+ examples/sec', printed)
     assert 'warning' not in err
     # the saved classifier loads back
-    bert, _ = ft.load_pretrained_model(pretrained_dir, devices=mx.cpu(),
-                                       **TINY_NLI)
+    bert, _ = ft.load_pretrained_model(
+        pretrained_dir, devices=mx.cpu(),
+        **ft.load_pretrained_config(pretrained_dir))
     net = ft.BERTClassifier(bert)
     net.load_parameters(str(out / 'finetuned.params'))
 
 
 @pytest.mark.parametrize('argv, message', [
-    (['--max-len', '64'], '--max-len 64 is longer than the 32 positions'),
+    (['--max-len', '1024'], '--max-len 1024 is longer than the 1000 '
+                            'positions'),
     (['--epochs', '0'], "argument --epochs: must be a positive integer, "
                         "got '0'"),
     (['--devices', 'gpu:7'], "--devices gpu:7: device 'gpu:7' is not "

@@ -189,8 +189,8 @@ def test_a_good_command_line_succeeds(files, capsys, monkeypatch, argv):
         assert onp.load(files / 'v.npy').shape == (2, 16)
 
 
-def test_finetune_warns_of_a_batch_larger_than_the_data(files, capsys,
-                                                       tmp_path):
+def test_finetune_warns_of_a_batch_larger_than_the_data(
+        files, capsys, tmp_path):
     status, out, err = run(
         ['finetune', '--model', str(files / 'model'), '--data',
          str(files / 'snli'), '--epochs', '1', '--batch-size', '500',

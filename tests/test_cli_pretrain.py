@@ -550,8 +550,8 @@ def test_pretrain_refuses_job_options_without_a_job(capsys, tmp_path,
 
 def test_a_worker_gets_every_pretraining_option(tmp_path):
     parser = cli.build_parser()
-    argv = ['pretrain', '--corpus', 'wikitext-2', '--batch-size', '8', '--max-len',
-            '32', '--num-hiddens', '16', '--ffn-num-hiddens', '8',
+    argv = ['pretrain', '--corpus', 'wikitext-2', '--batch-size', '8',
+            '--max-len', '32', '--num-hiddens', '16', '--ffn-num-hiddens', '8',
             '--num-heads', '4', '--num-blks', '1', '--dropout', '0',
             '--steps', '7', '--lr', '0.5', '--devices', 'cpu:0,cpu:1',
             '--seed', '0', '--out', 'o', '--resume', '--checkpoint-every',

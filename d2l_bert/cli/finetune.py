@@ -23,8 +23,9 @@ import sys
 import time
 
 from ._args import (RunError, UsageError, add_devices, at_least, examples,
-                    in_options, name_or_path, non_negative_int, output_dir,
-                    positive_float, positive_int, rate, resolve_devices)
+                    in_options, name_or_path, non_negative_int, option,
+                    output_dir, positive_float, positive_int, rate,
+                    resolve_devices)
 
 DEFAULT_OUT = 'finetuned-bert'
 
@@ -59,21 +60,17 @@ def add_arguments(parser):
         help='snli downloads SNLI; synthetic writes a small SNLI-format '
              'corpus, no network needed; DIR holds snli_1.0_train.txt and '
              'snli_1.0_test.txt')
-    book = ', the book\'s; {} with --data synthetic)'
-    parser.add_argument('--epochs', type=positive_int, default=None,
-                        metavar='N', help='number of epochs (default: 5'
-                        + book.format(3))
-    parser.add_argument('--batch-size', type=positive_int, default=None,
-                        metavar='B', help='minibatch size (default: 512'
-                        + book.format(64))
-    parser.add_argument('--max-len', type=at_least(3, ' (<cls> and two '
-                                                      '<sep>)'),
-                        default=None, metavar='T',
-                        help='length of each BERT input, max_len (default: '
-                             '128' + book.format(32))
-    parser.add_argument('--lr', type=positive_float, default=None,
-                        metavar='LR', help="Adam's learning rate (default: "
-                        '1e-4' + book.format('1e-3'))
+    for name, metavar, check, text in (
+            ('epochs', 'N', positive_int, 'number of epochs'),
+            ('batch_size', 'B', positive_int, 'minibatch size'),
+            ('max_len', 'T', at_least(3, ' (<cls> and two <sep>)'),
+             'length of each BERT input, max_len'),
+            ('lr', 'LR', positive_float, "Adam's learning rate")):
+        parser.add_argument(
+            option(name), type=check, default=None, metavar=metavar,
+            help=f'{text} (default: {BOOK_SETTINGS[name]:g}, the '
+                 f"book's; {SYNTHETIC_SETTINGS[name]:g} with --data "
+                 'synthetic)')
     parser.add_argument('--dropout', type=rate, default=0.1, metavar='P',
                         help='dropout while fine-tuning')
     add_devices(parser, None)

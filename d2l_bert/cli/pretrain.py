@@ -32,8 +32,9 @@ import sys
 import time
 
 from ._args import (RunError, UsageError, add_devices, add_job_arguments,
-                    add_threads, examples, in_options, output_dir, plural,
-                    positive_float, positive_int, rate, resolve_devices)
+                    add_threads, examples, in_options, option, output_dir,
+                    plural, positive_float, positive_int, rate,
+                    resolve_devices)
 
 CHECKPOINT_FILE, PLOT_FILE = 'checkpoint.zip', 'loss.png'
 CORPUS_FILES = ('wiki.train.tokens', 'wiki.valid.tokens')
@@ -91,27 +92,26 @@ def add_arguments(parser):
     job.add_argument('--kvstore', default=None, help=argparse.SUPPRESS)
 
 
+#: The model's options: `BERTModel`'s arguments, the book's small BERT
+#: by default (`pretraining.BOOK_BERT_CONFIG`)
+MODEL_OPTIONS = (
+    ('num_hiddens', 'H', positive_int, 128,
+     "the size of each token's vector in every block"),
+    ('ffn_num_hiddens', 'F', positive_int, 256,
+     "the hidden size of each block's position-wise feed-forward network"),
+    ('num_heads', 'N', positive_int, 2,
+     'attention heads of each block; they must divide --num-hiddens'),
+    ('num_blks', 'N', positive_int, 2, 'transformer encoder blocks'),
+    ('dropout', 'P', rate, 0.2,
+     'the probability that dropout zeroes a value while training'))
+
+
 def _add_model_arguments(parser):
     model = parser.add_argument_group(
         "model (the book's small BERT, BERTModel's arguments)")
-    model.add_argument('--num-hiddens', type=positive_int, default=128,
-                       metavar='H',
-                       help='num_hiddens: the size of each token\'s vector '
-                            'in every block')
-    model.add_argument('--ffn-num-hiddens', type=positive_int, default=256,
-                       metavar='F',
-                       help="ffn_num_hiddens: the hidden size of each "
-                            "block's position-wise feed-forward network")
-    model.add_argument('--num-heads', type=positive_int, default=2,
-                       metavar='N',
-                       help='num_heads: attention heads of each block; '
-                            'they must divide --num-hiddens')
-    model.add_argument('--num-blks', type=positive_int, default=2,
-                       metavar='N',
-                       help='num_blks: transformer encoder blocks')
-    model.add_argument('--dropout', type=rate, default=0.2, metavar='P',
-                       help='dropout: the probability that dropout zeroes '
-                            'a value while training')
+    for name, metavar, check, default, text in MODEL_OPTIONS:
+        model.add_argument(option(name), type=check, default=default,
+                           metavar=metavar, help=f'{name}: {text}')
 
 
 def _add_training_arguments(parser):
@@ -150,12 +150,11 @@ def _worker_argv(args, num_threads):
     argv = [sys.executable, '-m', 'd2l_bert', 'pretrain']
     for name in FORWARDED:
         value = getattr(args, name)
-        option = '--' + name.replace('_', '-')
         # (`is`, not `in (None, False)`: 0 and 0.0 equal False)
         if value is True:
-            argv.append(option)
+            argv.append(option(name))
         elif value is not None and value is not False:
-            argv += [option, str(value)]
+            argv += [option(name), str(value)]
     return argv + ['--kvstore', 'dist_sync', '--threads', str(num_threads)]
 
 
