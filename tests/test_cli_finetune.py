@@ -13,6 +13,7 @@ from d2l_bert.cli import finetune
 from d2l_bert.snli_synthetic import make_snli_synthetic
 from conftest import write_small_corpus
 
+
 @pytest.fixture(scope='module')
 def snli_dir(tmp_path_factory):
     return make_snli_synthetic(str(tmp_path_factory.mktemp('snli')),

@@ -44,22 +44,22 @@ def add_arguments(parser):
         ' SNLI',
         'd2l-bert pretrain --lr 0.001 --out my-bert',
         'd2l-bert finetune --model my-bert --data synthetic')
-    parser.add_argument(
-        '--model', default='bert.small', metavar='DIR|bert.small|bert.base',
-        type=name_or_path(('bert.small', 'bert.base'),
-                          'a directory holding pretrained.params and '
-                          'vocab.json'),
-        help='pretrained BERT: a d2l hub name (downloaded, checked by '
+    # the first name is the default
+    for flag, names, holds, text in (
+            ('--model', ('bert.small', 'bert.base'),
+             'pretrained.params and vocab.json',
+             'pretrained BERT: a d2l hub name (downloaded, checked by '
              'SHA-1) or a directory with pretrained.params and vocab.json '
-             '(as `d2l-bert pretrain --out DIR` writes)')
-    parser.add_argument(
-        '--data', default='snli', metavar='snli|synthetic|DIR',
-        type=name_or_path(('snli', 'synthetic'),
-                          'a directory holding snli_1.0_train.txt and '
-                          'snli_1.0_test.txt'),
-        help='snli downloads SNLI; synthetic writes a small SNLI-format '
+             '(as `d2l-bert pretrain --out DIR` writes)'),
+            ('--data', ('snli', 'synthetic'),
+             'snli_1.0_train.txt and snli_1.0_test.txt',
+             'snli downloads SNLI; synthetic writes a small SNLI-format '
              'corpus, no network needed; DIR holds snli_1.0_train.txt and '
-             'snli_1.0_test.txt')
+             'snli_1.0_test.txt')):
+        parser.add_argument(
+            flag, default=names[0], metavar='|'.join(('DIR',) + names),
+            type=name_or_path(names, f'a directory holding {holds}'),
+            help=text)
     for name, metavar, check, text in (
             ('epochs', 'N', positive_int, 'number of epochs'),
             ('batch_size', 'B', positive_int, 'minibatch size'),
