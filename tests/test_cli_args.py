@@ -121,6 +121,25 @@ def test_an_output_directory_must_be_writable(tmp_path):
         locked.chmod(0o700)
 
 
+def test_an_os_error_is_its_file_and_reason_never_a_bare_errno():
+    error = FileNotFoundError(2, 'No such file or directory', 'texts.txt')
+    assert _args.os_error(error) == 'texts.txt: No such file or directory'
+    assert _args.os_error(OSError('disk full')) == 'disk full'
+    assert _args.os_error(OSError()) == 'OSError'
+
+
+def test_a_run_that_fails_on_a_file_is_one_line_and_exit_1(capsys,
+                                                         monkeypatch):
+    from d2l_bert.cli import chapter
+
+    def unreadable():
+        raise PermissionError(13, 'Permission denied', 'notebooks')
+    monkeypatch.setattr(chapter, 'notebook_dir', unreadable)
+    assert cli.main(['chapter']) == 1
+    assert capsys.readouterr().err == (
+        'd2l-bert chapter: error: notebooks: Permission denied\n')
+
+
 def test_library_spelling_becomes_the_options():
     assert _args.in_options(
         "max_len=8 is too small; use max_len >= 12; corpus='x'") == \

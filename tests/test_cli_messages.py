@@ -113,9 +113,11 @@ BAD = [
      '--devices cpu:0,cpu:1: chapter runs on one device, got 2; give one, '
      'such as cpu or gpu:0'),
     ('finetune --data nowhere',
-     "argument --data: no such file or directory: 'nowhere'; give snli, "
-     'synthetic or a directory holding snli_1.0_train.txt and '
-     'snli_1.0_test.txt'),
+     "argument --data: no such directory: 'nowhere'; give snli, synthetic "
+     'or a directory holding snli_1.0_train.txt and snli_1.0_test.txt'),
+    ('finetune --model a-file',
+     "argument --model: not a directory: 'a-file'; give bert.small, "
+     'bert.base or a directory holding pretrained.params and vocab.json'),
     ('finetune --data adir --model model',
      '--data adir: adir/snli_1.0_train.txt not found: the SNLI directory '
      'must hold snli_1.0_train.txt and snli_1.0_test.txt (the snli_1.0 '

@@ -19,7 +19,7 @@ the book's first cell does.
 import importlib
 import sys
 
-from ._args import Parser, RunError, UsageError
+from ._args import Parser, RunError, UsageError, os_error
 
 # name -> (module, one-line help)
 COMMANDS = {
@@ -64,11 +64,15 @@ def main(argv=None):
     from ..threads import set_threads
     args.threads = set_threads(getattr(args, 'num_threads', None))
     module = importlib.import_module(args._module)
+    prog = f'd2l-bert {args._name}'
     try:
         return module.main(args)
     except (UsageError, RunError) as e:
-        print(f'd2l-bert {args._name}: error: {e}', file=sys.stderr)
+        print(f'{prog}: error: {e}', file=sys.stderr)
         return 2 if isinstance(e, UsageError) else 1
+    except OSError as e:  # a file the run cannot read or write
+        print(f'{prog}: error: {os_error(e)}', file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print('interrupted', file=sys.stderr)
+        print(f'{prog}: interrupted', file=sys.stderr)
         return 130

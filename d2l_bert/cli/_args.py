@@ -211,16 +211,19 @@ def _check_writable(path):
             f'cannot write {path!r}: permission denied in {above!r}')
 
 
-def name_or_path(names, what):
-    """A validator of a value that is one of `names` or an existing path
-    (`what`: what the path must hold, said in the message)."""
+def name_or_dir(names, what):
+    """A validator of a value that is one of `names` or an existing
+    directory (`what`: what the directory must hold, said in the
+    message)."""
     def check(text):
-        if text in names or os.path.exists(text):
+        if text in names:
             return text
-        raise argparse.ArgumentTypeError(
-            f'no such file or directory: {text!r}; give '
-            f'{", ".join(names)} or {what}')
-    check.__name__ = 'name or path'
+        try:
+            return existing_dir(text)
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(
+                f'{e}; give {", ".join(names)} or {what}') from None
+    check.__name__ = 'name or directory'
     return check
 
 
@@ -347,6 +350,14 @@ def in_options(message):
                      + ' ', str(message))
     return re.sub(rf'\b({names})(?= [<>]=? )',
                   lambda m: _SPELLINGS[m.group(1)], message)
+
+
+def os_error(error):
+    """One line for an `OSError` of the run: the file and the reason,
+    never a bare errno."""
+    if error.filename is not None and error.strerror:
+        return f'{error.filename}: {error.strerror}'
+    return str(error) or type(error).__name__
 
 
 def option(name):

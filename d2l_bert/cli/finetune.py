@@ -23,7 +23,7 @@ import sys
 import time
 
 from ._args import (RunError, UsageError, add_devices, at_least, examples,
-                    in_options, name_or_path, non_negative_int, option,
+                    in_options, name_or_dir, non_negative_int, option,
                     output_dir, positive_float, positive_int, rate,
                     resolve_devices)
 
@@ -58,7 +58,7 @@ def add_arguments(parser):
              'snli_1.0_test.txt')):
         parser.add_argument(
             flag, default=names[0], metavar='|'.join(('DIR',) + names),
-            type=name_or_path(names, f'a directory holding {holds}'),
+            type=name_or_dir(names, f'a directory holding {holds}'),
             help=text)
     for name, metavar, check, text in (
             ('epochs', 'N', positive_int, 'number of epochs'),
