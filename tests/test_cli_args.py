@@ -128,8 +128,8 @@ def test_an_os_error_is_its_file_and_reason_never_a_bare_errno():
     assert _args.os_error(OSError()) == 'OSError'
 
 
-def test_a_run_that_fails_on_a_file_is_one_line_and_exit_1(capsys,
-                                                         monkeypatch):
+def test_a_run_that_fails_on_a_file_is_one_line_and_exit_1(
+        capsys, monkeypatch):
     from d2l_bert.cli import chapter
 
     def unreadable():
