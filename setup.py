@@ -47,6 +47,9 @@ INSTALL_REQUIRES = [
     f'matplotlib-inline==0.2.2; {NEW}',
     f'jupyter==1.1.1; {NEW}',  # d2l declares it; runs the notebooks
     f'numba==0.68.1; {NEW}',
+    # numba's `np.dot` calls SciPy's BLAS (the compiled attention); d2l
+    # declares SciPy too
+    f'scipy==1.18.1; {NEW}',
     f'tokenizers==0.23.3; {NEW}',  # 0.20.3 has no wheels for 3.14
     # every Python
     'tqdm==4.67.1',

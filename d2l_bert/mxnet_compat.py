@@ -9,7 +9,18 @@ names that NumPy 1.24 and 2.0 removed.  This module gives exactly those
 names back, on NumPy's own module object, with the meaning NumPy gives
 them today (`REPLACEMENTS`); the old financial functions, which NumPy
 moved out in 1.20 and has no replacement for, become functions that raise
-an error naming themselves (`EXPIRED`), as NumPy 1.20 to 1.23 did.  Python
+an error naming themselves (`EXPIRED`), as NumPy 1.20 to 1.23 did.
+
+NumPy 2 also prints its scalars with their type (``np.int64(2)``, NEP
+51), and MXNet passes operator arguments to its library as `str` of
+Python values: a list that holds NumPy integers, as
+`mxnet.gluon.utils.split_and_load` makes, becomes ``'[0, np.int64(2)]'``,
+which the library refuses.  NumPy's own switch for its 1.x printing,
+``numpy.set_printoptions(legacy='1.25')``, is set for that (printed
+scalars then also look as the book prints them).  NumPy keeps print
+options per context: threads started later print the NumPy 2 way, so
+call MXNet operators from the main thread, or call `give_back` in the
+thread.  Python
 3.12 also removed `distutils`, which MXNet imports for version checks:
 setuptools' own `distutils` shim provides it, so setuptools must be
 installed (d2l-bert's lock files for Python 3.12 and later pin it).
@@ -116,7 +127,9 @@ def give_back():
     """Put back on `numpy` the removed names that MXNet 1.9.1 reads.
 
     Only names NumPy no longer has are set; on NumPy 1.23 and earlier
-    nothing is.
+    nothing is.  On NumPy 2 its scalars print as in NumPy 1.25 again
+    (``numpy.set_printoptions(legacy='1.25')``, in this thread's context):
+    MXNet turns operator arguments into strings with `str`.
 
     Returns
     -------
@@ -133,6 +146,8 @@ def give_back():
         if value is not None and _missing(numpy, name):
             setattr(numpy, name, value)
             added.append(name)
+    if int(numpy.__version__.split('.')[0]) >= 2:
+        numpy.set_printoptions(legacy='1.25')   # `str([np.int64(2)])`
     return tuple(sorted(added))
 
 

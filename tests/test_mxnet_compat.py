@@ -39,6 +39,8 @@ def fake_numpy(version, drop=REMOVED + mxnet_compat.EXPIRED):
 @pytest.fixture
 def numpy2(monkeypatch):
     module = fake_numpy('2.5.5')
+    module.printoptions_set = []
+    module.set_printoptions = lambda **kw: module.printoptions_set.append(kw)
     monkeypatch.setitem(sys.modules, 'numpy', module)
     return module
 
@@ -59,6 +61,7 @@ def test_every_removed_name_comes_back_with_numpy2s_meaning(numpy2):
                                                         -math.inf)
     assert math.copysign(1.0, numpy2.NZERO) == -1.0
     assert math.isnan(numpy2.NaN) and math.isnan(numpy2.NAN)
+    assert numpy2.printoptions_set == [{'legacy': '1.25'}]
 
 
 def test_in1d_and_msort_compute_what_numpy_1_23_computed(numpy2):
@@ -87,6 +90,20 @@ def test_names_numpy_still_has_are_left_alone(monkeypatch):
     monkeypatch.setitem(sys.modules, 'numpy', module)
     assert mxnet_compat.give_back() == ('bool', 'npv')
     assert module.product is mine
+
+
+def test_mxnet_gets_numpy_integers_in_lists_of_operator_arguments(
+        tmp_path):
+    # split_and_load computes its split points with NumPy: on NumPy 2
+    # they printed as 'np.int64(2)' before give_back set legacy printing
+    code = ('import mxnet as mx, numpy; from mxnet import np, npx, gluon; '
+            'npx.set_np(); x = np.arange(10).reshape(5, 2); '
+            'parts = gluon.utils.split_and_load(x, [mx.cpu(0), mx.cpu(1)], '
+            'even_split=False); print([p.shape[0] for p in parts], '
+            'str([numpy.int64(2)]))')
+    result = run_child(code, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ['[3,', '2]', '[2]']
 
 
 def test_nothing_changes_on_numpy_1_23(monkeypatch):
