@@ -206,6 +206,25 @@ def armpl_loads():
     return True
 
 
+# What MXNet 1.9.1's Linux wheel takes from the system: GCC's OpenMP
+# runtime (libmxnet.so needs it) and quad-math library (its bundled
+# libgfortran needs it).  Desktops have them; minimal images may not.
+GCC_RUNTIME = (('libgomp.so.1', 'libgomp1', 'libgomp'),
+               ('libquadmath.so.0', 'libquadmath0', 'libquadmath'))
+
+
+def missing_gcc_runtime():
+    """The entries of `GCC_RUNTIME` whose library does not load here."""
+    import ctypes
+    missing = []
+    for entry in GCC_RUNTIME:
+        try:
+            ctypes.CDLL(entry[0])
+        except OSError:
+            missing.append(entry)
+    return missing
+
+
 def check_platform():
     """Stop where no MXNet 1.9.1 wheel works as installed: native Windows,
     arm64 macOS, and Linux on aarch64 without the Arm Performance
@@ -239,6 +258,16 @@ def check_platform():
             'directory on LD_LIBRARY_PATH, or use an x86_64 container '
             '(emulated on an ARM machine):',
             X86_CONTAINER]
+    elif sys.platform.startswith('linux') and missing_gcc_runtime():
+        missing = missing_gcc_runtime()
+        advice = [
+            "MXNet 1.9.1's library needs GCC's runtime libraries " +
+            ', '.join(m[0] for m in missing) + ', which this system lacks '
+            '(a minimal image); install them, then run this command again:',
+            '  Debian, Ubuntu: sudo apt install ' +
+            ' '.join(m[1] for m in missing),
+            '  Fedora, RHEL:   sudo dnf install ' +
+            ' '.join(m[2] for m in missing)]
     if advice is not None:
         print('run.py: ' + '\n'.join(advice)
               + '\n(see docs/install.md)', file=sys.stderr)

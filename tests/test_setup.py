@@ -303,6 +303,28 @@ def test_run_py_stops_where_mxnet_has_no_wheel(platform_name, machine, says,
     assert says in capsys.readouterr().err
 
 
+def test_run_py_names_the_gcc_runtime_a_minimal_linux_lacks(monkeypatch,
+                                                           capsys):
+    run = load_run_py()
+    monkeypatch.setattr(run.sys, 'platform', 'linux')
+    monkeypatch.setattr(run.platform, 'machine', lambda: 'x86_64')
+    monkeypatch.setattr(run, 'missing_gcc_runtime',
+                        lambda: [run.GCC_RUNTIME[0]])
+    with pytest.raises(SystemExit) as exit_info:
+        run.check_platform()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "needs GCC's runtime libraries libgomp.so.1, which" in err
+    assert 'sudo apt install libgomp1\n' in err
+    assert 'sudo dnf install libgomp\n' in err
+
+
+def test_this_machine_has_the_gcc_runtime_mxnet_needs():
+    if not sys.platform.startswith('linux'):
+        pytest.skip('the check is for Linux')
+    assert load_run_py().missing_gcc_runtime() == []
+
+
 @pytest.mark.parametrize('platform_name,machine,armpl', [
     ('linux', 'x86_64', False),
     ('linux', 'aarch64', True),
@@ -314,6 +336,7 @@ def test_run_py_goes_on_where_the_mxnet_wheel_works(platform_name, machine,
     monkeypatch.setattr(run.sys, 'platform', platform_name)
     monkeypatch.setattr(run.platform, 'machine', lambda: machine)
     monkeypatch.setattr(run, 'armpl_loads', lambda: armpl)
+    monkeypatch.setattr(run, 'missing_gcc_runtime', lambda: [])
     run.check_platform()   # no SystemExit
 
 
