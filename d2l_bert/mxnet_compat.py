@@ -25,6 +25,14 @@ thread.  Python
 setuptools' own `distutils` shim provides it, so setuptools must be
 installed (d2l-bert's lock files for Python 3.12 and later pin it).
 
+Python 3.14 made ``forkserver`` the default way to start processes on
+Linux, where it had been ``fork``.  MXNet 1.9.1's `DataLoader` starts its
+worker processes with the default and hands them the dataset by pickling
+it, which fails for a dataset class defined in a notebook or a script's
+``__main__`` (the book's `_WikiTextDataset`, run from a notebook cell):
+`fork_default` sets ``fork`` back as the default, on Linux, when nothing
+chose a start method yet.
+
 Nothing is patched until `mxnet` is imported, and nothing at all on NumPy
 1.23 and earlier, the book's environment.  No file of MXNet's or NumPy's
 is changed.  The mechanism is the one setuptools uses for its `distutils`
@@ -151,6 +159,23 @@ def give_back():
     return tuple(sorted(added))
 
 
+def fork_default(version=None, platform=None):
+    """Make ``fork`` the default start method again on Linux, Python 3.14
+    and later, unless a start method was chosen already.
+
+    Returns whether it was set.
+    """
+    import multiprocessing
+    version = sys.version_info[:2] if version is None else version
+    platform = sys.platform if platform is None else platform
+    if version < (3, 14) or not platform.startswith('linux'):
+        return False
+    if multiprocessing.get_start_method(allow_none=True) is not None:
+        return False
+    multiprocessing.set_start_method('fork')
+    return True
+
+
 def check_distutils():
     """Raise a clear ImportError when `distutils` cannot be imported.
 
@@ -168,8 +193,8 @@ def check_distutils():
 class MXNetHook:
     """A `sys.meta_path` finder that prepares NumPy for ``import mxnet``.
 
-    It finds nothing itself: when asked for `mxnet` it calls `give_back`
-    and `check_distutils`, removes itself, and lets the next finders
+    It finds nothing itself: when asked for `mxnet` it calls `give_back`,
+    `fork_default` and `check_distutils`, removes itself, and lets the next finders
     import MXNet as usual.
     """
 
@@ -177,6 +202,7 @@ class MXNetHook:
         if fullname == 'mxnet':
             remove_hook()
             give_back()
+            fork_default()
             check_distutils()
         return None
 

@@ -127,6 +127,7 @@ def test_the_hook_is_added_once_and_removes_itself(monkeypatch):
     calls = []
     monkeypatch.setattr(mxnet_compat, 'give_back',
                         lambda: calls.append('give_back'))
+    monkeypatch.setattr(mxnet_compat, 'fork_default', lambda: None)
     mxnet_compat.add_hook()
     mxnet_compat.add_hook()
     hooks = [f for f in sys.meta_path
@@ -137,6 +138,21 @@ def test_the_hook_is_added_once_and_removes_itself(monkeypatch):
     assert calls == ['give_back']
     assert not any(isinstance(f, mxnet_compat.MXNetHook)
                    for f in sys.meta_path)
+
+
+@pytest.mark.parametrize('version,platform,chosen,sets', [
+    ((3, 14), 'linux', None, True), ((3, 15), 'linux', None, True),
+    ((3, 13), 'linux', None, False), ((3, 14), 'darwin', None, False),
+    ((3, 14), 'linux', 'spawn', False)])
+def test_fork_is_the_default_again_on_linux_from_python_3_14(
+        monkeypatch, version, platform, chosen, sets):
+    import multiprocessing
+    calls = []
+    monkeypatch.setattr(multiprocessing, 'get_start_method',
+                        lambda allow_none=False: chosen)
+    monkeypatch.setattr(multiprocessing, 'set_start_method', calls.append)
+    assert mxnet_compat.fork_default(version, platform) is sets
+    assert calls == (['fork'] if sets else [])
 
 
 def test_a_python_without_distutils_is_told_to_install_setuptools(
