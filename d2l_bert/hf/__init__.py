@@ -24,28 +24,40 @@ nothing behind.
 
 The package holds one concern a module; every name is exported here:
 
-- `files`: finding a checkpoint and reading config.json and the weights;
+- `files`: finding a checkpoint and reading config.json and the weights
+  (safetensors in float32, float16 or bfloat16; shards);
 - `torch_pickle`: reading ``pytorch_model.bin`` without torch;
 - `convert`: config.json -> the book's options, checkpoint names -> the
   book's names;
-- `tokenizer`: the checkpoint's WordPiece tokenizer;
+- `tokenizer`: the checkpoint's tokenizer (``tokenizer.json`` or
+  ``vocab.txt``);
+- `sentence`: sentence-transformers' settings and its sentence vectors;
 - `model`: `PretrainedBERT` and `load_pretrained_bert`.
 """
-from .convert import (ACTIVATIONS, bert_options, convert_weights,
-                      normalize_names, parameter_map)
+from .convert import (ACTIVATIONS, POOLER_WEIGHTS, bert_options,
+                      convert_weights, normalize_names, parameter_map)
 from .files import (MINILM_INSTALL, MINILM_SHA256, WEIGHT_FILES,
-                    CheckpointError, minilm_dir, read_config, read_safetensors,
-                    read_weights, resolve_model_dir, sha256)
+                    CheckpointError, bfloat16_to_float32, minilm_dir,
+                    read_config, read_json, read_safetensors, read_shards,
+                    read_weight_file, read_weights, resolve_model_dir,
+                    sha256)
 from .model import (ENCODER_ARGUMENTS, PretrainedBERT, load_pretrained_bert,
                     set_parameters)
-from .tokenizer import SPECIAL_TOKENS, load_wordpiece_tokenizer, read_vocab
+from .sentence import (POOLING_MODES, SentenceSettings,
+                       read_sentence_settings, sentence_vectors)
+from .tokenizer import (SPECIAL_TOKENS, load_tokenizer,
+                        load_wordpiece_tokenizer, read_tokenizer_config,
+                        read_vocab)
 from .torch_pickle import read_pytorch_bin
 
 __all__ = [
     'ACTIVATIONS', 'CheckpointError', 'ENCODER_ARGUMENTS', 'MINILM_INSTALL',
-    'MINILM_SHA256', 'PretrainedBERT', 'SPECIAL_TOKENS', 'WEIGHT_FILES',
-    'bert_options', 'convert_weights', 'load_pretrained_bert',
-    'load_wordpiece_tokenizer', 'minilm_dir', 'normalize_names',
-    'parameter_map', 'read_config', 'read_pytorch_bin', 'read_safetensors',
-    'read_vocab', 'read_weights', 'resolve_model_dir', 'set_parameters',
-    'sha256']
+    'MINILM_SHA256', 'POOLER_WEIGHTS', 'POOLING_MODES', 'PretrainedBERT',
+    'SPECIAL_TOKENS', 'SentenceSettings', 'WEIGHT_FILES',
+    'bert_options', 'bfloat16_to_float32', 'convert_weights',
+    'load_pretrained_bert', 'load_tokenizer', 'load_wordpiece_tokenizer',
+    'minilm_dir', 'normalize_names', 'parameter_map', 'read_config',
+    'read_json', 'read_pytorch_bin', 'read_safetensors',
+    'read_sentence_settings', 'read_shards', 'read_tokenizer_config',
+    'read_vocab', 'read_weight_file', 'read_weights', 'resolve_model_dir',
+    'sentence_vectors', 'set_parameters', 'sha256']

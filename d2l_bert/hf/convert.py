@@ -18,9 +18,13 @@ from .files import CheckpointError
 # --- config.json: which of the book's options a checkpoint needs -----------
 
 # Hugging Face's `hidden_act` -> our `activation`.  'gelu' is the exact
-# (erf) GELU in both; 'gelu_new' and 'gelu_pytorch_tanh' are the tanh
-# approximation, which the book's classes do not have
-ACTIVATIONS = {'gelu': 'gelu', 'relu': 'relu'}
+# (erf) GELU in both; 'gelu_new' and 'gelu_pytorch_tanh' are its tanh
+# approximation, the transformer's 'gelu_tanh'
+ACTIVATIONS = {'gelu': 'gelu', 'relu': 'relu', 'gelu_new': 'gelu_tanh',
+               'gelu_pytorch_tanh': 'gelu_tanh'}
+
+#: The pooler's weights, which sentence-embedding checkpoints often lack
+POOLER_WEIGHTS = ('pooler.dense.weight', 'pooler.dense.bias')
 
 
 def bert_options(config, source='config.json'):
@@ -76,9 +80,7 @@ def bert_options(config, source='config.json'):
         refuse('model_type', model_type, "'bert'")
     hidden_act = config.get('hidden_act', 'gelu')
     if hidden_act not in ACTIVATIONS:
-        refuse('hidden_act', hidden_act,
-               f"{sorted(ACTIVATIONS)} (the exact GELU and ReLU; not the "
-               f"tanh approximation of 'gelu_new')")
+        refuse('hidden_act', hidden_act, f'{sorted(ACTIVATIONS)}')
     position_type = config.get('position_embedding_type', 'absolute')
     if position_type != 'absolute':
         refuse('position_embedding_type', position_type,
@@ -87,12 +89,12 @@ def bert_options(config, source='config.json'):
         if config.get(key, False):
             refuse(key, config[key], 'false (an encoder without '
                    'cross-attention)')
+    # One `dropout` serves the book's blocks; `attention_probs_dropout_prob`
+    # is not read: no dropout runs at inference, and fine-tuning uses
+    # `hidden_dropout_prob` for both
     dropout = config.get('hidden_dropout_prob', 0.1)
-    attention_dropout = config.get('attention_probs_dropout_prob', dropout)
-    if attention_dropout != dropout:
-        refuse('attention_probs_dropout_prob', attention_dropout,
-               f'the value of hidden_dropout_prob ({dropout!r}): one '
-               f'`dropout` serves both')
+    if not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        refuse('hidden_dropout_prob', dropout, 'a rate in [0, 1)')
     num_hiddens = need('hidden_size')
     num_heads = need('num_attention_heads')
     if num_hiddens % num_heads:
@@ -240,7 +242,8 @@ def convert_weights(weights, options, source='the checkpoint',
         `heads` ``'mlm'`` and ``'nsp'``) its parameters by name.  The
         encoder's ``pos_embedding`` has shape (1, L, H) and its
         ``segment_embedding.weight`` (2, H).  A tied MLM decoder has no
-        entry of its own: it is the token embedding.
+        entry of its own: it is the token embedding.  ``'hidden'`` is
+        empty when the checkpoint has no pooler (`POOLER_WEIGHTS`).
 
     Raises
     ------
@@ -250,13 +253,12 @@ def convert_weights(weights, options, source='the checkpoint',
     """
     weights = normalize_names(weights, source)
     rows = parameter_map(options, heads)
-    missing = [hf for hf, _, _, _ in rows if hf not in weights]
-    if missing:
-        shown = ', '.join(missing[:5]) + (', ...' if len(missing) > 5
-                                          else '')
-        raise CheckpointError(
-            f'{source} lacks {len(missing)} weight(s) that config.json '
-            f'implies: {shown}')
+    if not any(name in weights for name in POOLER_WEIGHTS):
+        # No pooler (as in many sentence-embedding checkpoints): `hidden`
+        # stays empty, and `PretrainedBERT` names the weights when asked
+        # for the pooled vector
+        rows = [row for row in rows if row[0] not in POOLER_WEIGHTS]
+    _check_missing(weights, rows, source)
     for hf, _, _, shape in rows:
         found = tuple(weights[hf].shape)
         if found != shape:
@@ -281,6 +283,7 @@ def convert_weights(weights, options, source='the checkpoint',
         _check_tied(weights, 'cls.predictions.decoder.bias',
                     'cls.predictions.bias', source)
     params = {target: {} for _, target, _, _ in rows}
+    params.setdefault('hidden', {})
     for hf, target, name, _ in rows:
         value = weights[hf]
         if value.dtype.kind != 'f':
@@ -296,6 +299,25 @@ def convert_weights(weights, options, source='the checkpoint',
         segment = onp.concatenate([segment, onp.zeros_like(segment)])
     encoder['segment_embedding.weight'] = segment[:2]        # (2, H)
     return params
+
+
+def _check_missing(weights, rows, source):
+    """Raise if a weight of `rows` (`parameter_map`'s) is not in `weights`,
+    naming what asked for it: config.json, or ``heads=True``."""
+    def shown(names):
+        return ', '.join(names[:5]) + (', ...' if len(names) > 5 else '')
+    missing = [hf for hf, target, _, _ in rows if hf not in weights
+               and target not in ('mlm', 'nsp')]
+    if missing:
+        raise CheckpointError(
+            f'{source} lacks {len(missing)} weight(s) that config.json '
+            f'implies: {shown(missing)}')
+    missing = [hf for hf, _, _, _ in rows if hf not in weights]
+    if missing:
+        raise CheckpointError(
+            f'{source} lacks {len(missing)} weight(s) of the pretraining '
+            f'heads that heads=True asks for: {shown(missing)} (an '
+            f'encoder without heads loads with heads=False)')
 
 
 def _check_tied(weights, name, tied_to, source):

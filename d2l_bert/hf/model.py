@@ -12,10 +12,13 @@ import os
 
 import numpy as onp
 
-from .convert import bert_options, convert_weights
+from ..checks import check_positive_int
+from .convert import POOLER_WEIGHTS, bert_options, convert_weights
 from .files import CheckpointError, read_config, read_weights, \
     resolve_model_dir
-from .tokenizer import load_wordpiece_tokenizer
+from .sentence import (SentenceSettings, read_sentence_settings,
+                       sentence_vectors)
+from .tokenizer import load_tokenizer
 
 # --- The book's classes, filled ---------------------------------------------
 
@@ -32,8 +35,12 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
     ----------
     model : str, default 'minilm'
         ``'minilm'`` (all-MiniLM-L6-v2, installed with `MINILM_INSTALL`)
-        or a directory holding ``config.json``, ``model.safetensors`` or
-        ``pytorch_model.bin``, and ``vocab.txt``.
+        or a directory as transformers saves a BERT: ``config.json``;
+        ``tokenizer.json`` and/or ``vocab.txt``; the weights in
+        ``model.safetensors`` (float32, float16 or bfloat16) or
+        ``pytorch_model.bin``, or sharded with their ``*.index.json``.
+        A checkpoint without pooler weights loads (its pooled vectors are
+        None); sentence-transformers' settings are read (`sentence`).
     ctx : mxnet.Context, optional
         Where the parameters live; default CPU.
     heads : bool, default False
@@ -48,8 +55,8 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
     -------
     PretrainedBERT
         The `BERTEncoder`, the pooler (`BERTModel.hidden`) and the
-        WordPiece tokenizer; with `heads`, the `BERTModel` holding them;
-        with `fast`, the inference twin that calls run (``.fast``).
+        tokenizer; with `heads`, the `BERTModel` holding them; with
+        `fast`, the inference twin that calls run (``.fast``).
 
     Raises
     ------
@@ -60,23 +67,57 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
         config asks for what the book's classes cannot express.
     """
     import mxnet as mx
-    from mxnet.gluon import nn
-
-    from ..bert import BERTEncoder, BERTModel
 
     ctx = mx.cpu() if ctx is None else ctx
     model_dir = resolve_model_dir(model)
     options = bert_options(read_config(model_dir),
                            os.path.join(model_dir, 'config.json'))
-    tokenizer = load_wordpiece_tokenizer(model_dir)
-    vocab_path = os.path.join(model_dir, 'vocab.txt')
-    if tokenizer.get_vocab_size() > options['vocab_size']:
+    tokenizer, tokenizer_path = load_tokenizer(model_dir)
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    if size > options['vocab_size']:
         raise CheckpointError(
-            f'{vocab_path} has {tokenizer.get_vocab_size()} tokens, more '
-            f'than vocab_size={options["vocab_size"]} in config.json')
+            f'{tokenizer_path} has {size} tokens, more than '
+            f'vocab_size={options["vocab_size"]} in config.json')
+    sentence = read_sentence_settings(model_dir, options['max_len'])
     weights, path = read_weights(model_dir)
     params = convert_weights(weights, options, path, heads)
     del weights
+    net, encoder, hidden = _build(options, params, heads, ctx)
+    name = 'minilm' if model == 'minilm' else os.path.basename(
+        os.path.normpath(model_dir))
+    twin = None
+    if fast:
+        # The fast layer's one visible call: a twin of the book's blocks
+        # for inference, sharing their parameters
+        from .. import fast as fast_layer
+        twin = fast_layer.inference(encoder, hidden)
+    missing = () if params['hidden'] else POOLER_WEIGHTS
+    return PretrainedBERT(encoder, None if missing else hidden, tokenizer,
+                          options['max_len'], options['num_segments'], name,
+                          ctx, net, twin, sentence=sentence,
+                          missing_pooler=missing, source=path)
+
+
+def _build(options, params, heads, ctx):
+    """The book's blocks filled with the converted `params`.
+
+    Returns
+    -------
+    net : BERTModel or None
+        With `heads`.
+    encoder : BERTEncoder
+    hidden : nn.Dense
+        The pooler; zeros when the checkpoint has none (the inference twin
+        computes it, `PretrainedBERT` gives None in its place).
+    """
+    from mxnet.gluon import nn
+
+    from ..bert import BERTEncoder, BERTModel
+
+    if not params['hidden']:
+        H = options['num_hiddens']
+        params['hidden'] = {'weight': onp.zeros((H, H), 'float32'),
+                            'bias': onp.zeros(H, 'float32')}
     arguments = {k: options[k] for k in ENCODER_ARGUMENTS}
     if heads:
         net = BERTModel(**arguments, tie_weights=options['tie_weights'])
@@ -87,23 +128,12 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
             arrays['mlm.mlp.2.weight'] = arrays[
                 'encoder.token_embedding.weight']
         set_parameters(net, arrays, ctx)
-        encoder, hidden = net.encoder, net.hidden
-    else:
-        net = None
-        encoder = BERTEncoder(**arguments)
-        hidden = nn.Dense(options['num_hiddens'], activation='tanh')
-        set_parameters(encoder, params['encoder'], ctx)
-        set_parameters(hidden, params['hidden'], ctx)
-    name = 'minilm' if model == 'minilm' else os.path.basename(
-        os.path.normpath(model_dir))
-    twin = None
-    if fast:
-        # The fast layer's one visible call: a twin of the book's blocks
-        # for inference, sharing their parameters
-        from .. import fast as fast_layer
-        twin = fast_layer.inference(encoder, hidden)
-    return PretrainedBERT(encoder, hidden, tokenizer, options['max_len'],
-                          options['num_segments'], name, ctx, net, twin)
+        return net, net.encoder, net.hidden
+    encoder = BERTEncoder(**arguments)
+    hidden = nn.Dense(options['num_hiddens'], activation='tanh')
+    set_parameters(encoder, params['encoder'], ctx)
+    set_parameters(hidden, params['hidden'], ctx)
+    return None, encoder, hidden
 
 
 def set_parameters(block, arrays, ctx):
@@ -149,8 +179,9 @@ class PretrainedBERT:
     Attributes
     ----------
     encoder : BERTEncoder
-    hidden : mxnet.gluon.nn.Dense
-        The pooler: a dense tanh layer on the encoding of ``[CLS]``.
+    hidden : mxnet.gluon.nn.Dense or None
+        The pooler: a dense tanh layer on the encoding of ``[CLS]``; None
+        when the checkpoint has no pooler weights (`missing_pooler`).
     tokenizer : tokenizers.Tokenizer
     max_len : int
         The longest BERT input sequence, in tokens.
@@ -162,15 +193,35 @@ class PretrainedBERT:
     fast : d2l_bert.fast.InferenceBERT or None
         The inference twin of `encoder` and `hidden` (same parameters)
         that calls run; None: the book's blocks run.
+    sentence : SentenceSettings
+        How `sentence_vectors` turns a text into one vector
+        (sentence-transformers' settings, `read_sentence_settings`).
+    missing_pooler : tuple of str
+        The pooler weights the checkpoint lacks (empty when it has them);
+        then every pooled output is None and `require_pooler` raises.
     """
 
     def __init__(self, encoder, hidden, tokenizer, max_len, num_segments,
-                 name, ctx, net=None, fast=None):
+                 name, ctx, net=None, fast=None, sentence=None,
+                 missing_pooler=(), source=None):
         self.encoder, self.hidden, self.tokenizer = encoder, hidden, tokenizer
         self.net, self.fast = net, fast
         self.max_len, self.num_segments = max_len, num_segments
         self.name, self.ctx = name, ctx
         self.pad_id = tokenizer.padding['pad_id']
+        self.sentence = sentence or SentenceSettings(
+            max_len, 'mean', True, False, 'defaults')
+        self.missing_pooler, self.source = tuple(missing_pooler), source
+
+    def require_pooler(self):
+        """Raise `CheckpointError` naming the pooler weights the
+        checkpoint lacks, if it lacks them."""
+        if self.missing_pooler:
+            raise CheckpointError(
+                f'{self.name} has no pooler: {self.source or "its weights"}'
+                f' lack {" and ".join(self.missing_pooler)}, so there is no '
+                f'pooled vector; the token vectors and the sentence vectors '
+                f'(mean, CLS or max) do not need it')
 
     def __call__(self, tokens, segments, valid_lens=None):
         """Encode a batch of token ids.
@@ -183,17 +234,30 @@ class PretrainedBERT:
         Returns
         -------
         encoded_X : float32 mxnet.np.ndarray, shape (B, T, H)
-        pooled : float32 mxnet.np.ndarray, shape (B, H)
-            The pooler's output on each sequence's ``[CLS]``.
+        pooled : float32 mxnet.np.ndarray, shape (B, H), or None
+            The pooler's output on each sequence's ``[CLS]``; None when
+            the checkpoint has no pooler (`missing_pooler`).
         """
         if self.fast is not None:
-            return self.fast(tokens, segments, valid_lens)   # the same two
-        encoded_X = self.encoder(tokens, segments, valid_lens)  # (B, T, H)
-        pooled = self.hidden(encoded_X[:, 0, :])             # (B, H)
-        return encoded_X, pooled
+            encoded_X, pooled = self.fast(tokens, segments, valid_lens)
+        else:
+            encoded_X = self.encoder(tokens, segments,
+                                     valid_lens)             # (B, T, H)
+            pooled = (None if self.hidden is None
+                      else self.hidden(encoded_X[:, 0, :]))  # (B, H)
+        return encoded_X, (None if self.missing_pooler else pooled)
 
-    def tokenize(self, text_a, text_b=None):
+    def tokenize(self, text_a, text_b=None, max_len=None):
         """Turn one text or a text pair into a BERT input sequence.
+
+        Parameters
+        ----------
+        text_a : str
+        text_b : str, optional
+        max_len : int, optional
+            Cut the sequence to `max_len` tokens, ``[SEP]`` kept (a pair:
+            the longer text first, as transformers does).  Without it, a
+            sequence longer than the model's positions is refused.
 
         Returns
         -------
@@ -213,7 +277,18 @@ class PretrainedBERT:
             raise ValueError(
                 f'{self.name} has a single segment embedding '
                 f'(type_vocab_size=1): it encodes one text, not a pair')
-        encoding = self.tokenizer.encode(text_a, text_b)
+        if max_len is not None:
+            check_positive_int('max_len', max_len)
+            if max_len > self.max_len:
+                raise ValueError(
+                    f'max_len={max_len} is more than the {self.max_len} '
+                    f'positions of {self.name} (max_position_embeddings)')
+            self.tokenizer.enable_truncation(max_len)
+        try:
+            encoding = self.tokenizer.encode(text_a, text_b)
+        finally:
+            if max_len is not None:
+                self.tokenizer.no_truncation()
         if len(encoding.ids) > self.max_len:
             raise ValueError(
                 f'the text makes {len(encoding.ids)} tokens with [CLS] and '
@@ -235,12 +310,14 @@ class PretrainedBERT:
             The T WordPiece tokens, with ``[CLS]`` and ``[SEP]``.
         encoded : float32 numpy.ndarray, shape (T, H)
             One vector per token: the last block's output.
-        pooled : float32 numpy.ndarray, shape (H,)
-            The pooler's output (`BERTModel.hidden` on ``[CLS]``).
+        pooled : float32 numpy.ndarray, shape (H,), or None
+            The pooler's output (`BERTModel.hidden` on ``[CLS]``); None
+            without a pooler (`missing_pooler`).
         """
         tokens, encoded, pooled, _ = self.encode_batch([(text_a, text_b)])
         T = len(tokens[0])
-        return tokens[0], encoded[0, :T], pooled[0]          # (T, H), (H,)
+        return (tokens[0], encoded[0, :T],                   # (T, H)
+                None if pooled is None else pooled[0])       # (H,)
 
     def encode_batch(self, texts):
         """Encode texts (or pairs) padded into one batch.
@@ -256,7 +333,7 @@ class PretrainedBERT:
         encoded : float32 numpy.ndarray, shape (B, T, H)
             T is the longest sequence; positions past a sequence's length
             are padding.
-        pooled : float32 numpy.ndarray, shape (B, H)
+        pooled : float32 numpy.ndarray, shape (B, H), or None
         valid_lens : int numpy.ndarray, shape (B,)
         """
         if isinstance(texts, str) or not len(texts):
@@ -284,7 +361,7 @@ class PretrainedBERT:
         encoded : float32 numpy.ndarray, shape (B, T, H)
             T is the longest sequence; positions past a sequence's length
             are padding.
-        pooled : float32 numpy.ndarray, shape (B, H)
+        pooled : float32 numpy.ndarray, shape (B, H), or None
         valid_lens : int numpy.ndarray, shape (B,)
         """
         from mxnet import np
@@ -301,4 +378,52 @@ class PretrainedBERT:
             np.array(padded, ctx=self.ctx),
             np.array(padded_segments, ctx=self.ctx),
             np.array(lengths, dtype='float32', ctx=self.ctx))
-        return encoded_X.asnumpy(), pooled.asnumpy(), lengths
+        return (encoded_X.asnumpy(),
+                None if pooled is None else pooled.asnumpy(), lengths)
+
+    def sentence_inputs(self, texts, max_len=None):
+        """Tokenize single texts for sentence vectors, cut as
+        sentence-transformers cuts them.
+
+        Parameters
+        ----------
+        texts : list of str
+        max_len : int, optional
+            Tokens a text is cut to; default ``sentence.max_len``
+            (``max_seq_length`` of a sentence-transformers checkpoint).
+
+        Returns
+        -------
+        token_ids, segments : list of list of int
+        num_cut : int
+            How many texts were longer than `max_len` and cut.
+        max_len : int
+            The length used.
+        """
+        max_len = self.sentence.max_len if max_len is None else max_len
+        token_ids, segments, num_cut = [], [], 0
+        for text in texts:
+            if self.sentence.lower_case and isinstance(text, str):
+                text = text.lower()
+            _, ids, segs = self.tokenize(text, max_len=max_len)
+            num_cut += len(ids) == max_len and len(
+                self.tokenizer.encode(text).ids) > max_len
+            token_ids.append(ids)
+            segments.append(segs)
+        return token_ids, segments, num_cut, max_len
+
+    def sentence_vectors(self, encoded, valid_lens):
+        """Pool encoded sequences into sentence vectors by `sentence`
+        (mean, CLS or max; L2-normalized or not).
+
+        Parameters
+        ----------
+        encoded : float32 numpy.ndarray, shape (B, T, H)
+        valid_lens : int numpy.ndarray, shape (B,)
+
+        Returns
+        -------
+        float32 numpy.ndarray, shape (B, H)
+        """
+        return sentence_vectors(encoded, valid_lens, self.sentence.pooling,
+                                self.sentence.normalize)     # (B, H)

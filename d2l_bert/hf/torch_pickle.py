@@ -12,7 +12,7 @@ import zipfile
 
 import numpy as onp
 
-from .files import CheckpointError
+from .files import CheckpointError, bfloat16_to_float32
 
 # torch's storage classes -> numpy dtypes; bfloat16 is read as uint16 and
 # widened to float32 (numpy has no bfloat16)
@@ -35,8 +35,7 @@ class _StorageType:
     def from_bytes(self, data):
         """Return a 1-D numpy array over the storage's raw bytes."""
         if self.dtype == 'bfloat16':
-            bits = onp.frombuffer(data, dtype='<u2').astype(onp.uint32)
-            return (bits << 16).view(onp.float32)
+            return bfloat16_to_float32(onp.frombuffer(data, dtype='<u2'))
         return onp.frombuffer(data, dtype=onp.dtype(self.dtype).newbyteorder(
             '<'))
 
