@@ -113,16 +113,17 @@ def test_bad_file_is_one_line(tmp_path, capsys, content, message):
 
 
 @needs_minilm
-def test_text_too_long_names_its_line(tmp_path, capsys):
+def test_text_longer_than_max_seq_length_is_cut_with_one_warning(
+        tmp_path, capsys):
     path = tmp_path / 'texts.txt'
     path.write_text('hello\n' + 'word ' * 600 + '\n', encoding='utf-8')
     assert run(['--model', 'minilm', '--file', str(path), '--out',
-                str(tmp_path / 'v.npy')]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f'd2l-bert encode: error: --file {path}: line 2: '
-                          'the text makes 602 tokens')
-    assert len(err.splitlines()) == 1
-    assert not (tmp_path / 'v.npy').exists()
+                str(tmp_path / 'v.npy')]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines()
+                if 'warning' in line]
+    # all-MiniLM-L6-v2's sentence_bert_config.json: max_seq_length 256
+    assert warnings == ['warning: 1 of 2 texts were cut to 256 tokens']
+    assert onp.load(tmp_path / 'v.npy').shape == (2, 384)
 
 
 @pytest.mark.parametrize('value', ['0', '-3', 'x', '2.5'])

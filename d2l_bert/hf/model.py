@@ -82,6 +82,7 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
     weights, path = read_weights(model_dir)
     params = convert_weights(weights, options, path, heads)
     del weights
+    missing = () if params['hidden'] else POOLER_WEIGHTS
     net, encoder, hidden = _build(options, params, heads, ctx)
     name = 'minilm' if model == 'minilm' else os.path.basename(
         os.path.normpath(model_dir))
@@ -91,7 +92,6 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
         # for inference, sharing their parameters
         from .. import fast as fast_layer
         twin = fast_layer.inference(encoder, hidden)
-    missing = () if params['hidden'] else POOLER_WEIGHTS
     return PretrainedBERT(encoder, None if missing else hidden, tokenizer,
                           options['max_len'], options['num_segments'], name,
                           ctx, net, twin, sentence=sentence,
