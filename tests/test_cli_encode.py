@@ -152,3 +152,35 @@ def test_bad_batch_size_is_one_line(tmp_path, capsys, value):
 def test_misused_options_are_one_line(capsys, argv, message):
     assert run(['--model', 'minilm'] + argv) == 2
     assert capsys.readouterr().err == f'd2l-bert encode: error: {message}\n'
+
+
+def test_file_mode_reads_a_d2l_layout_directory(tmp_path, capsys):
+    # A directory as `d2l-bert pretrain --out` writes it (vocab.json):
+    # each text is encoded alone, as `encode TEXT` does
+    import mxnet as mx
+    from d2l import mxnet as d2l
+
+    from d2l_bert import BERTModel
+    from d2l_bert.model_files import D2LTextEncoder, save_pretrained
+    vocab = d2l.Vocab([['a', 'crane', 'is', 'flying', 'river']],
+                      reserved_tokens=['<pad>', '<mask>', '<cls>', '<sep>'])
+    config = dict(vocab_size=len(vocab), num_hiddens=8, ffn_num_hiddens=16,
+                  num_heads=2, num_blks=1, dropout=0.0, max_len=16)
+    net = BERTModel(**config)
+    net.initialize(mx.init.Normal(0.1))
+    model_dir = str(tmp_path / 'model')
+    net(*[mx.np.zeros((1, 4), dtype='int32')] * 2,
+        mx.np.array([4.0]), mx.np.zeros((1, 1), dtype='int32'))
+    save_pretrained(net, vocab, model_dir, config)
+    path = tmp_path / 'texts.txt'
+    path.write_text('a crane is flying\nriver\n', encoding='utf-8')
+    out = tmp_path / 'v.npy'
+    assert run(['--model', model_dir, '--file', str(path), '--out',
+                str(out)]) == 0
+    vectors = onp.load(out)
+    encoder = D2LTextEncoder(model_dir)
+    for i, text in enumerate(['a crane is flying', 'river']):
+        _, encoded, _ = encoder.encode(text)                 # (T, H)
+        mean = encoded.mean(axis=0)
+        onp.testing.assert_allclose(vectors[i], mean / onp.linalg.norm(mean),
+                                    rtol=0, atol=1e-6)
