@@ -71,24 +71,9 @@ def bert_options(config, source='config.json'):
             raise CheckpointError(f'{source}: {e}') from None
 
     def refuse(key, value, allowed):
-        raise CheckpointError(
-            f'{source}: {key}={value!r} cannot be expressed by the book\'s '
-            f'classes, which allow {allowed}')
+        _refuse(source, key, value, allowed)
 
-    model_type = config.get('model_type', 'bert')
-    if model_type != 'bert':
-        refuse('model_type', model_type, "'bert'")
-    hidden_act = config.get('hidden_act', 'gelu')
-    if hidden_act not in ACTIVATIONS:
-        refuse('hidden_act', hidden_act, f'{sorted(ACTIVATIONS)}')
-    position_type = config.get('position_embedding_type', 'absolute')
-    if position_type != 'absolute':
-        refuse('position_embedding_type', position_type,
-               "'absolute' (one learned vector per position)")
-    for key in ('is_decoder', 'add_cross_attention'):
-        if config.get(key, False):
-            refuse(key, config[key], 'false (an encoder without '
-                   'cross-attention)')
+    _check_architecture(config, source)
     # One `dropout` serves the book's blocks; `attention_probs_dropout_prob`
     # is not read: no dropout runs at inference, and fine-tuning uses
     # `hidden_dropout_prob` for both
@@ -113,11 +98,36 @@ def bert_options(config, source='config.json'):
         num_blks=need('num_hidden_layers'),
         dropout=float(dropout),
         max_len=need('max_position_embeddings'),
-        activation=ACTIVATIONS[hidden_act],
+        activation=ACTIVATIONS[config.get('hidden_act', 'gelu')],
         epsilon=float(epsilon),
         embedding_norm=True,
         tie_weights=bool(config.get('tie_word_embeddings', True)),
         num_segments=num_segments)
+
+
+def _refuse(source, key, value, allowed):
+    raise CheckpointError(
+        f'{source}: {key}={value!r} cannot be expressed by the book\'s '
+        f'classes, which allow {allowed}')
+
+
+def _check_architecture(config, source):
+    """Refuse a config that is not a BERT encoder the book's classes
+    express, naming the field and its value."""
+    model_type = config.get('model_type', 'bert')
+    if model_type != 'bert':
+        _refuse(source, 'model_type', model_type, "'bert'")
+    hidden_act = config.get('hidden_act', 'gelu')
+    if hidden_act not in ACTIVATIONS:
+        _refuse(source, 'hidden_act', hidden_act, f'{sorted(ACTIVATIONS)}')
+    position_type = config.get('position_embedding_type', 'absolute')
+    if position_type != 'absolute':
+        _refuse(source, 'position_embedding_type', position_type,
+                "'absolute' (one learned vector per position)")
+    for key in ('is_decoder', 'add_cross_attention'):
+        if config.get(key, False):
+            _refuse(source, key, config[key], 'false (an encoder without '
+                    'cross-attention)')
 
 
 # --- Names and shapes: the checkpoint's and the book's ----------------------
@@ -144,7 +154,7 @@ def parameter_map(options, heads=False):
         weights are (out, in) in both libraries.
     """
     V, H = options['vocab_size'], options['num_hiddens']
-    F, L = options['ffn_num_hiddens'], options['max_len']
+    L = options['max_len']
     S = options['num_segments']
     rows = [
         ('embeddings.word_embeddings.weight', 'encoder',
@@ -159,24 +169,7 @@ def parameter_map(options, heads=False):
          (H,)),
     ]
     for i in range(options['num_blks']):
-        hf, ours = f'encoder.layer.{i}.', f'blks.{i}.'
-        for hf_dense, our_dense, shape in [
-                ('attention.self.query', 'attention.W_q', (H, H)),
-                ('attention.self.key', 'attention.W_k', (H, H)),
-                ('attention.self.value', 'attention.W_v', (H, H)),
-                ('attention.output.dense', 'attention.W_o', (H, H)),
-                ('intermediate.dense', 'ffn.dense1', (F, H)),
-                ('output.dense', 'ffn.dense2', (H, F))]:
-            rows.append((f'{hf}{hf_dense}.weight', 'encoder',
-                         f'{ours}{our_dense}.weight', shape))
-            rows.append((f'{hf}{hf_dense}.bias', 'encoder',
-                         f'{ours}{our_dense}.bias', shape[:1]))
-        for hf_norm, our_norm in [('attention.output.LayerNorm', 'addnorm1'),
-                                  ('output.LayerNorm', 'addnorm2')]:
-            rows.append((f'{hf}{hf_norm}.weight', 'encoder',
-                         f'{ours}{our_norm}.ln.gamma', (H,)))
-            rows.append((f'{hf}{hf_norm}.bias', 'encoder',
-                         f'{ours}{our_norm}.ln.beta', (H,)))
+        rows += _block_rows(i, H, options['ffn_num_hiddens'])
     rows.append(('pooler.dense.weight', 'hidden', 'weight', (H, H)))
     rows.append(('pooler.dense.bias', 'hidden', 'bias', (H,)))
     if heads:
@@ -192,6 +185,30 @@ def parameter_map(options, heads=False):
         if not options['tie_weights']:
             rows.append((f'{mlm}decoder.weight', 'mlm', 'mlp.2.weight',
                          (V, H)))
+    return rows
+
+
+def _block_rows(i, H, F):
+    """`parameter_map`'s rows of transformer block `i`."""
+    rows = []
+    hf, ours = f'encoder.layer.{i}.', f'blks.{i}.'
+    for hf_dense, our_dense, shape in [
+            ('attention.self.query', 'attention.W_q', (H, H)),
+            ('attention.self.key', 'attention.W_k', (H, H)),
+            ('attention.self.value', 'attention.W_v', (H, H)),
+            ('attention.output.dense', 'attention.W_o', (H, H)),
+            ('intermediate.dense', 'ffn.dense1', (F, H)),
+            ('output.dense', 'ffn.dense2', (H, F))]:
+        rows.append((f'{hf}{hf_dense}.weight', 'encoder',
+                     f'{ours}{our_dense}.weight', shape))
+        rows.append((f'{hf}{hf_dense}.bias', 'encoder',
+                     f'{ours}{our_dense}.bias', shape[:1]))
+    for hf_norm, our_norm in [('attention.output.LayerNorm', 'addnorm1'),
+                              ('output.LayerNorm', 'addnorm2')]:
+        rows.append((f'{hf}{hf_norm}.weight', 'encoder',
+                     f'{ours}{our_norm}.ln.gamma', (H,)))
+        rows.append((f'{hf}{hf_norm}.bias', 'encoder',
+                     f'{ours}{our_norm}.ln.beta', (H,)))
     return rows
 
 
@@ -259,24 +276,7 @@ def convert_weights(weights, options, source='the checkpoint',
         # for the pooled vector
         rows = [row for row in rows if row[0] not in POOLER_WEIGHTS]
     _check_missing(weights, rows, source)
-    for hf, _, _, shape in rows:
-        found = tuple(weights[hf].shape)
-        if found != shape:
-            raise CheckpointError(
-                f'{source}: {hf} has shape {found}, but config.json implies '
-                f'{shape} (vocab_size={options["vocab_size"]}, hidden_size='
-                f'{options["num_hiddens"]}, intermediate_size='
-                f'{options["ffn_num_hiddens"]}, max_position_embeddings='
-                f'{options["max_len"]}, type_vocab_size='
-                f'{options["num_segments"]})')
-    known = {hf for hf, _, _, _ in rows} | set(_NOT_ENCODER)
-    extra = sorted(name for name in weights if name not in known
-                   and name.startswith(_ENCODER_PREFIXES))
-    if extra:
-        raise CheckpointError(
-            f'{source} holds encoder weights that config.json does not '
-            f'describe (num_hidden_layers={options["num_blks"]}?): '
-            f'{", ".join(extra[:5])}{", ..." if len(extra) > 5 else ""}')
+    _check_shapes(weights, rows, options, source)
     if heads and options['tie_weights']:
         _check_tied(weights, 'cls.predictions.decoder.weight',
                     'embeddings.word_embeddings.weight', source)
@@ -299,6 +299,29 @@ def convert_weights(weights, options, source='the checkpoint',
         segment = onp.concatenate([segment, onp.zeros_like(segment)])
     encoder['segment_embedding.weight'] = segment[:2]        # (2, H)
     return params
+
+
+def _check_shapes(weights, rows, options, source):
+    """Raise if a weight's shape is not what config.json implies, or if
+    encoder weights are left over."""
+    for hf, _, _, shape in rows:
+        found = tuple(weights[hf].shape)
+        if found != shape:
+            raise CheckpointError(
+                f'{source}: {hf} has shape {found}, but config.json implies '
+                f'{shape} (vocab_size={options["vocab_size"]}, hidden_size='
+                f'{options["num_hiddens"]}, intermediate_size='
+                f'{options["ffn_num_hiddens"]}, max_position_embeddings='
+                f'{options["max_len"]}, type_vocab_size='
+                f'{options["num_segments"]})')
+    known = {hf for hf, _, _, _ in rows} | set(_NOT_ENCODER)
+    extra = sorted(name for name in weights if name not in known
+                   and name.startswith(_ENCODER_PREFIXES))
+    if extra:
+        raise CheckpointError(
+            f'{source} holds encoder weights that config.json does not '
+            f'describe (num_hidden_layers={options["num_blks"]}?): '
+            f'{", ".join(extra[:5])}{", ..." if len(extra) > 5 else ""}')
 
 
 def _check_missing(weights, rows, source):
