@@ -71,7 +71,8 @@ def add_arguments(parser):
     parser.add_argument(
         '--file', metavar='PATH',
         help="encode the texts of PATH, one a line ('-': standard input), "
-             'in batches; write their vectors with --out')
+             'in batches (a d2l-layout model: one text at a time); write '
+             'their vectors with --out')
     parser.add_argument(
         '--out', metavar='PATH.npy',
         help='with --file: write the vectors there, one row per line of '

