@@ -221,11 +221,13 @@ def test_max_len_option_overrides_the_checkpoint(checkpoint, tmp_path,
     onp.testing.assert_allclose(
         onp.load(out), bert.sentence_vectors(encoded, valid_lens),
         rtol=0, atol=1e-6)
-    assert main(['encode', '--model', model_dir, '--file', str(texts),
-                 '--out', str(out), '--max-len', '0']) == 2
+    with pytest.raises(SystemExit) as exit_:  # found by argparse
+        main(['encode', '--model', model_dir, '--file', str(texts), '--out',
+              str(out), '--max-len', '0'])
+    assert exit_.value.code == 2
     assert capsys.readouterr().err == (
-        "d2l-bert encode: error: --max-len must be a positive integer, got "
-        "'0'\n")
+        "d2l-bert encode: error: argument --max-len: must be a positive "
+        "integer, got '0'\n")
 
 
 def test_pooling_mode_not_read_is_named(checkpoint):
