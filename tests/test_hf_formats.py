@@ -230,6 +230,25 @@ def test_max_len_option_overrides_the_checkpoint(checkpoint, tmp_path,
         "integer, got '0'\n")
 
 
+def test_tokenizer_model_max_length_cuts_without_sentence_settings(
+        checkpoint):
+    # A plain transformers checkpoint: model_max_length of
+    # tokenizer_config.json is where texts are cut (sentence-transformers'
+    # default), the vector the normalized mean
+    model_dir = checkpoint('tokenizer_json')
+    with open(os.path.join(model_dir, 'tokenizer_config.json'), 'w') as f:
+        json.dump({'model_max_length': 6}, f)
+    bert = hf.load_pretrained_bert(model_dir)
+    assert bert.sentence == hf.SentenceSettings(
+        6, 'mean', True, False, 'tokenizer_config.json')
+    ids, _, num_cut, max_len = bert.sentence_inputs(REFERENCE['st_texts'])
+    assert (num_cut, max_len) == (2, 6)
+    assert [len(i) for i in ids] == [4, 6, 6]
+    # Without the file: the positions (24)
+    os.remove(os.path.join(model_dir, 'tokenizer_config.json'))
+    assert hf.load_pretrained_bert(model_dir).sentence.max_len == 24
+
+
 def test_pooling_mode_not_read_is_named(checkpoint):
     model_dir = checkpoint('st_mean')
     path = os.path.join(model_dir, '1_Pooling', 'config.json')
