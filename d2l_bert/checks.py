@@ -120,9 +120,10 @@ def check_pred_positions(pred_positions, batch_size, seq_len):
 
 def check_activation(activation):
     """Return `activation` if it is one the blocks know, else raise."""
-    if activation not in ('relu', 'gelu'):
-        raise ValueError(f"activation must be one of ('relu', 'gelu'), "
-                         f'got {activation!r}')
+    allowed = ('relu', 'gelu', 'gelu_tanh')
+    if activation not in allowed:
+        raise ValueError(f'activation must be one of {allowed}, got '
+                         f'{activation!r}')
     return activation
 
 

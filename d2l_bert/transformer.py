@@ -5,8 +5,9 @@ defines them: plain Gluon blocks (`nn.Block` with `forward`).  Two keyword
 options give the original BERT's architecture (the book's choice stays
 the default):
 
-- ``activation``: 'relu' (the book) or 'gelu' (the original BERT, the
-  chapter's exercise);
+- ``activation``: 'relu' (the book), 'gelu' (the original BERT, the
+  chapter's exercise) or 'gelu_tanh' (GELU's tanh approximation, which
+  some pretrained BERTs use: Hugging Face's 'gelu_new');
 - ``epsilon``: the LayerNorm epsilon, 1e-5 in Gluon (the book) and 1e-12
   in the original BERT.
 
@@ -16,20 +17,33 @@ Dimension key used in the shape comments:
 
 B: batch size, T: sequence length, H: num_hiddens, F: ffn_num_hiddens
 """
+import math
+
 from mxnet.gluon import nn
 
 from .attention import MultiHeadAttention
 from .checks import check_activation
 
 
+class TanhGELU(nn.HybridBlock):
+    """GELU's tanh approximation (Hendrycks and Gimpel, 2016):
+    ``0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))``, Hugging Face's
+    'gelu_new' and 'gelu_pytorch_tanh'."""
+
+    def hybrid_forward(self, F, X):
+        """`X` (any shape) -> the same shape."""
+        inner = math.sqrt(2 / math.pi) * (X + 0.044715 * X * X * X)
+        return 0.5 * X * (1 + F.np.tanh(inner))
+
+
 def dense(units, activation=None, **kwargs):
-    """`nn.Dense(units, activation=...)`, also for 'gelu', which Gluon's
-    `Dense` does not know: its activation is then an `nn.GELU`, so the
-    parameters keep the Dense's names."""
-    if activation != 'gelu':
+    """`nn.Dense(units, activation=...)`, also for 'gelu' and 'gelu_tanh',
+    which Gluon's `Dense` does not know: its activation is then an
+    `nn.GELU` or a `TanhGELU`, so the parameters keep the Dense's names."""
+    if activation not in ('gelu', 'gelu_tanh'):
         return nn.Dense(units, activation=activation, **kwargs)
     layer = nn.Dense(units, **kwargs)
-    layer.act = nn.GELU()
+    layer.act = nn.GELU() if activation == 'gelu' else TanhGELU()
     return layer
 
 
@@ -44,9 +58,10 @@ class PositionWiseFFN(nn.Block):
         F, the size of the hidden layer.
     ffn_num_outputs : int
         Size of the output (H in the encoder).
-    activation : {'relu', 'gelu'}, default 'relu'
+    activation : {'relu', 'gelu', 'gelu_tanh'}, default 'relu'
         The nonlinearity between the two layers: ReLU as the book, GELU
-        as the original BERT.
+        as the original BERT, its tanh approximation as checkpoints with
+        ``hidden_act='gelu_new'``.
     """
     def __init__(self, ffn_num_hiddens, ffn_num_outputs, activation='relu'):
         super().__init__()
@@ -99,7 +114,7 @@ class TransformerEncoderBlock(nn.Block):
         Dropout rate on the attention weights and in both AddNorm.
     use_bias : bool, default False
         Whether the attention projections have biases (BERT: True).
-    activation : {'relu', 'gelu'}, default 'relu'
+    activation : {'relu', 'gelu', 'gelu_tanh'}, default 'relu'
         The FFN's nonlinearity (`PositionWiseFFN`).
     epsilon : float, default 1e-5
         Both AddNorm's LayerNorm epsilon (1e-12 in the original BERT).

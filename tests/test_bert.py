@@ -274,6 +274,30 @@ def test_gelu_ffn_computes_gelu():
     onp.testing.assert_allclose(ffn(X).asnumpy(), expected, atol=1e-5)
 
 
+def test_gelu_tanh_ffn_computes_the_tanh_approximation():
+    from d2l_bert import PositionWiseFFN
+    ffn = PositionWiseFFN(6, 4, activation='gelu_tanh')
+    ffn.initialize(mx.init.Normal(0.5))
+    X = np.random.normal(size=(2, 3, 5))
+    ffn(X)
+    # Hugging Face's 'gelu_new' and 'gelu_pytorch_tanh'
+    H = X.asnumpy() @ ffn.dense1.weight.data().asnumpy().T \
+        + ffn.dense1.bias.data().asnumpy()
+    gelu = 0.5 * H * (1 + onp.tanh(onp.sqrt(2 / onp.pi)
+                                   * (H + 0.044715 * H ** 3)))
+    expected = gelu @ ffn.dense2.weight.data().asnumpy().T \
+        + ffn.dense2.bias.data().asnumpy()
+    onp.testing.assert_allclose(ffn(X).asnumpy(), expected, atol=1e-5)
+    exact = PositionWiseFFN(6, 4, activation='gelu')
+    exact.initialize()
+    exact(X)
+    for name in ('dense1', 'dense2'):
+        for p in ('weight', 'bias'):
+            getattr(getattr(exact, name), p).set_data(
+                getattr(getattr(ffn, name), p).data())
+    assert 1e-6 < float(abs(exact(X) - ffn(X)).max()) < 1e-2
+
+
 def test_tied_weights_share_the_token_embedding(tmp_path, tiny_batch):
     net = BERTModel(**TINY, tie_weights=True)
     net.initialize()

@@ -115,16 +115,17 @@ def test_bad_file_is_one_line(tmp_path, capsys, content, message):
 
 
 @needs_minilm
-def test_text_too_long_names_its_line(tmp_path, capsys):
+def test_text_longer_than_max_seq_length_is_cut_with_one_warning(
+        tmp_path, capsys):
     path = tmp_path / 'texts.txt'
     path.write_text('hello\n' + 'word ' * 600 + '\n', encoding='utf-8')
     assert run(['--model', 'minilm', '--file', str(path), '--out',
-                str(tmp_path / 'v.npy')]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f'd2l-bert encode: error: --file {path}: line 2: '
-                          'the text makes 602 tokens')
-    assert len(err.splitlines()) == 1
-    assert not (tmp_path / 'v.npy').exists()
+                str(tmp_path / 'v.npy')]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines()
+                if 'warning' in line]
+    # all-MiniLM-L6-v2's sentence_bert_config.json: max_seq_length 256
+    assert warnings == ['warning: 1 of 2 texts were cut to 256 tokens']
+    assert onp.load(tmp_path / 'v.npy').shape == (2, 384)
 
 
 @pytest.mark.parametrize('value', ['0', '-3', 'x', '2.5'])
@@ -156,3 +157,35 @@ def test_misused_options_are_one_line(capsys, tmp_path, monkeypatch, argv,
     (tmp_path / 'x.txt').write_text('hello\n', encoding='utf-8')
     assert run(['--model', 'minilm'] + argv) == 2
     assert capsys.readouterr().err == f'd2l-bert encode: error: {message}\n'
+
+
+def test_file_mode_reads_a_d2l_layout_directory(tmp_path, capsys):
+    # A directory as `d2l-bert pretrain --out` writes it (vocab.json):
+    # each text is encoded alone, as `encode TEXT` does
+    import mxnet as mx
+    from d2l import mxnet as d2l
+
+    from d2l_bert import BERTModel
+    from d2l_bert.model_files import D2LTextEncoder, save_pretrained
+    vocab = d2l.Vocab([['a', 'crane', 'is', 'flying', 'river']],
+                      reserved_tokens=['<pad>', '<mask>', '<cls>', '<sep>'])
+    config = dict(vocab_size=len(vocab), num_hiddens=8, ffn_num_hiddens=16,
+                  num_heads=2, num_blks=1, dropout=0.0, max_len=16)
+    net = BERTModel(**config)
+    net.initialize(mx.init.Normal(0.1))
+    model_dir = str(tmp_path / 'model')
+    net(*[mx.np.zeros((1, 4), dtype='int32')] * 2,
+        mx.np.array([4.0]), mx.np.zeros((1, 1), dtype='int32'))
+    save_pretrained(net, vocab, model_dir, config)
+    path = tmp_path / 'texts.txt'
+    path.write_text('a crane is flying\nriver\n', encoding='utf-8')
+    out = tmp_path / 'v.npy'
+    assert run(['--model', model_dir, '--file', str(path), '--out',
+                str(out)]) == 0
+    vectors = onp.load(out)
+    encoder = D2LTextEncoder(model_dir)
+    for i, text in enumerate(['a crane is flying', 'river']):
+        _, encoded, _ = encoder.encode(text)                 # (T, H)
+        mean = encoded.mean(axis=0)
+        onp.testing.assert_allclose(vectors[i], mean / onp.linalg.norm(mean),
+                                    rtol=0, atol=1e-6)

@@ -154,6 +154,15 @@ def test_twin_of_the_book_encoder_without_embedding_norm(kernels):
     assert_twin_matches_book(twin, encoder, hidden, *batch())
 
 
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_twin_honours_the_tanh_gelu(kernels):
+    # gelu_new checkpoints: the FFN's activation is the book block's own
+    # `TanhGELU`, which the twin calls as it is
+    encoder, hidden = tiny_pretrained(activation='gelu_tanh')
+    twin = fast.inference(encoder, hidden, kernels=kernels)
+    assert_twin_matches_book(twin, encoder, hidden, *batch())
+
+
 def test_compiled_attention_of_a_sequence_without_valid_position():
     """Length 0: the book's masking gives uniform weights over all keys;
     so does the compiled loop (MXNet's operators round them otherwise)."""

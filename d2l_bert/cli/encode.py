@@ -20,11 +20,15 @@ lines::
 
 The batches hold texts of similar lengths (sorted by length, which cuts
 the padding); a progress bar runs and a last line gives the throughput.
-The vector of a text (``--vector``) is by default the mean of its token
-vectors over its valid tokens, L2-normalized: the sentence embedding
-all-MiniLM-L6-v2 was trained to give (sentence-transformers' mean
-pooling and `Normalize`); ``--vector pooled`` gives the pooler's output
-on ``[CLS]`` instead.
+The vector of a text (``--vector``) is by default its sentence vector as
+sentence-transformers' `encode` gives it: each text cut to the
+checkpoint's ``max_seq_length`` (or ``--max-len``; one warning line says
+how many texts were cut), pooled as ``1_Pooling/config.json`` says (mean,
+CLS or max) and L2-normalized if ``modules.json`` has `Normalize`; a
+checkpoint without these files gets the L2-normalized mean.  ``--vector
+mean`` is always that mean, ``--vector pooled`` the pooler's output on
+``[CLS]``.  A directory in the d2l layout encodes each text alone, as
+``encode`` does.
 
 Models are loaded through `load_text_encoder`, the one place that maps a
 ``--model`` value to an encoder: any object with ``encode(text_a,
@@ -44,7 +48,7 @@ NUM_VALUES = 3
 
 
 #: What `--vector` may name
-VECTORS = ('mean', 'pooled')
+VECTORS = ('sentence', 'mean', 'pooled')
 
 
 def add_arguments(parser):
@@ -77,7 +81,8 @@ def add_arguments(parser):
     files.add_argument('--file', metavar='PATH',
                        type=existing_file_or_stdin,
                        help="encode the texts of PATH, one a line ('-': "
-                            'standard input), in batches; write their '
+                            'standard input), in batches (a d2l-layout '
+                            'model: one text at a time); write their '
                             'vectors with --out')
     files.add_argument('--out', metavar='PATH.npy', type=output_file('.npy'),
                        help='with --file: write the vectors there, one row '
@@ -85,11 +90,17 @@ def add_arguments(parser):
                             'shape (texts, hidden size))')
     files.add_argument('--batch-size', type=positive_int, default=64,
                        metavar='N', help='with --file: texts per batch')
-    files.add_argument('--vector', default='mean', choices=VECTORS,
-                       help='with --file: mean: the mean of the token '
-                            'vectors over the valid tokens, L2-normalized '
-                            '(the sentence embedding of all-MiniLM-L6-v2); '
-                            'pooled: the pooler output')
+    files.add_argument('--vector', default='sentence', choices=VECTORS,
+                       help="with --file: sentence: the checkpoint's "
+                            "sentence vector, as sentence-transformers' "
+                            'encode gives it (its max_seq_length, pooling '
+                            'and normalization); mean: the mean of the '
+                            'token vectors over the valid tokens, '
+                            'L2-normalized; pooled: the pooler output')
+    files.add_argument('--max-len', type=positive_int, metavar='N',
+                       help="with --file: cut each text to N tokens "
+                            "(default: the checkpoint's max_seq_length or "
+                            'model_max_length, else its positions)')
 
 
 def load_text_encoder(spec, ctx):
@@ -190,7 +201,7 @@ def mean_vectors(encoded, valid_lens):
 
 
 def encode_texts(bert, texts, batch_size, sort=True, progress=True,
-                 source='texts'):
+                 source='texts', max_len=None):
     """Encode many texts in batches; return their vectors in input order.
 
     Parameters
@@ -208,27 +219,30 @@ def encode_texts(bert, texts, batch_size, sort=True, progress=True,
         Show a progress bar (on standard error).
     source : str
         Where the texts come from, for errors (``'--file texts.txt'``).
+    max_len : int, optional
+        Cut each text to `max_len` tokens; default: the checkpoint's
+        (`PretrainedBERT.sentence_inputs`).
 
     Returns
     -------
     dict
+        ``'sentence'``: (N, H) float32, the sentence vectors by the
+        checkpoint's settings (`PretrainedBERT.sentence_vectors`);
         ``'mean'``: (N, H) float32, the L2-normalized mean of each text's
         token vectors (`mean_vectors`); ``'pooled'``: (N, H) float32, the
-        pooler's output; ``'tokens'``: the total count of valid tokens.
+        pooler's output, or None without a pooler; ``'tokens'``: the total
+        count of valid tokens; ``'cut'``: how many texts were cut, and
+        ``'max_len'`` to how many tokens.
     """
     import numpy as onp
-    ids, segs = [], []
     for i, text in enumerate(texts, 1):
-        try:
-            _, token_ids, segments = bert.tokenize(text)
-        except ValueError as e:
-            raise ValueError(f'{source}: line {i}: {e}') from None
-        ids.append(token_ids)
-        segs.append(segments)
+        if not isinstance(text, str):
+            raise ValueError(f'{source}: line {i}: not a str')
+    ids, segs, num_cut, max_len = bert.sentence_inputs(texts, max_len)
     lengths = onp.array([len(t) for t in ids])
     order = (onp.argsort(lengths, kind='stable') if sort
              else onp.arange(len(texts)))
-    means, pooleds = [None] * len(texts), [None] * len(texts)
+    rows_of = {key: [None] * len(texts) for key in VECTORS}
     bar = None
     if progress:
         from tqdm import tqdm
@@ -237,15 +251,40 @@ def encode_texts(bert, texts, batch_size, sort=True, progress=True,
         rows = order[start:start + batch_size]
         encoded, pooled, valid_lens = bert.encode_ids(
             [ids[k] for k in rows], [segs[k] for k in rows])  # (B, T, H)
-        mean = mean_vectors(encoded, valid_lens)             # (B, H)
-        for r, k in enumerate(rows):
-            means[k], pooleds[k] = mean[r], pooled[r]
+        batch = {'sentence': bert.sentence_vectors(encoded, valid_lens),
+                 'mean': mean_vectors(encoded, valid_lens),
+                 'pooled': pooled}                           # (B, H) each
+        for key, vectors in batch.items():
+            for r, k in enumerate(rows):
+                rows_of[key][k] = None if vectors is None else vectors[r]
         if bar is not None:
             bar.update(len(rows))
     if bar is not None:
         bar.close()
-    return {'mean': onp.stack(means), 'pooled': onp.stack(pooleds),
-            'tokens': int(lengths.sum())}
+    result = {key: None if rows[0] is None else onp.stack(rows)
+              for key, rows in rows_of.items()}
+    result.update(tokens=int(lengths.sum()), cut=num_cut, max_len=max_len)
+    return result
+
+
+def _encode_each(encoder, texts, source):
+    """Encode texts one at a time with an encoder that has only
+    ``encode`` (the d2l layout): the mean and pooled vectors."""
+    import numpy as onp
+    means, pooleds, tokens = [], [], 0
+    for i, text in enumerate(texts, 1):
+        try:
+            _, encoded, pooled = encoder.encode(text)        # (T, H), (H,)
+        except ValueError as e:
+            raise ValueError(f'{source}: line {i}: {e}') from None
+        means.append(mean_vectors(encoded[None], onp.array(
+            [len(encoded)]))[0])
+        pooleds.append(pooled)
+        tokens += len(encoded)
+    mean = onp.stack(means)
+    return {'sentence': mean, 'mean': mean,
+            'pooled': onp.stack(pooleds).astype(onp.float32),
+            'tokens': tokens, 'cut': 0}
 
 
 def _encode_file(args, ctx):
@@ -260,14 +299,19 @@ def _encode_file(args, ctx):
                          'go')
     texts = read_texts(args.file)
     bert = load_text_encoder(args.model, ctx)
-    if not hasattr(bert, 'tokenize') or not hasattr(bert, 'encode_ids'):
-        raise ValueError(f'--file works with a Hugging Face BERT (--model '
-                         f'minilm or a directory with config.json), not '
-                         f'{args.model!r}')
     start = time.perf_counter()
-    vectors = encode_texts(bert, texts, args.batch_size,
-                           source=f'--file {args.file}')
+    if hasattr(bert, 'sentence_inputs'):
+        if args.vector == 'pooled':
+            bert.require_pooler()
+        vectors = encode_texts(bert, texts, args.batch_size,
+                               source=f'--file {args.file}',
+                               max_len=args.max_len)
+    else:  # the d2l layout: one text at a time, never cut
+        vectors = _encode_each(bert, texts, f'--file {args.file}')
     seconds = time.perf_counter() - start
+    if vectors['cut']:
+        print(f'warning: {vectors["cut"]} of {len(texts)} texts were cut '
+              f'to {vectors["max_len"]} tokens', file=sys.stderr)
     array = vectors[args.vector]                             # (N, H)
 
     def write(path):
@@ -324,11 +368,14 @@ def _show(tokens, encoded, pooled):
         return f'[{values}{more}]'
     print(f"tokens: {' '.join(tokens)}")
     print(f'encoded shape: {tuple(encoded.shape)}, pooled shape: '
-          f'{tuple(pooled.shape)}')
+          f'{None if pooled is None else tuple(pooled.shape)}')
     width = max(len(t) for t in tokens)
     for i, (token, vector) in enumerate(zip(tokens, encoded)):
         print(f'  {i:3d} {token:<{width}}  {head(vector)}')
-    print(f"  pooled ({'<cls>':<{width}})  {head(pooled)}")
+    if pooled is None:
+        print('  pooled: none (the checkpoint has no pooler weights)')
+    else:
+        print(f"  pooled ({'<cls>':<{width}})  {head(pooled)}")
 
 
 def main(args):
@@ -349,7 +396,8 @@ def main(args):
     if args.json:
         print(json.dumps({'tokens': tokens,
                           'encoded': encoded.tolist(),
-                          'pooled': pooled.tolist()}))
+                          'pooled': None if pooled is None
+                          else pooled.tolist()}))
     else:
         _show(tokens, encoded, pooled)
     return 0
@@ -365,6 +413,9 @@ def _check_usage(args):
     if args.out is not None:
         raise UsageError('--out goes with --file (the vectors of many '
                          'texts)')
+    if args.max_len is not None:
+        raise UsageError('--max-len goes with --file (texts are cut there; '
+                         'encode refuses a text longer than the positions)')
     if not args.texts:
         raise UsageError('give TEXT (and TEXT_B), or --file PATH')
     if args.compare is None and len(args.texts) > 2:

