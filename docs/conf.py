@@ -126,10 +126,15 @@ API_MODULES = re.compile(r'^```\{api-modules\}\n(.*?)^```\n',
 def api_module_sections(names):
     """Markdown for `names` (one module per line): a heading and an
     `automodule` block each."""
+    import importlib.util
     parts = []
     for name in names.split():
+        # a package's `__all__` re-exports its modules' names, which their
+        # own sections document: list only what the package itself defines
+        package = importlib.util.find_spec(name).submodule_search_locations
+        option = '   :ignore-module-all:\n' if package else ''
         parts.append(f'### `{name}`\n\n```{{eval-rst}}\n'
-                     f'.. automodule:: {name}\n```\n')
+                     f'.. automodule:: {name}\n{option}```\n')
     return '\n'.join(parts)
 
 

@@ -147,6 +147,7 @@ def set_parameters(block, arrays, ctx):
         One array per parameter, named as ``save_parameters`` names them
         (``'blks.0.attention.W_q.weight'``).
     ctx : mxnet.Context
+        Where the parameters are placed.
     """
     import mxnet as mx
     params = block._collect_params_with_prefix()
@@ -253,7 +254,9 @@ class PretrainedBERT:
         Parameters
         ----------
         text_a : str
+            The text, or the first text of a pair.
         text_b : str, optional
+            The second text of a pair.
         max_len : int, optional
             Cut the sequence to `max_len` tokens, ``[SEP]`` kept (a pair:
             the longer text first, as transformers does).  Without it, a
@@ -302,7 +305,9 @@ class PretrainedBERT:
         Parameters
         ----------
         text_a : str
+            The text, or the first text of a pair.
         text_b : str, optional
+            The second text of a pair.
 
         Returns
         -------
@@ -325,6 +330,7 @@ class PretrainedBERT:
         Parameters
         ----------
         texts : list of str or of (str, str or None)
+            Texts, or pairs of texts, to encode as one padded batch.
 
         Returns
         -------
@@ -388,6 +394,7 @@ class PretrainedBERT:
         Parameters
         ----------
         texts : list of str
+            The texts, one sentence vector each.
         max_len : int, optional
             Tokens a text is cut to; default ``sentence.max_len``
             (``max_seq_length`` of a sentence-transformers checkpoint).
@@ -419,7 +426,9 @@ class PretrainedBERT:
         Parameters
         ----------
         encoded : float32 numpy.ndarray, shape (B, T, H)
+            The last block's output for a batch of B sequences.
         valid_lens : int numpy.ndarray, shape (B,)
+            How many of each sequence's T positions are tokens.
 
         Returns
         -------

@@ -47,6 +47,7 @@ def read_sentence_settings(model_dir, num_positions):
     Parameters
     ----------
     model_dir : str
+        The checkpoint directory, which may hold sentence-transformers' files.
     num_positions : int
         ``max_position_embeddings``: no text is cut to more tokens.
 
@@ -138,7 +139,9 @@ def sentence_vectors(encoded, valid_lens, pooling='mean', normalize=True):
     Parameters
     ----------
     encoded : float32 numpy array, shape (B, T, H)
+        The last block's output for a batch of B sequences.
     valid_lens : int numpy array, shape (B,)
+        How many of each sequence's T positions are tokens.
     pooling : {'mean', 'cls', 'max'}
         The mean over the valid tokens, the first token (``[CLS]``), or
         the maximum of each dimension over the valid tokens.
