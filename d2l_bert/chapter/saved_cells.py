@@ -7,9 +7,9 @@ is the package: a ``#@save`` cell holds exactly the package's source of
 each name it defines (the same lines, comments and docstrings included),
 in the module's order::
 
-    python -m d2l_bert.saved_cells           # check every notebook
-    python -m d2l_bert.saved_cells --write   # rewrite the cells from the
-                                             # package
+    python -m d2l_bert.chapter.saved_cells          # check every notebook
+    python -m d2l_bert.chapter.saved_cells --write  # rewrite the cells
+                                                    # from the package
 
 To write a new definition out in a notebook, add a cell holding
 ``#@save`` and a stub of the same name (``def load_data_wiki(): pass``),
@@ -40,8 +40,8 @@ NOTEBOOKS = {
         'sec_natural-language-inference-bert',)),
 }
 
-NOTEBOOK_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'notebooks')
+NOTEBOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'notebooks')
 
 _DEFINED_IN = re.compile(r'Defined in :numref:`([^`]+)`')
 
@@ -215,7 +215,7 @@ def main(argv=None):
                             MissingIDFieldWarning)
     argv = sys.argv[1:] if argv is None else argv
     if argv not in ([], ['--write']):
-        print('usage: python -m d2l_bert.saved_cells [--write]',
+        print('usage: python -m d2l_bert.chapter.saved_cells [--write]',
               file=sys.stderr)
         return 2
     status = 0

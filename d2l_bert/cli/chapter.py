@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from ..saved_cells import NOTEBOOKS
+from ..chapter.saved_cells import NOTEBOOKS
 
 #: Section label -> notebook file name, in the book's order: the first
 #: label of each notebook in `saved_cells.NOTEBOOKS`, the one list of them
@@ -79,7 +79,7 @@ def main(args):
     except (ValueError, FileNotFoundError) as e:
         print(f'd2l-bert chapter: {e}', file=sys.stderr)
         return 2
-    from ..runner import SMALL_ENV, small_sizes
+    from ..chapter.runner import SMALL_ENV, small_sizes
 
     print(args.threads)
     saved = os.environ.get(SMALL_ENV)
@@ -95,8 +95,8 @@ def main(args):
 
 
 def _run(folder, ctx, small, sections=None):
-    from .. import editions
-    from ..runner import DataHooks, Runner
+    from ..chapter import editions
+    from ..chapter.runner import DataHooks, Runner
 
     start = time.perf_counter()
     reports = []

@@ -80,9 +80,9 @@ def main(args):
     except ValueError as e:
         print(f'd2l-bert check-text: {e}', file=sys.stderr)
         return 2
-    from .. import editions
-    from ..editions.child import DEFAULT_TIMEOUT, ChildRunner
-    from ..runner import PRETRAINED_ENV
+    from ..chapter import editions
+    from ..chapter.editions.child import DEFAULT_TIMEOUT, ChildRunner
+    from ..chapter.runner import PRETRAINED_ENV
 
     timeout = args.timeout
     if timeout is None:
@@ -138,7 +138,7 @@ def package_sections():
     missing : str or None
         Why `sections` is empty, as a note for the report.
     """
-    from .. import editions
+    from ..chapter import editions
     from .chapter import SECTIONS, notebook_dir
     try:
         folder = notebook_dir()

@@ -102,7 +102,7 @@ def load_text_encoder(spec, ctx):
     FileNotFoundError, ValueError
         With a message naming `spec` and what was expected.
     """
-    from ..model_files import PARAMS_FILE, D2LTextEncoder
+    from ..runs.model_files import PARAMS_FILE, D2LTextEncoder
     # A directory in the d2l layout (`bert.small`, `d2l-bert pretrain`)
     if os.path.isfile(os.path.join(spec, PARAMS_FILE)):
         return D2LTextEncoder(spec, ctx)
@@ -247,7 +247,7 @@ def _encode_file(args, ctx):
 
     import numpy as onp
 
-    from ..files import atomic_write
+    from ..data.atomic import atomic_write
     batch_size = check_batch_size(args.batch_size)
     if args.out is None:
         raise ValueError('--file needs --out PATH.npy, where the vectors '

@@ -120,8 +120,9 @@ def run(args):
 
     from d2l_bert import fast
     from d2l_bert import finetuning as ft
+    from d2l_bert.data.atomic import atomic_write
     from d2l_bert.devices import parse_devices
-    from d2l_bert.files import atomic_write
+    from d2l_bert.runs import finetuning as runs_ft
 
     _fill_defaults(args)
     _check_args(args)
@@ -133,7 +134,7 @@ def run(args):
     onp.random.seed(args.seed)
     mx.random.seed(args.seed)
 
-    config = ft.load_pretrained_config(args.model)
+    config = runs_ft.load_pretrained_config(args.model)
     if args.max_len > config['max_len']:
         raise ValueError(
             f'--max-len {args.max_len} is longer than the '
@@ -143,7 +144,7 @@ def run(args):
     start = time.time()
     bert, vocab = ft.load_pretrained_model(args.model, devices=devices,
                                            **config)
-    data_dir = ft.snli_data_dir(args.data)
+    data_dir = runs_ft.snli_data_dir(args.data)
     train_set = ft.SNLIBERTDataset(ft.read_snli(data_dir, True),
                                    args.max_len, vocab, num_workers)
     test_set = ft.SNLIBERTDataset(ft.read_snli(data_dir, False),
@@ -152,7 +153,7 @@ def run(args):
                                        shuffle=True, num_workers=num_workers)
     test_iter = gluon.data.DataLoader(test_set, args.batch_size,
                                       num_workers=num_workers)
-    spread = ft.cls_spread(bert, train_set)
+    spread = runs_ft.cls_spread(bert, train_set)
     if spread < COLLAPSED_SPREAD:
         print(f'warning: {args.model} encodes every input alike (spread '
               f'{spread:.1e} of the <cls> encoding across examples): its '
@@ -168,7 +169,7 @@ def run(args):
     trainer = gluon.Trainer(twin.collect_params(), 'adam',
                             {'learning_rate': args.lr})
     loss = gluon.loss.SoftmaxCrossEntropyLoss()
-    history = ft.train_ch13_history(twin, train_iter, test_iter, loss,
+    history = runs_ft.train_ch13_history(twin, train_iter, test_iter, loss,
                                     trainer, args.epochs, devices,
                                     progress=not args.no_progress)
     seconds = time.time() - start
@@ -186,7 +187,7 @@ def run(args):
                       ('history.json', history), ('config.json', config)):
         atomic_write(os.path.join(args.out, name), json.dumps(obj, indent=2))
     plot = os.path.join(args.out, 'finetune.png')
-    ft.plot_history(history, plot)
+    runs_ft.plot_history(history, plot)
     print(f'{seconds:.1f} s in all; saved the fine-tuned model, history and '
           f'{plot}')
     return history
@@ -194,7 +195,7 @@ def run(args):
 
 def main(args):
     """Run `d2l-bert finetune`; return the exit code."""
-    from d2l_bert.hub import DownloadError
+    from d2l_bert.data.hub import DownloadError
     try:
         run(args)
     except (ValueError, FileNotFoundError, DownloadError) as e:

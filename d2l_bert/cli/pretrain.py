@@ -244,8 +244,8 @@ def _pretrain(args, devices, kvstore):
     from .. import fast
     from ..bert import BERTModel
     from ..dataset import load_data_wiki
-    from ..model_files import save_pretrained
-    from ..training import evaluate_bert, train_bert_history
+    from ..runs.model_files import save_pretrained
+    from ..runs.pretraining import evaluate_bert, train_bert_history
 
     # The book's first cell: every block is written for NumPy semantics
     npx.set_np()

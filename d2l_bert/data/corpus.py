@@ -30,15 +30,16 @@ pretraining tasks look for:
   and works, and names are repeated across neighbouring sentences.
 
 The generator only calls `random.Random.random`, whose stream is the same
-on every supported Python version, so ``python -m d2l_bert.corpus`` always
-writes the same bytes (a test checks the shipped files against it).
+on every supported Python version, so ``python -m d2l_bert.data.corpus``
+always writes the same bytes (a test checks the shipped files against
+it).
 """
 import os
 import random
 import re
 import sys
 
-from .files import atomic_write
+from .atomic import atomic_write
 
 # Sizes and seeds of the shipped splits; changing any of them changes the
 # files under `d2l_bert/data/embedded`
@@ -48,8 +49,7 @@ TRAIN_SEED, VALID_SEED = 20240, 20241
 # training are also those of the held-out split
 NAMES_SEED = 1
 
-DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data',
-                        'embedded')
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'embedded')
 FILE_NAMES = {'train': 'wiki.train.tokens', 'valid': 'wiki.valid.tokens'}
 
 

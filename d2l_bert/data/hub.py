@@ -30,7 +30,7 @@ import urllib.error
 import urllib.request
 import zipfile
 
-from .files import atomic_write, atomic_write_into
+from .atomic import atomic_write, atomic_write_into
 
 DATA_URL = 'http://d2l-data.s3-accelerate.amazonaws.com/'
 

@@ -32,8 +32,8 @@ are a deterministic function of the seed and the sizes.
 import os
 import random
 
-from .checks import check_positive_int
-from .files import atomic_write
+from ..checks import check_positive_int
+from .atomic import atomic_write
 
 SNLI_HEADER = ('gold_label', 'sentence1_binary_parse',
                'sentence2_binary_parse', 'sentence1_parse',

@@ -36,10 +36,10 @@ import mxnet as mx
 import numpy as onp
 from mxnet import autograd, gluon, npx
 
-from .checks import check_positive_int
-from .data_parallel import Workers, create_kvstore, worker_shards
-from .files import atomic_write
-from .pretraining import BOOK_LEARNING_RATE, _get_batch_loss_bert
+from ..checks import check_positive_int
+from ..data_parallel import Workers, create_kvstore, worker_shards
+from ..data.atomic import atomic_write
+from ..pretraining import BOOK_LEARNING_RATE, _get_batch_loss_bert
 
 CHECKPOINT_VERSION = 1
 
