@@ -145,49 +145,62 @@ def train_ch13_history(net, train_iter, test_iter, loss, trainer,
         ``'train acc'``, then ``'test epoch'`` and ``'test acc'`` once per
         epoch, and ``'examples/sec'``.
     """
-    from tqdm import tqdm
-    num_batches = len(train_iter)
-    every = max(num_batches // 5, 1)
     history = {'epoch': [], 'train loss': [], 'train acc': [],
                'test epoch': [], 'test acc': []}
-    seconds = 0.0
+    seconds, examples = 0.0, 0
     for epoch in range(num_epochs):
-        # Sum of losses, correct predictions, examples, predictions
-        loss_sum, correct, examples, predictions = 0.0, 0.0, 0, 0
-        bar = tqdm(train_iter, total=num_batches, disable=not progress,
-                   desc=f'epoch {epoch + 1}/{num_epochs}', leave=False,
-                   file=sys.stderr)
-        for i, (features, labels) in enumerate(bar):
-            start = time.time()
-            l, acc = d2l.train_batch_ch13(
-                net, features, labels, loss, trainer, devices, split_f)
-            # The losses are read after the forward pass; the timer waits
-            # for the backward pass and the update too (the book's does
-            # not, which overstates the throughput)
-            npx.waitall()
-            loss_sum, correct = loss_sum + l, correct + acc
-            examples += labels.shape[0]
-            predictions += labels.size
-            seconds += time.time() - start
-            if (i + 1) % every == 0 or i == num_batches - 1:
-                history['epoch'].append(epoch + (i + 1) / num_batches)
-                history['train loss'].append(loss_sum / examples)
-                history['train acc'].append(correct / predictions)
-                bar.set_postfix(loss=f'{loss_sum / examples:.3f}',
-                                acc=f'{correct / predictions:.3f}')
-        bar.close()
+        train_l, train_acc, examples, epoch_seconds = _train_epoch_ch13(
+            net, train_iter, loss, trainer, devices, split_f, history,
+            epoch, num_epochs, progress)
+        seconds += epoch_seconds
         test_acc = d2l.evaluate_accuracy_gpus(net, test_iter, split_f)
         history['test epoch'].append(epoch + 1)
         history['test acc'].append(test_acc)
         if progress:
-            print(f'epoch {epoch + 1}: loss {loss_sum / examples:.3f}, '
-                  f'train acc {correct / predictions:.3f}, '
+            print(f'epoch {epoch + 1}: loss {train_l:.3f}, '
+                  f'train acc {train_acc:.3f}, '
                   f'test acc {test_acc:.3f}', file=sys.stderr)
     history['examples/sec'] = examples * num_epochs / seconds
-    print(f'loss {loss_sum / examples:.3f}, train acc '
-          f'{correct / predictions:.3f}, test acc {test_acc:.3f}')
+    print(f'loss {train_l:.3f}, train acc '
+          f'{train_acc:.3f}, test acc {test_acc:.3f}')
     print(f'{history["examples/sec"]:.1f} examples/sec on {devices}')
     return history
+
+
+def _train_epoch_ch13(net, train_iter, loss, trainer, devices, split_f,
+                      history, epoch, num_epochs, progress):
+    """One epoch of `train_ch13_history`: record the training figures in
+    `history` five times; return the epoch's mean loss, its accuracy, its
+    number of examples and the seconds its steps took."""
+    from tqdm import tqdm
+    num_batches = len(train_iter)
+    every = max(num_batches // 5, 1)
+    # Sum of losses, correct predictions, examples, predictions
+    loss_sum, correct, examples, predictions = 0.0, 0.0, 0, 0
+    seconds = 0.0
+    bar = tqdm(train_iter, total=num_batches, disable=not progress,
+               desc=f'epoch {epoch + 1}/{num_epochs}', leave=False,
+               file=sys.stderr)
+    for i, (features, labels) in enumerate(bar):
+        start = time.time()
+        l, acc = d2l.train_batch_ch13(
+            net, features, labels, loss, trainer, devices, split_f)
+        # The losses are read after the forward pass; the timer waits
+        # for the backward pass and the update too (the book's does
+        # not, which overstates the throughput)
+        npx.waitall()
+        loss_sum, correct = loss_sum + l, correct + acc
+        examples += labels.shape[0]
+        predictions += labels.size
+        seconds += time.time() - start
+        if (i + 1) % every == 0 or i == num_batches - 1:
+            history['epoch'].append(epoch + (i + 1) / num_batches)
+            history['train loss'].append(loss_sum / examples)
+            history['train acc'].append(correct / predictions)
+            bar.set_postfix(loss=f'{loss_sum / examples:.3f}',
+                            acc=f'{correct / predictions:.3f}')
+    bar.close()
+    return loss_sum / examples, correct / predictions, examples, seconds
 
 
 def plot_history(history, file_name):

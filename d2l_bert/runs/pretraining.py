@@ -48,6 +48,50 @@ CHECKPOINT_VERSION = 1
 # The loop
 # ---------------------------------------------------------------------------
 
+class PretrainingSettings(
+        namedtuple('PretrainingSettings', (
+            'learning_rate', 'plot', 'progress', 'checkpoint',
+            'checkpoint_every', 'resume', 'config', 'batch_loss',
+            'kvstore'))):
+    """How `train_bert_history` trains, beyond the book's arguments.
+
+    Attributes
+    ----------
+    learning_rate : float
+        Adam's, 0.01 in the book.
+    plot : 'auto', bool or str
+        'auto' draws the curves inline in a notebook and nothing
+        elsewhere; True draws inline; a str saves a PNG there at the end.
+    progress : bool
+        Show a progress bar (outside notebooks) once training has run for
+        more than 2 seconds.
+    checkpoint : str or None
+        File to save a checkpoint to every `checkpoint_every` steps and at
+        the end.  With a checkpoint, MXNet's random generator is reseeded
+        before each step, so that a resumed run repeats an uninterrupted
+        one.
+    checkpoint_every : int
+    resume : bool
+        Continue from `checkpoint` if the file exists.
+    config : dict or None
+        Stored in the checkpoint; resuming with another one is an error.
+    batch_loss : callable or None
+        ``batch_loss(*shards) -> (mlm_ls, nsp_ls, ls)``; None: the book's
+        `_get_batch_loss_bert` on the net.  ``d2l-bert pretrain`` passes
+        `d2l_bert.fast.batch_loss(net, loss, vocab_size)`.
+    kvstore : 'dist_sync', mxnet.kvstore.KVStore or None
+        Train as a worker of a ``dist_sync`` job (`d2l_bert.distributed`):
+        every worker walks the same `train_iter` (made with the same
+        seed) and trains on its rows of each batch
+        (`d2l_bert.data_parallel.worker_shards`); the kvstore sums the
+        gradients of all workers, and every worker takes the same Adam
+        step.  Worker 0 alone prints, shows the progress bar, plots and
+        saves the checkpoint; every worker resumes from `checkpoint`.  A
+        batch with fewer pairs than there are devices in the job is
+        skipped (one process with several devices skips it too).
+    """
+
+
 def train_bert_history(train_iter, net, loss, vocab_size, devices,
                        num_steps, *, learning_rate=BOOK_LEARNING_RATE,
                        plot='auto', progress=True, checkpoint=None,
@@ -73,37 +117,14 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
     num_steps : int
         Total number of steps (a resumed run counts the steps done
         before).
-    learning_rate : float, keyword-only, default 0.01
-    plot : 'auto', bool or str, keyword-only
-        'auto' draws the curves inline in a notebook and nothing
-        elsewhere; True draws inline; a str saves a PNG there at the end.
-    progress : bool, keyword-only, default True
-        Show a progress bar (outside notebooks) once training has run for
-        more than 2 seconds.
-    checkpoint : str, keyword-only, optional
-        File to save a checkpoint to every `checkpoint_every` steps and at
-        the end.  With a checkpoint, MXNet's random generator is reseeded
-        before each step, so that a resumed run repeats an uninterrupted
-        one.
-    checkpoint_every : int, keyword-only, default 10
-    resume : bool, keyword-only, default False
-        Continue from `checkpoint` if the file exists.
-    config : dict, keyword-only, optional
-        Stored in the checkpoint; resuming with another one is an error.
-    batch_loss : callable, keyword-only, optional
-        ``batch_loss(*shards) -> (mlm_ls, nsp_ls, ls)``; default the
-        book's `_get_batch_loss_bert` on `net`.  ``d2l-bert pretrain``
-        passes `d2l_bert.fast.batch_loss(net, loss, vocab_size)`.
-    kvstore : 'dist_sync' or mxnet.kvstore.KVStore, keyword-only, optional
-        Train as a worker of a ``dist_sync`` job (`d2l_bert.distributed`):
-        every worker walks the same `train_iter` (made with the same
-        seed) and trains on its rows of each batch
-        (`d2l_bert.data_parallel.worker_shards`); the kvstore sums the
-        gradients of all workers, and every worker takes the same Adam
-        step.  Worker 0 alone prints, shows the progress bar, plots and
-        saves the checkpoint; every worker resumes from `checkpoint`.  A
-        batch with fewer pairs than there are devices in the job is
-        skipped (one process with several devices skips it too).
+
+    Other Parameters
+    ----------------
+    learning_rate, plot, progress, checkpoint, checkpoint_every : optional
+        Keyword-only: fields of `PretrainingSettings`, which says what
+        each does.
+    resume, config, batch_loss, kvstore : optional
+        Keyword-only: fields of `PretrainingSettings` too.
 
     Returns
     -------
@@ -111,101 +132,153 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
         The per-step losses (``.mlm``, ``.nsp``), their means
         (``.mlm_loss``, ``.nsp_loss``) and ``.pairs_per_sec``.
     """
-    num_steps = check_positive_int('num_steps', num_steps)
-    if resume and checkpoint is None:
-        raise ValueError('resume=True needs checkpoint=PATH')
-    devices = list(devices)
-    if isinstance(kvstore, str):
-        kvstore = create_kvstore(kvstore)
-    workers = Workers(kvstore)
-    # Each of the `num_shards` devices of the job needs a pair of a batch
-    num_shards = len(devices) * workers.num_workers
-    trainer = _make_trainer(net, learning_rate, kvstore)
-    if batch_loss is None:
-        batch_loss = functools.partial(_get_batch_loss_bert, net, loss,
-                                       vocab_size)
-    history = PretrainingHistory(devices)
-    data = _DataPosition(train_iter)
-    step, mx_seed = 0, None
-    if resume and os.path.exists(checkpoint):
-        meta = load_checkpoint(checkpoint, net, trainer, devices,
-                               config=config)
-        step, mx_seed = meta['step'], meta['mx_seed']
-        history = PretrainingHistory.from_dict(meta['history'])
-        history.devices = [str(d) for d in devices]
+    settings = PretrainingSettings(
+        learning_rate, plot, progress, checkpoint, checkpoint_every,
+        resume, config, batch_loss, kvstore)
+    run = _PretrainingRun(train_iter, net, loss, vocab_size, devices,
+                          num_steps, settings)
+    run.start()
+    run.train()
+    return run.finish()
+
+
+class _PretrainingRun:
+    """One run of `train_bert_history`, in the order it happens: set up
+    (`__init__`), resume and seed (`start`), train (`train`: a `_step`
+    then `_record` per step), report (`finish`)."""
+
+    def __init__(self, train_iter, net, loss, vocab_size, devices,
+                 num_steps, settings):
+        self.num_steps = check_positive_int('num_steps', num_steps)
+        if settings.resume and settings.checkpoint is None:
+            raise ValueError('resume=True needs checkpoint=PATH')
+        self.net, self.settings = net, settings
+        self.devices = list(devices)
+        kvstore = settings.kvstore
+        if isinstance(kvstore, str):
+            kvstore = create_kvstore(kvstore)
+        self.workers = Workers(kvstore)
+        # Each of the `num_shards` devices of the job needs a pair of a
+        # batch
+        self.num_shards = len(self.devices) * self.workers.num_workers
+        self.trainer = _make_trainer(net, settings.learning_rate, kvstore)
+        self.batch_loss = settings.batch_loss
+        if self.batch_loss is None:
+            self.batch_loss = functools.partial(_get_batch_loss_bert, net,
+                                                loss, vocab_size)
+        self.history = PretrainingHistory(self.devices)
+        self.data = _DataPosition(train_iter)
+        self.step, self.mx_seed = 0, None
+        self.animator = self.bar = None
+
+    def start(self):
+        """Resume from the checkpoint if asked, choose MXNet's seed, and
+        open the plot and the progress bar."""
+        checkpoint = self.settings.checkpoint
+        if self.settings.resume and os.path.exists(checkpoint):
+            self._resume(checkpoint)
+        if self.mx_seed is None and (checkpoint is not None
+                                     or self.workers.num_workers > 1):
+            self.mx_seed = random.getrandbits(31)
+        # Every worker must have resumed from the same step (one that
+        # found no checkpoint would train on after the others stopped)
+        self.workers.check_same('step to start from (does every worker '
+                                'read the same checkpoint?)', self.step)
+        plot, leader = self.settings.plot, self.workers.leader
+        if leader and (plot is True or (plot == 'auto' and _in_notebook())):
+            self.animator = _InlineAnimator(self.num_steps)
+        self.bar = _progress_bar(
+            self.num_steps, self.step,
+            self.settings.progress and self.animator is None and leader)
+
+    def _resume(self, checkpoint):
+        meta = load_checkpoint(checkpoint, self.net, self.trainer,
+                               self.devices, config=self.settings.config)
+        self.step, self.mx_seed = meta['step'], meta['mx_seed']
+        self.history = PretrainingHistory.from_dict(meta['history'])
+        self.history.devices = [str(d) for d in self.devices]
         # The data position first: replaying the epoch's shuffle moves
         # the random states, which we then set to the checkpoint's
         if meta['data'] is not None:
-            data.restore(meta['data'])
+            self.data.restore(meta['data'])
         _set_rng_states(meta['rng'])
-    if mx_seed is None and (checkpoint is not None
-                            or workers.num_workers > 1):
-        mx_seed = random.getrandbits(31)
-    # Every worker must have resumed from the same step (one that found
-    # no checkpoint would train on after the others stopped)
-    workers.check_same('step to start from (does every worker read the '
-                       'same checkpoint?)', step)
 
-    leader = workers.leader
-    animator = None
-    if leader and (plot is True or (plot == 'auto' and _in_notebook())):
-        animator = _InlineAnimator(num_steps)
-    bar = _progress_bar(num_steps, step,
-                        progress and animator is None and leader)
-    try:
-        while step < num_steps:
-            batch = data.next_batch(min_rows=num_shards)
-            shards = worker_shards(batch, devices, workers.rank,
-                                   workers.num_workers)
-            # Timed from here until all of this step's work is done
-            start = time.perf_counter()
-            if mx_seed is not None:
-                mx.random.seed(_step_seed(mx_seed, step, workers.rank))
-            with autograd.record():
-                mlm_ls, nsp_ls, ls = batch_loss(*shards)
-            for l in ls:
-                l.backward()
-            trainer.step(1)
-            mlm_l, nsp_l = _mean_losses(workers, mlm_ls, nsp_ls)
-            # Reading the losses back waits for the forward pass only.  The
-            # book stops its timer there; the backward pass and the update
-            # then finish while the next batch is copied, untimed, which
-            # overstated the throughput up to 2.5 times: wait for them
-            npx.waitall()
-            history.seconds += time.perf_counter() - start
-            history.mlm.append(mlm_l)
-            history.nsp.append(nsp_l)
-            history.num_pairs += batch[0].shape[0]
-            step += 1
-            if animator is not None:
-                animator.update(history)
-            bar.update(1)
-            bar.set_postfix(mlm=f'{mlm_l:.3f}', nsp=f'{nsp_l:.3f}',
-                            refresh=False)
-            if checkpoint is not None and leader and (
-                    step % checkpoint_every == 0 or step == num_steps):
-                save_checkpoint(checkpoint, net, trainer, step, history,
-                                data_state=data.state(), mx_seed=mx_seed,
-                                config=config)
-    except BaseException:
-        if animator is not None:
-            animator.close(show=False)
-        raise
-    finally:
-        bar.close()
+    def train(self):
+        """Train until `num_steps`; the progress bar closes in any case,
+        the plot too if training fails."""
+        try:
+            while self.step < self.num_steps:
+                self._record(*self._step())
+        except BaseException:
+            if self.animator is not None:
+                self.animator.close(show=False)
+            raise
+        finally:
+            self.bar.close()
 
-    if not leader:
+    def _step(self):
+        """Train on the next batch; return its number of pairs, the MLM
+        loss and the NSP loss, and the seconds the step took."""
+        workers = self.workers
+        batch = self.data.next_batch(min_rows=self.num_shards)
+        shards = worker_shards(batch, self.devices, workers.rank,
+                               workers.num_workers)
+        # Timed from here until all of this step's work is done
+        start = time.perf_counter()
+        if self.mx_seed is not None:
+            mx.random.seed(_step_seed(self.mx_seed, self.step, workers.rank))
+        with autograd.record():
+            mlm_ls, nsp_ls, ls = self.batch_loss(*shards)
+        for l in ls:
+            l.backward()
+        self.trainer.step(1)
+        mlm_l, nsp_l = _mean_losses(workers, mlm_ls, nsp_ls)
+        # Reading the losses back waits for the forward pass only.  The
+        # book stops its timer there; the backward pass and the update
+        # then finish while the next batch is copied, untimed, which
+        # overstated the throughput up to 2.5 times: wait for them
+        npx.waitall()
+        return batch[0].shape[0], mlm_l, nsp_l, time.perf_counter() - start
+
+    def _record(self, num_pairs, mlm_l, nsp_l, seconds):
+        """Count a step in the history, the plot and the progress bar, and
+        save a checkpoint when one is due."""
+        history, settings = self.history, self.settings
+        history.seconds += seconds
+        history.mlm.append(mlm_l)
+        history.nsp.append(nsp_l)
+        history.num_pairs += num_pairs
+        self.step += 1
+        if self.animator is not None:
+            self.animator.update(history)
+        self.bar.update(1)
+        self.bar.set_postfix(mlm=f'{mlm_l:.3f}', nsp=f'{nsp_l:.3f}',
+                             refresh=False)
+        if settings.checkpoint is not None and self.workers.leader and (
+                self.step % settings.checkpoint_every == 0
+                or self.step == self.num_steps):
+            save_checkpoint(settings.checkpoint, self.net, self.trainer,
+                            self.step, history,
+                            data_state=self.data.state(),
+                            mx_seed=self.mx_seed, config=settings.config)
+
+    def finish(self):
+        """Print the book's two lines, close the plot or save it, and
+        return the history (other workers than the leader stay quiet)."""
+        history, workers, plot = self.history, self.workers, \
+            self.settings.plot
+        if not workers.leader:
+            return history
+        where = str(self.devices) if workers.num_workers == 1 else \
+            f'{workers.num_workers} workers x {self.devices}'
+        print(f'MLM loss {history.mlm_loss:.3f}, '
+              f'NSP loss {history.nsp_loss:.3f}')
+        print(f'{history.pairs_per_sec:.1f} sentence pairs/sec on {where}')
+        if self.animator is not None:
+            self.animator.close()
+        if isinstance(plot, (str, os.PathLike)) and plot != 'auto':
+            history.plot(plot)
         return history
-    where = str(devices) if workers.num_workers == 1 else \
-        f'{workers.num_workers} workers x {devices}'
-    print(f'MLM loss {history.mlm_loss:.3f}, '
-          f'NSP loss {history.nsp_loss:.3f}')
-    print(f'{history.pairs_per_sec:.1f} sentence pairs/sec on {where}')
-    if animator is not None:
-        animator.close()
-    if isinstance(plot, (str, os.PathLike)) and plot != 'auto':
-        history.plot(plot)
-    return history
 
 
 def _mean_losses(workers, mlm_ls, nsp_ls):
