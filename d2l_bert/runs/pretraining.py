@@ -55,7 +55,7 @@ class PretrainingSettings(
             'kvstore'))):
     """How `train_bert_history` trains, beyond the book's arguments.
 
-    Attributes
+    Parameters
     ----------
     learning_rate : float
         Adam's, 0.01 in the book.
