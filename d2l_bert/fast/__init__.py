@@ -28,6 +28,7 @@ oracle (`tests/test_fast_blocks.py`, `tests/test_fast_step.py`).
 from mxnet import autograd, gluon, np
 
 from . import _ops
+from ._ops import describe as describe_loops  # noqa: F401
 from .blocks import (FastBERTClassifier, FastBERTEncoder,  # noqa: F401
                      FastBERTModel, _Checked)
 from .inference import InferenceBERT, inference  # noqa: F401
