@@ -90,7 +90,7 @@ def worker(args):
     from d2l_bert import BERTModel, fast
     from d2l_bert.data_parallel import Workers, create_kvstore, \
         worker_shards
-    from d2l_bert.training import _make_trainer, _mean_losses
+    from d2l_bert.runs.pretraining import _make_trainer, _mean_losses
 
     npx.set_np()
     kvstore = create_kvstore() if os.environ.get('DMLC_ROLE') else None

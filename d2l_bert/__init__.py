@@ -33,8 +33,8 @@ for _module, _names in (
                      '_WikiTextDataset', 'load_data_wiki')),
         ('pretraining', ('_get_batch_loss_bert', 'train_bert',
                          'get_bert_encoding')),
-        ('training', ('evaluate_bert',)),
-        ('model_files', ('save_pretrained', 'load_pretrained')),
+        ('runs.pretraining', ('evaluate_bert',)),
+        ('runs.model_files', ('save_pretrained', 'load_pretrained')),
         ('finetuning', ('DATA_HUB', 'DATA_URL', 'load_pretrained_model',
                         'read_snli', 'SNLIBERTDataset', 'BERTClassifier')),
         ('hf', ('load_pretrained_bert', 'PretrainedBERT'))):

@@ -16,7 +16,7 @@ P: predicted positions per sequence
 from mxnet import np, npx
 from mxnet.gluon import nn
 
-from .checks import (check_activation, check_encoder_inputs,
+from .checks import (check_activation, check_dropout, check_encoder_inputs,
                      check_pred_positions, num_blks_of)
 from .transformer import TransformerEncoderBlock, dense
 
@@ -79,8 +79,8 @@ class BERTEncoder(nn.Block):
         Number of encoder blocks (`num_layers` in the 0.17 editions, also
         accepted as a keyword).
     dropout : float
-        Dropout rate in every encoder block (and on the embedding sum with
-        `embedding_norm`).
+        Dropout rate in [0, 1) in every encoder block (and on the
+        embedding sum with `embedding_norm`).
     max_len : int, default 1000
         Number of learnable positions: the longest input accepted.
     activation, epsilon, embedding_norm : keyword-only options
@@ -94,6 +94,7 @@ class BERTEncoder(nn.Block):
                  num_layers=None, **kwargs):
         super(BERTEncoder, self).__init__(**kwargs)
         num_blks = num_blks_of(num_blks, num_layers)
+        dropout = check_dropout(dropout)
         self.vocab_size, self.max_len = vocab_size, max_len
         self.token_embedding = nn.Embedding(vocab_size, num_hiddens)
         self.segment_embedding = nn.Embedding(2, num_hiddens)

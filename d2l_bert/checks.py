@@ -137,6 +137,23 @@ def check_positive_int(name, value):
     return int(value)
 
 
+def check_dropout(dropout):
+    """Return `dropout` if it is a rate in [0, 1), else raise.
+
+    The book's blocks take it without a default; missing, it would fail
+    only at the first forward pass, inside Gluon's `Dropout`.
+    """
+    if dropout is None:
+        raise TypeError('missing dropout: pass the dropout rate, a float in '
+                        '[0, 1) (0.2 in the book\'s pretraining)')
+    if isinstance(dropout, bool) or not isinstance(
+            dropout, (int, float, onp.integer, onp.floating)) \
+            or not 0 <= dropout < 1:
+        raise ValueError(f'dropout must be a rate in [0, 1), got '
+                         f'{dropout!r}')
+    return dropout
+
+
 def num_blks_of(num_blks, num_layers):
     """Accept the 1.0 name `num_blks` or the 0.17 name `num_layers`."""
     if num_blks is None and num_layers is None:

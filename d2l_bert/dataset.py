@@ -8,11 +8,12 @@ pairs for next sentence prediction (`_get_next_sentence`,
 minibatches by `load_data_wiki`.
 
 Beyond the book, `load_data_wiki` chooses its corpus: the small corpus
-shipped with the package (``'embedded'``, written by `d2l_bert.corpus`, the
-default, needing no network), WikiText-2 (``'wikitext-2'``, from
-``../data/wikitext-2`` or downloaded from a mirror: the book's address no
-longer serves it), or a path to files in WikiText's token format.  It also
-takes a `seed`, a held-out `split` and the training `vocab`.
+shipped with the package (``'embedded'``, written by
+`d2l_bert.data.corpus`, the default, needing no network), WikiText-2
+(``'wikitext-2'``, from ``../data/wikitext-2`` or downloaded from a
+mirror: the book's address no longer serves it), or a path to files in
+WikiText's token format.  It also takes a `seed`, a held-out `split` and
+the training `vocab`.
 
 Dimension key used in the shapes below:
 
@@ -25,10 +26,10 @@ import random
 import numpy as onp
 from mxnet import gluon, np
 
-from . import hub
+from .data import hub
 from .bert import get_tokens_and_segments
 from .checks import check_positive_int
-from .corpus import DATA_DIR as EMBEDDED_DIR
+from .data.corpus import DATA_DIR as EMBEDDED_DIR
 
 # WikiText-2 :cite:`Merity.Xiong.Bradbury.ea.2016`.  The book's s3 address
 # (tried last) no longer serves the archive (d2l-en issue 2588)
@@ -447,10 +448,10 @@ def download_wikitext2(root=DATA_ROOT, urls=WIKITEXT2_URLS,
     """Return the WikiText-2 directory, downloading it if needed.
 
     Looks for ``root/wikitext-2/wiki.train.tokens`` (where the book's
-    `d2l.download_extract` puts it); otherwise `d2l_bert.hub.download`
+    `d2l.download_extract` puts it); otherwise `d2l_bert.data.hub.download`
     fetches ``root/wikitext-2-v1.zip`` (a checked copy already there is
     used as is), trying each of `urls` in turn, and the archive is
-    unpacked with `d2l_bert.hub.extract`.  Nothing half-written is ever
+    unpacked with `d2l_bert.data.hub.extract`.  Nothing half-written is ever
     left in `root`.
 
     Parameters
@@ -512,7 +513,7 @@ def _locate_corpus(corpus, split, root):
             raise CorpusNotFoundError(
                 f'the embedded corpus has no {file_name} in {EMBEDDED_DIR}'
                 f' (an install without package data?): reinstall d2l_bert '
-                f'or write it with `python -m d2l_bert.corpus`')
+                f'or write it with `python -m d2l_bert.data.corpus`')
         return EMBEDDED_DIR, file_name
     if corpus == 'wikitext-2':
         return download_wikitext2(root), file_name
@@ -575,7 +576,7 @@ def load_data_wiki(batch_size, max_len, corpus='embedded', split='train',
         T, the padded length of a BERT input (the book: 64).
     corpus : str or path, default 'embedded'
         ``'embedded'``: the small corpus shipped with d2l_bert (see
-        `d2l_bert.corpus`); ``'wikitext-2'``: WikiText-2, the book's
+        `d2l_bert.data.corpus`); ``'wikitext-2'``: WikiText-2, the book's
         corpus, from ``root/wikitext-2`` or downloaded (see
         `download_wikitext2`); otherwise a directory holding
         ``wiki.train.tokens`` (and ``wiki.valid.tokens``) or a file in

@@ -6,6 +6,11 @@ Read top to bottom in the book's order: load a pretrained BERT
 representation (`BERTClassifier`) and train the whole network
 (`train_ch13`, the loop the book borrows from its image chapter).
 
+Beyond the book, elsewhere: `d2l_bert.runs.finetuning` finds the sizes
+of a pretrained model and SNLI's directory, and trains with `train_ch13`
+returning the history (what ``d2l-bert finetune`` runs);
+`d2l_bert.data.model_dir` reads the files of a pretrained model.
+
 Dimension key used in the shape comments:
 
 N: number of examples, B: batch size, T: sequence length (`max_len`),
@@ -15,20 +20,14 @@ neutral)
 import multiprocessing
 import os
 import re
-import sys
-import time
 
 import mxnet as mx
-from d2l import mxnet as d2l
-from mxnet import gluon, np, npx
+from mxnet import gluon, np
 from mxnet.gluon import nn
 
 from .bert import BERTModel, get_tokens_and_segments
-from .files import atomic_write
-from .model_files import (PARAMS_FILE, infer_config, load_vocab,
-                          read_config)
-from .hub import DATA_HUB, DATA_URL, data_home, download_extract  # noqa
-from .snli_synthetic import make_snli_synthetic
+from .data.hub import DATA_HUB, DATA_URL, download_extract  # noqa: F401
+from .data.model_dir import load_vocab, read_config
 
 # Constructor arguments of the two models on the d2l data hub: the book
 # fine-tunes `bert.small`; its first exercise asks for `bert.base`
@@ -70,40 +69,6 @@ def _need_file(data_dir, name):
             'pretrained.params and vocab.json (the layout of bert.small; '
             '`d2l-bert pretrain --out DIR` writes it)')
     return path
-
-
-def load_pretrained_config(pretrained_model):
-    """Return the constructor arguments a pretrained model was built with.
-
-    Parameters
-    ----------
-    pretrained_model : str
-        ``'bert.small'``, ``'bert.base'`` (the book's values, no download)
-        or a directory: its `config.json` (as `d2l-bert pretrain` writes)
-        gives the sizes; without one they are read off the shapes in
-        `pretrained.params`, which works for an unzipped `bert.small` or
-        `bert.base` (the number of heads does not show in the shapes).
-
-    Returns
-    -------
-    dict
-        `num_hiddens`, `ffn_num_hiddens`, `num_heads`, `num_blks`,
-        `dropout` and `max_len`.
-    """
-    if pretrained_model in PRETRAINED_CONFIGS:
-        return dict(PRETRAINED_CONFIGS[pretrained_model])
-    data_dir = _pretrained_dir(pretrained_model)
-    config = read_config(data_dir)
-    if config is None:
-        sizes = infer_config(_need_file(data_dir, PARAMS_FILE))
-        return dict({k: sizes[k] for k in CONFIG_KEYS}, dropout=0.1)
-    missing = [k for k in CONFIG_KEYS if k not in config]
-    if missing:
-        raise ValueError(
-            f'{os.path.join(data_dir, "config.json")} lacks {missing}')
-    out = {k: int(config[k]) for k in CONFIG_KEYS}
-    out['dropout'] = float(config.get('dropout', 0.1))
-    return out
 
 
 def load_pretrained_model(pretrained_model, num_hiddens, ffn_num_hiddens,
@@ -217,7 +182,7 @@ def read_snli(data_dir, is_train):
             f'{file_name} not found: the SNLI directory must hold '
             'snli_1.0_train.txt and snli_1.0_test.txt (the snli_1.0 folder '
             'of snli_1.0.zip, or the synthetic data of '
-            '`d2l_bert.snli_synthetic.make_snli_synthetic`)')
+            '`d2l_bert.data.snli_synthetic.make_snli_synthetic`)')
     premises, hypotheses, labels = [], [], []
     with open(file_name, encoding='utf-8') as f:
         for line_no, line in enumerate(f, 1):
@@ -234,34 +199,6 @@ def read_snli(data_dir, is_train):
     if not labels:
         raise ValueError(f'{file_name} holds no labelled example')
     return premises, hypotheses, labels
-
-
-def snli_data_dir(data='snli'):
-    """Return a directory for `read_snli`: real, synthetic or local SNLI.
-
-    Parameters
-    ----------
-    data : str
-        ``'snli'`` downloads SNLI (checked against its SHA-1);
-        ``'synthetic'`` writes `d2l_bert.snli_synthetic`'s corpus into the
-        cache, no network needed; anything else is a directory holding
-        ``snli_1.0_train.txt`` and ``snli_1.0_test.txt`` (or their
-        ``snli_1.0`` folder).
-    """
-    if data == 'snli':
-        return download_extract('SNLI')
-    if data == 'synthetic':
-        return make_snli_synthetic(os.path.join(data_home(),
-                                                'snli-synthetic'))
-    if not os.path.isdir(data):
-        raise ValueError(
-            f"data must be 'snli', 'synthetic' or a directory holding "
-            f'snli_1.0_train.txt and snli_1.0_test.txt, got {data!r}')
-    nested = os.path.join(data, 'snli_1.0')
-    if not os.path.isfile(os.path.join(data, 'snli_1.0_train.txt')) and \
-            os.path.isdir(nested):
-        return nested
-    return data
 
 
 class SNLIBERTDataset(gluon.data.Dataset):
@@ -392,146 +329,3 @@ class BERTClassifier(nn.Block):
                                  valid_lens_x)               # (B, T, H)
         # `<cls>` is at position 0
         return self.output(self.hidden(encoded_X[:, 0, :]))  # (B, 3)
-
-
-def cls_spread(bert, dataset, num_examples=64):
-    """Measure how much the `<cls>` encoding varies across inputs.
-
-    A pretraining that collapsed gives every input the same encoding; the
-    classifier then starts from no information about the pair, and
-    fine-tuning may stay at chance.  This returns the mean over hidden
-    units of the standard deviation across the first `num_examples`
-    examples of `dataset`: about 0.1 for a randomly initialised model,
-    near 0 (below 1e-3) for a collapsed one.
-
-    Parameters
-    ----------
-    bert : BERTModel
-        The pretrained model to check.
-    dataset : SNLIBERTDataset
-        Pairs to encode.
-    num_examples : int
-        How many of its first examples to encode.
-
-    Returns
-    -------
-    float
-    """
-    ctx = bert.encoder.token_embedding.weight.list_ctx()[0]
-    n = min(num_examples, len(dataset))
-    (tokens, segments, valid_lens), _ = dataset[0:n]
-    encoded_X = bert.encoder(tokens.as_in_context(ctx),
-                             segments.as_in_context(ctx),
-                             valid_lens.as_in_context(ctx))  # (n, T, H)
-    return float(encoded_X[:, 0, :].std(axis=0).mean())
-
-
-def train_ch13_history(net, train_iter, test_iter, loss, trainer,
-                       num_epochs, devices,
-                       split_f=d2l.split_batch_multi_inputs, progress=False):
-    """d2l's `train_ch13` with a progress bar, returning the history.
-
-    The same steps as `d2l.train_ch13` (`d2l.train_batch_ch13` for each
-    minibatch, `d2l.evaluate_accuracy_gpus` after each epoch) and the
-    same two closing lines; the history takes the place of the book's
-    animated plot (`plot_history` draws it, ``d2l-bert finetune`` saves
-    it).  Apply `d2l_bert.fast.accelerate` to `net` first for speed.
-
-    Parameters
-    ----------
-    net : BERTClassifier
-        Initialized on every context of `devices`.
-    train_iter, test_iter : gluon.data.DataLoader
-        Batches of ``(inputs, labels)`` for training and for the test
-        accuracy after each epoch.
-    loss : gluon.loss.Loss
-        Per-example loss, as `d2l.train_ch13` takes it.
-    trainer : gluon.Trainer
-        The optimizer of `net`'s parameters.
-    num_epochs : int
-        Passes over `train_iter`.
-    devices : list of mxnet.Context
-        Each batch is split over them.
-    split_f : callable
-        Splits a minibatch over `devices`.
-    progress : bool
-        Show a progress bar per epoch (on standard error).
-
-    Returns
-    -------
-    dict
-        ``'epoch'`` (fractional epochs at which the training figures were
-        taken, five per epoch as in the book's plot), ``'train loss'``,
-        ``'train acc'``, then ``'test epoch'`` and ``'test acc'`` once per
-        epoch, and ``'examples/sec'``.
-    """
-    from tqdm import tqdm
-    num_batches = len(train_iter)
-    every = max(num_batches // 5, 1)
-    history = {'epoch': [], 'train loss': [], 'train acc': [],
-               'test epoch': [], 'test acc': []}
-    seconds = 0.0
-    for epoch in range(num_epochs):
-        # Sum of losses, correct predictions, examples, predictions
-        loss_sum, correct, examples, predictions = 0.0, 0.0, 0, 0
-        bar = tqdm(train_iter, total=num_batches, disable=not progress,
-                   desc=f'epoch {epoch + 1}/{num_epochs}', leave=False,
-                   file=sys.stderr)
-        for i, (features, labels) in enumerate(bar):
-            start = time.time()
-            l, acc = d2l.train_batch_ch13(
-                net, features, labels, loss, trainer, devices, split_f)
-            # The losses are read after the forward pass; the timer waits
-            # for the backward pass and the update too (the book's does
-            # not, which overstates the throughput)
-            npx.waitall()
-            loss_sum, correct = loss_sum + l, correct + acc
-            examples += labels.shape[0]
-            predictions += labels.size
-            seconds += time.time() - start
-            if (i + 1) % every == 0 or i == num_batches - 1:
-                history['epoch'].append(epoch + (i + 1) / num_batches)
-                history['train loss'].append(loss_sum / examples)
-                history['train acc'].append(correct / predictions)
-                bar.set_postfix(loss=f'{loss_sum / examples:.3f}',
-                                acc=f'{correct / predictions:.3f}')
-        bar.close()
-        test_acc = d2l.evaluate_accuracy_gpus(net, test_iter, split_f)
-        history['test epoch'].append(epoch + 1)
-        history['test acc'].append(test_acc)
-        if progress:
-            print(f'epoch {epoch + 1}: loss {loss_sum / examples:.3f}, '
-                  f'train acc {correct / predictions:.3f}, '
-                  f'test acc {test_acc:.3f}', file=sys.stderr)
-    history['examples/sec'] = examples * num_epochs / seconds
-    print(f'loss {loss_sum / examples:.3f}, train acc '
-          f'{correct / predictions:.3f}, test acc {test_acc:.3f}')
-    print(f'{history["examples/sec"]:.1f} examples/sec on {devices}')
-    return history
-
-
-def plot_history(history, file_name):
-    """Plot training loss and accuracies against epochs into a PNG file.
-
-    The file is written whole or not at all (`atomic_write`).
-    """
-    import matplotlib
-    matplotlib.use('Agg')
-    from matplotlib import pyplot as plt
-    fig, ax = plt.subplots(figsize=(4.5, 3.2))
-    ax.plot(history['epoch'], history['train loss'], label='train loss')
-    ax.plot(history['epoch'], history['train acc'], '--',
-            label='train acc')
-    ax.plot(history['test epoch'], history['test acc'], 'o-',
-            label='test acc')
-    ax.set_xlabel('epoch')
-    ax.set_xlim(0, max(history['test epoch']))
-    ax.set_ylim(0, max(1.0, max(history['train loss']) * 1.05))
-    ax.grid(True)
-    ax.legend()
-    fig.tight_layout()
-    try:
-        atomic_write(file_name,
-                     lambda tmp: fig.savefig(tmp, format='png', dpi=120))
-    finally:
-        plt.close(fig)

@@ -9,11 +9,11 @@ The section in the book's order:
    book prints and plotting the loss curves;
 3. `get_bert_encoding`: the representation of one text or a text pair.
 
-Beyond the book, elsewhere: `d2l_bert.training` holds the same loop with
-checkpoints that resume exactly, the per-step losses and held-out
-accuracy (what ``d2l-bert pretrain`` runs); `d2l_bert.model_files` saves
-a pretrained model in the layout of d2l's ``bert.small`` and reads it
-back.
+Beyond the book, elsewhere: `d2l_bert.runs.pretraining` holds the same
+loop with checkpoints that resume exactly, the per-step losses and
+held-out accuracy (what ``d2l-bert pretrain`` runs);
+`d2l_bert.runs.model_files` saves a pretrained model in the layout of
+d2l's ``bert.small`` and reads it back.
 
 Dimension key used in the shape comments:
 
@@ -26,7 +26,6 @@ from d2l import mxnet as d2l
 
 from .bert import get_tokens_and_segments
 from .checks import check_positive_int
-from .data_parallel import create_kvstore
 
 # The small BERT the section pretrains, and its training settings
 BOOK_BERT_CONFIG = dict(num_hiddens=128, ffn_num_hiddens=256, num_heads=2,
@@ -111,9 +110,9 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps,
 
     Prints the two losses averaged over the steps and the throughput, and
     plots both losses step by step (`d2l.Animator`).  Like the book's,
-    returns None.  `d2l_bert.training.train_bert_history` is the same loop
-    with a progress bar, checkpoints and the per-step losses returned,
-    which ``d2l-bert pretrain`` uses.
+    returns None.  `d2l_bert.runs.pretraining.train_bert_history` is the
+    same loop with a progress bar, checkpoints and the per-step losses
+    returned, which ``d2l-bert pretrain`` uses.
 
     Parameters
     ----------
@@ -134,14 +133,20 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps,
         Number of batches to train on (the book: 50).
     kvstore : str or mxnet.kvstore.KVStore, default 'device'
         Beyond the book: where `Trainer` sums the gradients of the
-        devices.  In a worker of a ``dist_sync`` job (``d2l-bert
-        launch``), the job's kvstore sums them over the workers too,
-        whose `train_iter` each give their own rows of every batch
-        (`d2l_bert.data_parallel.worker_rows`).
+        devices (``'device'``, the book's, or ``'local'``).  In a worker
+        of a ``dist_sync`` job (``d2l-bert launch``), pass the job's
+        kvstore, made once per process
+        (`d2l_bert.data_parallel.create_kvstore`): it sums the gradients
+        over the workers too, whose `train_iter` each give their own
+        rows of every batch (`d2l_bert.data_parallel.worker_rows`).
     """
     check_positive_int('num_steps', num_steps)
     if isinstance(kvstore, str) and kvstore.startswith('dist'):
-        kvstore = create_kvstore(kvstore)  # the job's, made once
+        # A second kvstore of the job would wait forever for the others
+        raise ValueError(
+            f'kvstore {kvstore!r} needs a worker of a job and the job\'s '
+            'kvstore object: pass kvstore=create_kvstore() '
+            '(d2l_bert.data_parallel), made once per process')
     trainer = gluon.Trainer(net.collect_params(), 'adam',
                             {'learning_rate': 0.01}, kvstore=kvstore)
     step, timer = 0, d2l.Timer()

@@ -52,4 +52,4 @@ with open(os.devnull, 'w') as devnull, (
         else contextlib.nullcontext()):
     print(threads)
     train_bert(worker_rows(train_iter), net, loss, len(vocab), devices,
-               args.steps, kvstore='dist_sync')
+               args.steps, kvstore=kv)

@@ -81,7 +81,7 @@ def tiny_batch():
 def write_small_corpus(directory, num_train=60, num_valid=30):
     """Write the first paragraphs of the embedded corpus's two splits to
     `directory` (WikiText's file names) and return it as a string."""
-    from d2l_bert import corpus
+    from d2l_bert.data import corpus
     os.makedirs(directory, exist_ok=True)
     for split, count in (('train', num_train), ('valid', num_valid)):
         name = corpus.FILE_NAMES[split]

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from d2l_bert.cli.check_text import package_sections
-from d2l_bert.editions import parse_markdown, parse_rst, read_edition
+from d2l_bert.chapter.editions import parse_markdown, parse_rst, read_edition
 
 BOOK = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..',
                                      'shared', 'book'))

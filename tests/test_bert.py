@@ -244,6 +244,31 @@ def test_num_layers_is_accepted_as_in_the_017_editions(tiny_batch):
         BERTEncoder(99, 32, 48, 4, 2, 0.1, num_layers=3)
 
 
+@pytest.mark.parametrize('block_cls', [BERTEncoder, BERTModel])
+@pytest.mark.parametrize('blocks', [dict(num_blks=2), dict(num_layers=2)])
+def test_a_missing_dropout_is_named_at_construction(block_cls, blocks):
+    # The issue's call: the 0.17 name, no dropout; it used to build, then
+    # fail at the first forward pass inside Gluon's `Dropout`
+    with pytest.raises(TypeError, match='missing dropout: pass the '
+                       'dropout rate'):
+        block_cls(100, 32, 64, 2, **blocks)
+
+
+@pytest.mark.parametrize('block_cls', [BERTEncoder, BERTModel])
+def test_a_missing_number_of_blocks_is_named_at_construction(block_cls):
+    with pytest.raises(TypeError, match='missing the number of blocks: '
+                       'pass num_blks'):
+        block_cls(100, 32, 64, 2, dropout=0.1)
+
+
+@pytest.mark.parametrize('block_cls', [BERTEncoder, BERTModel])
+@pytest.mark.parametrize('dropout', [-0.1, 1.0, '0.1', True])
+def test_a_dropout_outside_0_to_1_is_refused(block_cls, dropout):
+    with pytest.raises(ValueError, match=r'dropout must be a rate in '
+                       rf'\[0, 1\), got {dropout!r}'):
+        block_cls(100, 32, 64, 2, num_layers=2, dropout=dropout)
+
+
 def test_original_bert_options_add_only_the_embedding_norm(tiny_batch):
     book = BERTModel(**TINY)
     original = BERTModel(**TINY, **ORIGINAL_BERT)

@@ -1,7 +1,7 @@
 """The book's documented outputs, found by content, and the comparisons."""
 import pytest
 
-from d2l_bert import book_outputs
+from d2l_bert.chapter import book_outputs
 
 
 def test_documented_outputs_match_by_content_not_position():

@@ -10,7 +10,8 @@ import pytest
 
 from d2l_bert import cli, finetuning as ft
 from d2l_bert.cli import finetune
-from d2l_bert.snli_synthetic import make_snli_synthetic
+from d2l_bert.data.snli_synthetic import make_snli_synthetic
+from d2l_bert.runs import finetuning as runs_ft
 from conftest import write_small_corpus
 
 
@@ -66,7 +67,7 @@ def test_fine_tunes_and_saves_model_history_and_plot(
     # the saved classifier loads back
     bert, _ = ft.load_pretrained_model(
         pretrained_dir, devices=mx.cpu(),
-        **ft.load_pretrained_config(pretrained_dir))
+        **runs_ft.load_pretrained_config(pretrained_dir))
     net = ft.BERTClassifier(bert)
     net.load_parameters(str(out / 'finetuned.params'))
 

@@ -13,7 +13,7 @@ import pytest
 
 from d2l_bert import cli
 from d2l_bert.devices import num_gpus
-from d2l_bert.snli_synthetic import make_snli_synthetic
+from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from conftest import write_small_corpus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -122,7 +122,7 @@ BAD = [
      '--data adir: adir/snli_1.0_train.txt not found: the SNLI directory '
      'must hold snli_1.0_train.txt and snli_1.0_test.txt (the snli_1.0 '
      'folder of snli_1.0.zip, or the synthetic data of '
-     '`d2l_bert.snli_synthetic.make_snli_synthetic`)'),
+     '`d2l_bert.data.snli_synthetic.make_snli_synthetic`)'),
     ('finetune --batch-size 0',
      "argument --batch-size: must be a positive integer, got '0'"),
     ('finetune --max-len 2',

@@ -18,7 +18,7 @@ from d2l_bert import cli
 from d2l_bert import pretraining as P
 from d2l_bert.cli import pretrain as pretrain_command
 from d2l_bert.distributed import free_port
-from d2l_bert.training import read_checkpoint_meta
+from d2l_bert.runs.pretraining import read_checkpoint_meta
 
 import processes
 from conftest import write_small_corpus

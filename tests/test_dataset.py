@@ -1,4 +1,4 @@
-"""Tests of d2l_bert.dataset (sec_bert-dataset) and d2l_bert.corpus."""
+"""Tests of d2l_bert.dataset (sec_bert-dataset) and d2l_bert.data.corpus."""
 import functools
 import hashlib
 import http.server
@@ -13,7 +13,7 @@ import numpy as onp
 import pytest
 from d2l import mxnet as d2l
 
-from d2l_bert import corpus
+from d2l_bert.data import corpus
 from d2l_bert import dataset as D
 
 FIXTURE = os.path.join(os.path.dirname(__file__), 'fixtures',

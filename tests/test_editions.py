@@ -2,9 +2,9 @@
 name the callers use is still `editions.<name>`."""
 import pytest
 
-from d2l_bert import editions
-from d2l_bert.editions import (cells, check, layout, markdown, notebook,
-                               read_edition, rst)
+from d2l_bert.chapter import editions
+from d2l_bert.chapter.editions import (cells, check, layout, markdown,
+                                       notebook, read_edition, rst)
 
 
 @pytest.mark.parametrize('name, module', [

@@ -6,9 +6,9 @@ import tempfile
 import pytest
 
 import excerpts
-from d2l_bert import book_outputs, editions
-from d2l_bert.editions import read_edition
-from d2l_bert.runner import DataHooks, Runner
+from d2l_bert.chapter import book_outputs, editions
+from d2l_bert.chapter.editions import read_edition
+from d2l_bert.chapter.runner import DataHooks, Runner
 from excerpts import Cuts
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures', 'editions')
@@ -222,7 +222,7 @@ def test_fine_tuning_excerpt_from_the_dataset_on_runs_and_matches(
         tmp_path, monkeypatch):
     # offline, with the stand-ins in a temporary cache; the notebook's
     # cells taken get the stand-in of bert.small the book's cells get
-    from d2l_bert import hub
+    from d2l_bert.data import hub
     monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
     monkeypatch.setattr(hub, 'reachable', lambda name, timeout=5.0: False)
     hooks = DataHooks(small=True)

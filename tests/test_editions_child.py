@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from d2l_bert.editions.child import ChildRunner
+from d2l_bert.chapter.editions.child import ChildRunner
 
 
 @pytest.fixture

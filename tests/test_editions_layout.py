@@ -3,8 +3,8 @@ import ast
 
 import pytest
 
-from d2l_bert import editions
-from d2l_bert.editions import relayout
+from d2l_bert.chapter import editions
+from d2l_bert.chapter.editions import relayout
 
 
 def _same(one_line, expected):

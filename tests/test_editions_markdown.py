@@ -1,8 +1,8 @@
 """Reading the book's markdown sources: fences, tabs, comments, outputs."""
 import os
 
-from d2l_bert import editions
-from d2l_bert.editions import read_edition
+from d2l_bert.chapter import editions
+from d2l_bert.chapter.editions import read_edition
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures', 'editions')
 

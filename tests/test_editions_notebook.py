@@ -5,8 +5,8 @@ import warnings
 
 import pytest
 
-from d2l_bert import editions
-from d2l_bert.editions import read_edition
+from d2l_bert.chapter import editions
+from d2l_bert.chapter.editions import read_edition
 
 
 def test_notebook_cells_are_mxnet_and_label_from_metadata(tmp_path):

@@ -10,8 +10,10 @@ import functools
 
 import pytest
 
-from d2l_bert.editions import Cell, Edition, layout, locate, parse_markdown
-from d2l_bert.editions.place import CellShape, Place, _cells, needed_names
+from d2l_bert.chapter.editions import (Cell, Edition, layout, locate,
+                                       parse_markdown)
+from d2l_bert.chapter.editions.place import (CellShape, Place, _cells,
+                                             needed_names)
 
 import excerpts
 from excerpts import EDITIONS, Cuts

@@ -2,8 +2,8 @@
 import ast
 import os
 
-from d2l_bert import editions
-from d2l_bert.editions import read_edition
+from d2l_bert.chapter import editions
+from d2l_bert.chapter.editions import read_edition
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures', 'editions')
 

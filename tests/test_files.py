@@ -1,11 +1,11 @@
-"""Tests of d2l_bert/files.py: files written whole or not at all."""
+"""Tests of d2l_bert/data/atomic.py: files written whole or not at all."""
 import os
 import stat
 
 import pytest
 
-from d2l_bert import files
-from d2l_bert.files import atomic_write, atomic_write_into
+from d2l_bert.data import atomic as files
+from d2l_bert.data.atomic import atomic_write, atomic_write_into
 
 OLD = b'the old file\n' * 100
 

@@ -17,8 +17,9 @@ from d2l import mxnet as d2l
 from mxnet import gluon, np
 
 from d2l_bert import BERTModel, fast, finetuning as ft
-from d2l_bert.model_files import save_pretrained
-from d2l_bert.snli_synthetic import make_snli_synthetic
+from d2l_bert.data.snli_synthetic import make_snli_synthetic
+from d2l_bert.runs import finetuning as runs_ft
+from d2l_bert.runs.model_files import save_pretrained
 
 # A pretrained model small enough to fine-tune in seconds
 TINY_NLI = dict(num_hiddens=32, ffn_num_hiddens=64, num_heads=2,
@@ -96,8 +97,8 @@ def test_load_pretrained_model_reads_what_pretraining_saves(pretrained_dir):
 
 
 def test_load_pretrained_config_reads_config_json(pretrained_dir):
-    assert ft.load_pretrained_config(pretrained_dir) == TINY_NLI
-    assert ft.load_pretrained_config('bert.small') == dict(
+    assert runs_ft.load_pretrained_config(pretrained_dir) == TINY_NLI
+    assert runs_ft.load_pretrained_config('bert.small') == dict(
         num_hiddens=256, ffn_num_hiddens=512, num_heads=4, num_blks=2,
         dropout=0.1, max_len=512)
 
@@ -109,7 +110,7 @@ def test_bert_small_layout_without_config_is_read_off_the_shapes(tmp_path):
     tokens = np.zeros((1, 4), dtype='int32')
     net(tokens, tokens, None, np.zeros((1, 1), dtype='int32'))
     net.save_parameters(str(tmp_path / 'pretrained.params'))
-    assert ft.load_pretrained_config(str(tmp_path)) == ft.BERT_SMALL
+    assert runs_ft.load_pretrained_config(str(tmp_path)) == ft.BERT_SMALL
 
 
 def test_hub_name_loads_an_archive_in_the_cache(tmp_path, pretrained_dir,
@@ -267,12 +268,12 @@ def test_snli_data_dir_accepts_synthetic_and_directories(tmp_path,
                                                          monkeypatch,
                                                          snli_dir):
     monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
-    synthetic = ft.snli_data_dir('synthetic')
+    synthetic = runs_ft.snli_data_dir('synthetic')
     assert synthetic == str(tmp_path / 'snli-synthetic' / 'snli_1.0')
     assert len(ft.read_snli(synthetic, False)[2]) == 1000
-    assert ft.snli_data_dir(os.path.dirname(snli_dir)) == snli_dir
+    assert runs_ft.snli_data_dir(os.path.dirname(snli_dir)) == snli_dir
     with pytest.raises(ValueError, match="data must be 'snli', 'synthetic'"):
-        ft.snli_data_dir(str(tmp_path / 'nowhere'))
+        runs_ft.snli_data_dir(str(tmp_path / 'nowhere'))
 
 
 # --- Fine-tuning BERT --------------------------------------------------------
@@ -321,7 +322,7 @@ def test_cls_spread_tells_a_collapsed_model(pretrained_dir, snli_dir):
                                            **TINY_NLI)
     test_set = ft.SNLIBERTDataset(ft.read_snli(snli_dir, False), 28, vocab,
                                   num_workers=0)
-    assert ft.cls_spread(bert, test_set) > 0.01
+    assert runs_ft.cls_spread(bert, test_set) > 0.01
     # every token, segment and position embedded alike: all inputs look
     # the same to the encoder, as after a collapsed pretraining
     encoder = bert.encoder
@@ -330,7 +331,7 @@ def test_cls_spread_tells_a_collapsed_model(pretrained_dir, snli_dir):
     encoder.segment_embedding.weight.set_data(
         np.zeros(encoder.segment_embedding.weight.shape))
     encoder.pos_embedding.set_data(np.zeros(encoder.pos_embedding.shape))
-    assert ft.cls_spread(bert, test_set) < 1e-5
+    assert runs_ft.cls_spread(bert, test_set) < 1e-5
 
 
 def test_fine_tuning_on_two_cpus_learns_synthetic_snli(pretrained_dir,
@@ -344,7 +345,7 @@ def test_fine_tuning_on_two_cpus_learns_synthetic_snli(pretrained_dir,
     net = fast.accelerate(net)
     trainer = gluon.Trainer(net.collect_params(), 'adam',
                             {'learning_rate': 1e-3})
-    history = ft.train_ch13_history(net, train_iter, test_iter,
+    history = runs_ft.train_ch13_history(net, train_iter, test_iter,
                                     gluon.loss.SoftmaxCrossEntropyLoss(),
                                     trainer, 3, TWO_CPUS)
     # chance is 1/3 and the first loss about ln 3 = 1.1; this seed reaches
@@ -393,7 +394,7 @@ def test_plot_history_writes_a_png(tmp_path):
                'train acc': [0.4, 0.5, 0.6, 0.7],
                'test epoch': [1, 2], 'test acc': [0.5, 0.65]}
     path = tmp_path / 'plot.png'
-    ft.plot_history(history, str(path))
+    runs_ft.plot_history(history, str(path))
     assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert os.listdir(tmp_path) == ['plot.png']
 

@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from d2l_bert import hub
+from d2l_bert.data import hub
 
 
 def _zip_bytes(files):

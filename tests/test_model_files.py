@@ -1,4 +1,4 @@
-"""Tests of d2l_bert/model_files.py: a pretrained BERT saved in the layout
+"""Tests of d2l_bert/runs/model_files.py: a pretrained BERT saved in the layout
 of d2l's `bert.small` (`save_pretrained`), read back (`load_pretrained`,
 the book's `load_pretrained_model`) and encoding text (`D2LTextEncoder`).
 """
@@ -12,7 +12,7 @@ from d2l import mxnet as d2l
 from mxnet import gluon, init, np
 
 from d2l_bert import BERTModel
-from d2l_bert import model_files as M
+from d2l_bert.runs import model_files as M
 from d2l_bert.pretraining import get_bert_encoding, train_bert
 
 from conftest import write_small_corpus

@@ -2,7 +2,7 @@
 
 Each notebook is executed once per session by a Jupyter kernel of this
 interpreter, at small sizes (``D2L_BERT_SMALL=1``); its outputs are then
-held to the book's table (`d2l_bert.book_outputs`): shapes exactly,
+held to the book's table (`d2l_bert.chapter.book_outputs`): shapes exactly,
 trained numbers only shown.
 """
 import glob
@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from d2l_bert import book_outputs, editions
+from d2l_bert.chapter import book_outputs, editions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, 'notebooks', '*.ipynb')))
@@ -104,8 +104,8 @@ def test_package_names_are_defined_only_in_saved_cells(path):
     # the `#@save` cells)
     import ast
 
-    from d2l_bert import saved_cells
-    from d2l_bert.runner import package_names
+    from d2l_bert.chapter import saved_cells
+    from d2l_bert.chapter.runner import package_names
     names, _ = package_names()
     with open(path, encoding='utf-8') as f:
         nb = json.load(f)

@@ -74,6 +74,35 @@ def test_train_bert_rejects_bad_step_counts(small_corpus):
                      len(vocab), [mx.cpu()], 0)
 
 
+def test_train_bert_steps_with_the_kvstore_it_is_given(small_corpus,
+                                                     monkeypatch):
+    # The caller makes the kvstore; the book's `Trainer` receives it
+    trainers = []
+
+    class SpyTrainer(gluon.Trainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            trainers.append(kwargs['kvstore'])
+
+    monkeypatch.setattr(gluon, 'Trainer', SpyTrainer)
+    train_iter, vocab, net = make_run(small_corpus)
+    kvstore = mx.kv.create('local')
+    P.train_bert(train_iter, net, gluon.loss.SoftmaxCELoss(), len(vocab),
+                 [mx.cpu()], 1, kvstore=kvstore)
+    P.train_bert(train_iter, net, gluon.loss.SoftmaxCELoss(), len(vocab),
+                 [mx.cpu()], 1)
+    assert trainers == [kvstore, 'device']  # the book's by default
+
+
+def test_train_bert_refuses_a_distributed_kvstore_by_name():
+    # A second kvstore of a job would wait forever for the other workers:
+    # the worker passes the job's kvstore object instead
+    with pytest.raises(ValueError, match=r"kvstore 'dist_sync' needs a "
+                       r'worker of a job .* pass kvstore=create_kvstore\(\)'):
+        P.train_bert([], None, None, 10, [mx.cpu()], 1,
+                     kvstore='dist_sync')
+
+
 # ---------------------------------------------------------------------------
 # get_bert_encoding
 # ---------------------------------------------------------------------------

@@ -5,8 +5,8 @@ import mxnet as mx
 import pytest
 
 import d2l_bert
-from d2l_bert import runner as runner_module
-from d2l_bert.runner import DataHooks, Runner
+from d2l_bert.chapter import runner as runner_module
+from d2l_bert.chapter.runner import DataHooks, Runner
 
 
 @pytest.fixture
@@ -177,7 +177,8 @@ def test_small_runs_replace_unreachable_hub_files_with_stand_ins(
         tmp_path, monkeypatch):
     from mxnet import np
 
-    from d2l_bert import hub, runner
+    from d2l_bert.chapter import runner
+    from d2l_bert.data import hub
     from d2l_bert.finetuning import load_pretrained_model, read_snli
     monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
     monkeypatch.setattr(hub, 'reachable', lambda name, timeout=5.0: False)
@@ -206,7 +207,7 @@ def test_train_ch13_at_small_sizes_trains_one_epoch_on_five_small_batches(
         monkeypatch):
     from mxnet import np
 
-    from d2l_bert.runner import _real_d2l
+    from d2l_bert.chapter.runner import _real_d2l
     calls = []
     monkeypatch.setattr(_real_d2l(), 'train_ch13',
                         lambda *args: calls.append(args))

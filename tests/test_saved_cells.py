@@ -1,4 +1,5 @@
-"""The notebooks' ``#@save`` cells equal the package (`d2l_bert.saved_cells`).
+"""The notebooks' ``#@save`` cells equal the package
+(`d2l_bert.chapter.saved_cells`).
 
 A student edits the definitions in the notebooks; the package holds the
 same code.  These tests fail when the two differ by one line, and when a
@@ -9,7 +10,8 @@ import os
 
 import pytest
 
-from d2l_bert import saved_cells
+import d2l_bert
+from d2l_bert.chapter import saved_cells
 
 nbformat = pytest.importorskip('nbformat')
 
@@ -108,7 +110,7 @@ def test_write_fills_a_stub_and_restores_an_edited_cell():
 
 def test_the_books_layer_imports_nothing_of_the_fast_layer():
     for module in ('attention', 'transformer', 'bert'):
-        path = os.path.join(os.path.dirname(saved_cells.__file__),
+        path = os.path.join(os.path.dirname(d2l_bert.__file__),
                             f'{module}.py')
         with open(path, encoding='utf-8') as f:
             text = f.read()
@@ -122,7 +124,7 @@ def _run_bert_notebook(edit=None):
     `BERTEncoder` cell passed through `edit`; return ``encoded_X``."""
     import mxnet as mx
 
-    from d2l_bert.runner import Runner
+    from d2l_bert.chapter.runner import Runner
     runner = Runner()
     for cell in _read('bert.ipynb').cells:
         if cell.cell_type != 'code':

@@ -6,7 +6,7 @@ import os
 import pytest
 from d2l import mxnet as d2l
 
-from d2l_bert import corpus, snli_synthetic
+from d2l_bert.data import corpus, snli_synthetic
 from d2l_bert.finetuning import read_snli
 
 

@@ -1,4 +1,4 @@
-"""Tests of d2l_bert/training.py: `train_bert_history` (the book's
+"""Tests of d2l_bert/runs/pretraining.py: `train_bert_history` (the book's
 `train_bert` loop with checkpoints and the per-step losses) and
 `evaluate_bert`.
 
@@ -16,7 +16,7 @@ import pytest
 from mxnet import gluon, init, np
 
 from d2l_bert import BERTModel
-from d2l_bert import training as T
+from d2l_bert.runs import pretraining as T
 from d2l_bert.dataset import load_data_wiki
 
 from conftest import write_small_corpus

@@ -17,7 +17,7 @@ repository checkout an editable install points to.
 import os
 import time
 
-from ..saved_cells import NOTEBOOKS
+from ..chapter.saved_cells import NOTEBOOKS
 from ._args import RunError, add_devices, examples, resolve_devices
 
 #: Section label -> notebook file name, in the book's order: the first
@@ -80,7 +80,7 @@ def main(args):
         folder = notebook_dir()
     except FileNotFoundError as e:
         raise RunError(e) from None
-    from ..runner import SMALL_ENV, small_sizes
+    from ..chapter.runner import SMALL_ENV, small_sizes
 
     print(args.threads)
     saved = os.environ.get(SMALL_ENV)
@@ -96,8 +96,8 @@ def main(args):
 
 
 def _run(folder, ctx, small, sections=None):
-    from .. import editions
-    from ..runner import DataHooks, Runner
+    from ..chapter import editions
+    from ..chapter.runner import DataHooks, Runner
 
     start = time.perf_counter()
     reports = []

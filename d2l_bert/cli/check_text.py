@@ -85,7 +85,7 @@ def add_arguments(parser):
 
 def main(args):
     resolve_devices(args.devices, one='check-text')
-    from ..editions.child import DEFAULT_TIMEOUT
+    from ..chapter.editions.child import DEFAULT_TIMEOUT
 
     timeout = args.timeout
     if timeout is None:
@@ -121,9 +121,9 @@ def _check_file(path, args, sections, timeout):
         The file cannot be read as an edition, or is none of the BERT
         chapter's sections.
     """
-    from .. import editions
-    from ..editions.child import ChildRunner
-    from ..runner import PRETRAINED_ENV
+    from ..chapter import editions
+    from ..chapter.editions.child import ChildRunner
+    from ..chapter.runner import PRETRAINED_ENV
     try:
         edition = editions.read_edition(path, args.layout_from,
                                         args.default_tab)
@@ -152,7 +152,7 @@ def _check_file(path, args, sections, timeout):
 def _check_section(path, edition, place, sections):
     """Raise `UsageError` when `edition` has nothing to check: no MXNet
     cell, or cells of no section of the BERT chapter."""
-    from .. import book_outputs
+    from ..chapter import book_outputs
     if not edition.mxnet_cells():
         raise UsageError(
             f'{path}: no MXNet code cell, nothing to check: give an '
@@ -177,7 +177,7 @@ def package_sections():
     missing : str or None
         Why `sections` is empty, as a note for the report.
     """
-    from .. import editions
+    from ..chapter import editions
     from .chapter import SECTIONS, notebook_dir
     try:
         folder = notebook_dir()

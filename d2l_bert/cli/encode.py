@@ -124,7 +124,7 @@ def load_text_encoder(spec, ctx):
     FileNotFoundError, ValueError
         With a message naming `spec` and what was expected.
     """
-    from ..model_files import PARAMS_FILE, D2LTextEncoder
+    from ..runs.model_files import PARAMS_FILE, D2LTextEncoder
     # A directory in the d2l layout (`bert.small`, `d2l-bert pretrain`)
     if os.path.isfile(os.path.join(spec, PARAMS_FILE)):
         return D2LTextEncoder(spec, ctx)
@@ -293,7 +293,7 @@ def _encode_file(args, ctx):
 
     import numpy as onp
 
-    from ..files import atomic_write
+    from ..data.atomic import atomic_write
     if args.out is None:
         raise UsageError('--file needs --out PATH.npy, where the vectors '
                          'go')

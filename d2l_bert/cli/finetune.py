@@ -138,10 +138,11 @@ def _load_model(settings, devices):
     """The pretrained model's sizes (with ``--dropout``), the model and
     its vocabulary."""
     from .. import finetuning as ft
-    from ..hub import DownloadError
+    from ..data.hub import DownloadError
+    from ..runs import finetuning as runs_ft
     model = settings['model']
     try:
-        config = ft.load_pretrained_config(model)
+        config = runs_ft.load_pretrained_config(model)
         if settings['max_len'] > config['max_len']:
             raise UsageError(
                 f'--max-len {settings["max_len"]} is longer than the '
@@ -161,10 +162,11 @@ def _load_data(settings, vocab):
     """The training and test sets of ``--data``, packed to ``--max-len``,
     after warning of a batch larger than the data or pairs cut short."""
     from .. import finetuning as ft
-    from ..hub import DownloadError
+    from ..data.hub import DownloadError
+    from ..runs import finetuning as runs_ft
     data = settings['data']
     try:
-        data_dir = ft.snli_data_dir(data)
+        data_dir = runs_ft.snli_data_dir(data)
         train, test = ft.read_snli(data_dir, True), ft.read_snli(data_dir,
                                                                  False)
     except DownloadError as e:
@@ -221,7 +223,9 @@ def _train(settings, bert, train_set, test_set, devices):
 
     from .. import fast
     from .. import finetuning as ft
-    _warn_if_collapsed(settings['model'], ft.cls_spread(bert, train_set))
+    from ..runs import finetuning as runs_ft
+    _warn_if_collapsed(settings['model'],
+                       runs_ft.cls_spread(bert, train_set))
     loaders = [gluon.data.DataLoader(
         dataset, settings['batch_size'], shuffle=shuffle,
         num_workers=settings['num_workers'])
@@ -234,9 +238,9 @@ def _train(settings, bert, train_set, test_set, devices):
     trainer = gluon.Trainer(twin.collect_params(), 'adam',
                             {'learning_rate': settings['lr']})
     loss = gluon.loss.SoftmaxCrossEntropyLoss()
-    history = ft.train_ch13_history(twin, *loaders, loss, trainer,
-                                    settings['epochs'], devices,
-                                    progress=settings['progress'])
+    history = runs_ft.train_ch13_history(twin, *loaders, loss, trainer,
+                                         settings['epochs'], devices,
+                                         progress=settings['progress'])
     return net, history
 
 
@@ -256,8 +260,8 @@ def _save(settings, net, vocab, history, config):
     not at all."""
     import json
 
-    from .. import finetuning as ft
-    from ..files import atomic_write
+    from ..data.atomic import atomic_write
+    from ..runs import finetuning as runs_ft
     out = settings['out']
     os.makedirs(out, exist_ok=True)
     atomic_write(os.path.join(out, 'finetuned.params'),
@@ -265,7 +269,7 @@ def _save(settings, net, vocab, history, config):
     for name, obj in (('vocab.json', vocab.idx_to_token),
                       ('history.json', history), ('config.json', config)):
         atomic_write(os.path.join(out, name), json.dumps(obj, indent=2))
-    ft.plot_history(history, os.path.join(out, 'finetune.png'))
+    runs_ft.plot_history(history, os.path.join(out, 'finetune.png'))
 
 
 def main(args):

@@ -330,7 +330,7 @@ def _build(model, devices):
 def _train(args, train_iter, model, devices, kvstore, settings):
     """Train `model` (`_build`'s three) for ``--steps`` with checkpoints;
     return the history."""
-    from ..training import train_bert_history
+    from ..runs.pretraining import train_bert_history
     net, loss, batch_loss = model
     if kvstore is None or kvstore.rank == 0:
         os.makedirs(args.out, exist_ok=True)
@@ -354,7 +354,7 @@ def _train(args, train_iter, model, devices, kvstore, settings):
 
 def _evaluate(twin, valid_iter, vocab_size, devices):
     """Print and return the held-out accuracies."""
-    from ..training import evaluate_bert
+    from ..runs.pretraining import evaluate_bert
     accuracy = evaluate_bert(twin, valid_iter, vocab_size, devices)
     print(f'held-out MLM accuracy {accuracy.mlm_accuracy:.3f} '
           f'({accuracy.num_masked} masked tokens), NSP accuracy '
@@ -364,7 +364,7 @@ def _evaluate(twin, valid_iter, vocab_size, devices):
 
 def _save(out, net, vocab, config):
     """Write the model in bert.small's layout, and say what is where."""
-    from ..model_files import save_pretrained
+    from ..runs.model_files import save_pretrained
     save_pretrained(net, vocab, out, config)
     print(f'saved the model to {out}/ (pretrained.params, vocab.json, '
           'config.json)')

@@ -13,7 +13,7 @@ import os
 
 import numpy as onp
 
-from ..hub import file_hash
+from ..data.hub import file_hash
 
 
 #: The command that installs the offline default model's files

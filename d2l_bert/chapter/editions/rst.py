@@ -37,24 +37,56 @@ def parse_rst(text, path='<rst>', layout_from=()):
                 else _rst_segments(text))
     labels = [s[1] for s in segments if s[0] == 'label']
     edition.label = _section_label(labels)
-    tab_order = []
+    tab_order = _tab_bar_order(segments)
+    groups = _cell_groups(segments, edition.label)
+    order_note = None
+    if collapsed and not tab_order:
+        tab_order, order_note = _tab_order_of_groups(groups)
+    oracle = _LayoutOracle(layout_from) if collapsed else None
+    for group in groups:
+        _set_frameworks(group, tab_order, collapsed)
+        for cell in group:
+            if collapsed:
+                _rebuild(cell, oracle)
+            edition.cells.append(cell)
+    if collapsed:
+        edition.notes.append(
+            'one-line rendering: line breaks and indentation of the code '
+            'were rebuilt' + (f' (layout from {", ".join(oracle.sources)})'
+                              if oracle.sources else ''))
+        if order_note:
+            edition.notes.append(order_note)
+        elif tab_order:
+            edition.notes.append(
+                f"tab order {', '.join(tab_order)} read from the tab bar")
+    return edition
+
+
+def _tab_bar_order(segments):
+    """The frameworks in the order of the page's first tab bar (a line of
+    their names, or the links of raw html), or [] without one."""
     for kind, content, _ in segments:
         if kind == 'text' and _TABBAR.match(content.strip()):
-            tab_order = re.findall('|'.join(FRAMEWORKS), content.strip())
-            break
+            return re.findall('|'.join(FRAMEWORKS), content.strip())
         if kind == 'raw':
             bar = re.findall(r'>(' + '|'.join(FRAMEWORKS) + r')</a>',
                              content)
             if bar:
-                tab_order = bar
-                break
+                return bar
+    return []
+
+
+def _cell_groups(segments, label):
+    """The code cells of `segments`, with their outputs and tab panels, in
+    groups: the cells between two passages of text (or html dividing tab
+    panels) are the same code in several frameworks."""
     groups, group, panel, last = [], [], None, None
     for kind, content, line in segments:
         if kind == 'code':
             if last == 'code' and group:  # tab panels are divided by html
                 groups.append(group)
                 group = []
-            group.append(Cell(content, line=line, label=edition.label))
+            group.append(Cell(content, line=line, label=label))
             group[-1].panel = panel
         elif kind == 'output':
             if group:
@@ -73,37 +105,24 @@ def parse_rst(text, path='<rst>', layout_from=()):
             last = kind
     if group:
         groups.append(group)
-    order_note = None
-    if collapsed and not tab_order:
-        tab_order, order_note = _tab_order_of_groups(groups)
-    oracle = _LayoutOracle(layout_from) if collapsed else None
-    for group in groups:
-        positional = (collapsed and len(group) == len(tab_order) and
-                      all(c.panel is None for c in group))
-        for i, cell in enumerate(group):
-            guess = _guess_framework(cell.code)
-            if cell.panel in FRAMEWORKS:
-                cell.frameworks = (cell.panel,)
-            elif positional and guess in ('mxnet', tab_order[i]):
-                cell.frameworks = (tab_order[i],)
-            else:
-                cell.frameworks = (guess,)
-                if tab_order:
-                    cell.notes.append('framework guessed from the code')
-            if collapsed:
-                _rebuild(cell, oracle)
-            edition.cells.append(cell)
-    if collapsed:
-        edition.notes.append(
-            'one-line rendering: line breaks and indentation of the code '
-            'were rebuilt' + (f' (layout from {", ".join(oracle.sources)})'
-                              if oracle.sources else ''))
-        if order_note:
-            edition.notes.append(order_note)
-        elif tab_order:
-            edition.notes.append(
-                f"tab order {', '.join(tab_order)} read from the tab bar")
-    return edition
+    return groups
+
+
+def _set_frameworks(group, tab_order, collapsed):
+    """Give each cell of `group` its framework: its tab panel's, else its
+    place in the tab order where the code agrees, else a guess."""
+    positional = (collapsed and len(group) == len(tab_order) and
+                  all(c.panel is None for c in group))
+    for i, cell in enumerate(group):
+        guess = _guess_framework(cell.code)
+        if cell.panel in FRAMEWORKS:
+            cell.frameworks = (cell.panel,)
+        elif positional and guess in ('mxnet', tab_order[i]):
+            cell.frameworks = (tab_order[i],)
+        else:
+            cell.frameworks = (guess,)
+            if tab_order:
+                cell.notes.append('framework guessed from the code')
 
 
 def _tab_order_of_groups(groups):

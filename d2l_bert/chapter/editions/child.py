@@ -155,9 +155,9 @@ class ChildRunner:
         env = dict(self._environ, TMPDIR=self.directory)
         env[SMALL_ENV] = '1' if self.hooks.small else '0'
         root = os.path.dirname(os.path.dirname(os.path.dirname(
-            os.path.abspath(__file__))))
+            os.path.dirname(os.path.abspath(__file__)))))
         code = (f'import sys; sys.path.insert(0, {root!r}); '
-                'from d2l_bert.editions.child import serve; '
+                'from d2l_bert.chapter.editions.child import serve; '
                 f'serve({theirs.fileno()})')
         self._process = subprocess.Popen(
             [sys.executable, '-c', code], cwd=self.directory, env=env,
@@ -249,9 +249,9 @@ def serve(fd):
     config = json.loads(conn.recv_bytes())
     # before `mxnet` is imported: the parent's choices, from the
     # environment it passed on
-    from ..threads import set_threads
+    from ...threads import set_threads
     set_threads()
-    from ..devices import parse_ctx
+    from ...devices import parse_ctx
     from ..runner import DataHooks, Runner
     runner = Runner(parse_ctx(config['ctx']),
                     DataHooks(config['small'], config['steps']))

@@ -26,37 +26,9 @@ def parse_markdown(text, path='<markdown>', default_tab=None):
     labels, comment_labels = [], []
     in_comment = False
     fence = None  # (char, length, kind, start line, info, lines)
-    lines = text.split('\n')
-
-    def close(end_finding=None):
-        char, length, kind, start, info, body = fence
-        code = '\n'.join(body)
-        if kind == 'input':
-            cell = Cell(code, line=start, finding=end_finding)
-            if not re.fullmatch(r'\{[^{}]*\}', info):
-                cell.finding = cell.finding or (
-                    f'malformed fence info {info!r} (expected '
-                    '{.python .input})')
-            edition.cells.append(cell)
-        elif kind == 'output' and edition.cells:
-            prev = edition.cells[-1]
-            prev.output = _json_output(code)
-
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(text.split('\n'), 1):
         if fence is not None:
-            m = _FENCE.match(line)
-            if m and m.group(2)[0] == fence[0] and \
-                    len(m.group(2)) >= fence[1] and not m.group(3):
-                close()
-                fence = None
-                continue
-            if m and fence[2] == 'input' and '.input' in m.group(3):
-                close(f'fence opened at line {fence[3]} is not closed '
-                      f'before the next cell (line {number})')
-                fence = (m.group(2)[0], len(m.group(2)), 'input', number,
-                         m.group(3), [])
-                continue
-            fence[5].append(line)
+            fence = _fence_line(edition, fence, line, number)
             continue
         if in_comment:
             end = line.find('-->')
@@ -71,13 +43,11 @@ def parse_markdown(text, path='<markdown>', default_tab=None):
         labels += _LABEL_MD.findall(line)
         m = _FENCE.match(line)
         if m and not in_comment:
-            info = m.group(3)
-            kind = ('input' if '.input' in info else
-                    'output' if '.output' in info else 'other')
-            fence = (m.group(2)[0], len(m.group(2)), kind, number, info, [])
+            fence = _opened_fence(m, number)
     if fence is not None:
         if fence[2] == 'input':
-            close(f'fence opened at line {fence[3]} is never closed')
+            _close_fence(edition, fence, f'fence opened at line {fence[3]} '
+                         'is never closed')
         else:
             edition.notes.append(f'a fence opened at line {fence[3]} is '
                                  'never closed')
@@ -86,6 +56,49 @@ def parse_markdown(text, path='<markdown>', default_tab=None):
     for cell in edition.cells:
         cell.label = edition.label
     return edition
+
+
+def _opened_fence(m, number):
+    """The fence that `m`, a match of `_FENCE` on line `number`, opens."""
+    info = m.group(3)
+    kind = ('input' if '.input' in info else
+            'output' if '.output' in info else 'other')
+    return (m.group(2)[0], len(m.group(2)), kind, number, info, [])
+
+
+def _fence_line(edition, fence, line, number):
+    """Read line `number` inside `fence`; return the fence still open
+    after it (None once it closed)."""
+    m = _FENCE.match(line)
+    if m and m.group(2)[0] == fence[0] and \
+            len(m.group(2)) >= fence[1] and not m.group(3):
+        _close_fence(edition, fence)
+        return None
+    if m and fence[2] == 'input' and '.input' in m.group(3):
+        _close_fence(edition, fence,
+                     f'fence opened at line {fence[3]} is not closed '
+                     f'before the next cell (line {number})')
+        return (m.group(2)[0], len(m.group(2)), 'input', number,
+                m.group(3), [])
+    fence[5].append(line)
+    return fence
+
+
+def _close_fence(edition, fence, end_finding=None):
+    """Add what `fence` held to `edition`: a cell, or the output of the
+    cell before."""
+    char, length, kind, start, info, body = fence
+    code = '\n'.join(body)
+    if kind == 'input':
+        cell = Cell(code, line=start, finding=end_finding)
+        if not re.fullmatch(r'\{[^{}]*\}', info):
+            cell.finding = cell.finding or (
+                f'malformed fence info {info!r} (expected '
+                '{.python .input})')
+        edition.cells.append(cell)
+    elif kind == 'output' and edition.cells:
+        prev = edition.cells[-1]
+        prev.output = _json_output(code)
 
 
 def _strip_comments(line):

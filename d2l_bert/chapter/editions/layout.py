@@ -323,83 +323,115 @@ def relayout(text):
     class body or the top level.  Where this guesses wrong, give the
     markdown edition of the same section as a layout (see `read_edition`).
     """
-    tokens, stop = _lex(text.strip())
-    text = text.strip()
-    if stop < len(text):
-        raise LayoutError(f'cannot read the code at {text[stop:stop + 30]!r}')
+    text, statements = _statements(text)
     out, stack, assigned = [], [], set()
     pending_decorator = False
-    statements = []
-    for statement in _split(tokens):
-        statements += _resplit(text, statement)
     for statement in statements:
         src = _source(text, statement)
         if statement.kind == 'comment':
             out.append('    ' * len(stack) + src)
             continue
         node = _parse_statement(src, statement)
-        first = statement.first
-        if pending_decorator:  # the decorated `def` goes with it
-            level, chain, earlier = len(stack), set(), set()
-        elif first in ('elif', 'else', 'except', 'finally'):
-            openers = {'elif': ('if', 'elif'),
-                       'else': ('if', 'elif', 'for', 'while', 'try',
-                                'except'),
-                       'except': ('try', 'except'),
-                       'finally': ('try', 'except', 'else')}[first]
-            while stack and stack[-1].keyword not in openers:
-                stack.pop()
-            previous = stack.pop() if stack else _Block('', 0, set())
-            chain = previous.chain
-            earlier = previous.earlier | previous.assigned
-            level = len(stack)
-        elif first in ('def', 'class', '@', 'async'):
-            # back to the class body, or out of a class the code names
-            # (``@d2l.add_to_class(A)`` cannot be inside `A`)
-            while stack and stack[-1].statements and (
-                    stack[-1].keyword != 'class' or
-                    stack[-1].name in _uses(node)):
-                stack.pop()
-            level, chain, earlier = len(stack), set(), set()
-        else:
-            while stack and stack[-1].statements and \
-                    _leaves(stack[-1], node, first):
-                stack.pop()
-            level, chain, earlier = len(stack), set(), set()
+        level, chain, earlier = _place(stack, statement.first, node,
+                                       pending_decorator)
         out.append('    ' * level + src)
         pending_decorator = statement.kind == 'decorator'
         if pending_decorator:
             continue
-        if stack:
-            top = stack[-1]
-            top.statements += 1
-            top.methods += first in ('def', 'async')
-            if first in _DEAD_END:
-                top.dead = True
-            if not (statement.kind == 'header' and first == 'if'):
-                top.real += 1
-            if top.keyword == 'if' and not top.counted and len(stack) > 1 \
-                    and first not in ('break', 'continue'):
-                stack[-2].real += 1  # not a guard: counts in its block
-                top.counted = True
-        stores = _names(node, ast.Store) | _arguments(node)
+        _count_in_block(stack, statement.first, statement.kind)
+        _track_names(stack, assigned, statement.kind, node)
         if statement.kind == 'header':
-            stores = _header_stores(node)
-        new = stores - assigned
-        for block in stack:
-            block.assigned |= stores
-            if block.grows:
-                block.locals |= new - block.earlier
-        assigned |= stores
-        if statement.kind == 'header':
-            stack.append(_header_block(first, level, node, chain, earlier))
-    source = '\n'.join(out) + '\n'
+            stack.append(_header_block(statement.first, level, node, chain,
+                                       earlier))
+    return _parsing('\n'.join(out) + '\n')
+
+
+def _parsing(source):
+    """Return `source` if it parses, else raise `LayoutError`."""
     try:
         ast.parse(source)
     except SyntaxError as e:
         raise LayoutError(f'rebuilt code does not parse: {e.msg} '
                           f'(line {e.lineno})') from None
     return source
+
+
+def _statements(text):
+    """Return `text` stripped and its logical lines (`_Statement`s)."""
+    tokens, stop = _lex(text.strip())
+    text = text.strip()
+    if stop < len(text):
+        raise LayoutError(f'cannot read the code at {text[stop:stop + 30]!r}')
+    statements = []
+    for statement in _split(tokens):
+        statements += _resplit(text, statement)
+    return text, statements
+
+
+#: The headers a clause (``elif``, ``else`` ...) may continue
+_OPENERS = {'elif': ('if', 'elif'),
+            'else': ('if', 'elif', 'for', 'while', 'try', 'except'),
+            'except': ('try', 'except'),
+            'finally': ('try', 'except', 'else')}
+
+
+def _place(stack, first, node, after_decorator):
+    """Pop off `stack` the blocks that `node`, a statement starting with
+    `first`, leaves.  Return its indentation level, and for a clause
+    (``elif``, ``else`` ...) the chain of names and the names set earlier
+    of the block it continues (else empty sets)."""
+    if after_decorator:  # the decorated `def` goes with it
+        return len(stack), set(), set()
+    if first in _OPENERS:
+        while stack and stack[-1].keyword not in _OPENERS[first]:
+            stack.pop()
+        previous = stack.pop() if stack else _Block('', 0, set())
+        return (len(stack), previous.chain,
+                previous.earlier | previous.assigned)
+    if first in ('def', 'class', '@', 'async'):
+        # back to the class body, or out of a class the code names
+        # (``@d2l.add_to_class(A)`` cannot be inside `A`)
+        while stack and stack[-1].statements and (
+                stack[-1].keyword != 'class' or
+                stack[-1].name in _uses(node)):
+            stack.pop()
+    else:
+        while stack and stack[-1].statements and \
+                _leaves(stack[-1], node, first):
+            stack.pop()
+    return len(stack), set(), set()
+
+
+def _count_in_block(stack, first, kind):
+    """Count a statement starting with `first` in the innermost block."""
+    if not stack:
+        return
+    top = stack[-1]
+    top.statements += 1
+    top.methods += first in ('def', 'async')
+    if first in _DEAD_END:
+        top.dead = True
+    if not (kind == 'header' and first == 'if'):
+        top.real += 1
+    if top.keyword == 'if' and not top.counted and len(stack) > 1 \
+            and first not in ('break', 'continue'):
+        stack[-2].real += 1  # not a guard: counts in its block
+        top.counted = True
+
+
+def _track_names(stack, assigned, kind, node):
+    """Add the names `node` sets to `assigned` and to the blocks of
+    `stack`; a block that grows also learns its new locals."""
+    if kind == 'header':
+        stores = _header_stores(node)
+    else:
+        stores = _names(node, ast.Store) | _arguments(node)
+    new = stores - assigned
+    for block in stack:
+        block.assigned |= stores
+        if block.grows:
+            block.locals |= new - block.earlier
+    assigned |= stores
 
 
 def _resplit(text, statement):

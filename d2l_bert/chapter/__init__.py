@@ -1,0 +1,12 @@
+"""Running the chapter: the cells of a notebook or of a book edition.
+
+- `runner`: runs a chapter's code cells in one namespace, as a notebook
+  would, with the book's `d2l` resolved to this package first;
+- `book_outputs`: what the book prints for each cell, to check outputs
+  against;
+- `saved_cells`: the notebooks' ``#@save`` cells and the package, one
+  source (``python -m d2l_bert.chapter.saved_cells --write``);
+- `editions`: reads the book's editions (Markdown, reST, notebooks),
+  places our cells in their layout and checks them
+  (``d2l-bert check-text``).
+"""

@@ -1,0 +1,630 @@
+"""Run a chapter's code cells in order, in one namespace, as a notebook would.
+
+`d2l-bert chapter` and `d2l-bert check-text` both stand on this module.
+Each cell is executed in a namespace shared with the cells before it; the
+value of a final expression is displayed with `repr`, as IPython does, and
+whatever the cell prints is captured.  A failing cell is reported with the
+last line of its error (``sys.exit()`` too), and the next cells still run.
+
+The namespace holds a `d2l` module that resolves each name to this
+package's object first (the public names of `d2l_bert` and its section
+modules) and to the real d2l 1.0.3 (``from d2l import mxnet as d2l``) for
+everything else, so cells of both naming generations run
+(``d2l.EncoderBlock`` and ``d2l.TransformerEncoderBlock``).  A cell that
+imports d2l itself (``from d2l import mxnet as d2l``, ``import d2l``) gets
+that same module: the namespace's `__import__` answers those two imports,
+and only them.
+
+Data and long training go through `DataHooks`: WikiText-2 is read from the
+embedded corpus, data loaders use no worker process, and, at small sizes,
+the step count of every ``train_bert(...)`` call is capped and
+``d2l.train_ch13`` trains on a few small batches.
+"""
+import ast
+import builtins
+import contextlib
+import functools
+import importlib
+import inspect
+import io
+import os
+import pkgutil
+import sys
+import time
+import traceback
+import types
+import warnings
+from dataclasses import dataclass, field
+
+#: Modules of this package that are tools, not book sections
+TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.chapter', 'd2l_bert.threads',
+                'd2l_bert.__main__', 'd2l_bert._moved')
+
+#: Packages whose modules, not the package itself, offer names
+NAME_PACKAGES = ('d2l_bert.data', 'd2l_bert.runs')
+
+#: Names of the 0.17 releases that d2l 1.0 renamed: old -> new
+RENAMED_0_17 = {'EncoderBlock': 'TransformerEncoderBlock'}
+
+#: Environment variable that asks the notebooks for small sizes
+SMALL_ENV = 'D2L_BERT_SMALL'
+
+#: Environment variable that gives the fine-tuning notebook its
+#: pretrained model (a hub name or a directory)
+PRETRAINED_ENV = 'D2L_BERT_PRETRAINED'
+
+#: Step count that ``train_bert(...)`` calls are capped to at small sizes
+SMALL_STEPS = 2
+
+#: At small sizes, ``d2l.train_ch13`` trains one epoch on this many
+#: batches of at most `SMALL_BATCH` examples, and tests on one batch
+SMALL_BATCHES, SMALL_BATCH = 5, 8
+
+_FRAMEWORK_SUBMODULES = ('torch', 'tensorflow', 'jax', 'paddle')
+
+
+def small_sizes():
+    """Return True if `D2L_BERT_SMALL` asks for small sizes (not 0/empty)."""
+    return os.environ.get(SMALL_ENV, '').strip() not in ('', '0')
+
+
+def package_names():
+    """Collect the names `d2l_bert` offers to the book's `d2l` namespace.
+
+    Returns
+    -------
+    names : dict of str to object
+        Public functions, classes and constants of `d2l_bert` and of its
+        section modules (tools such as this runner left out), plus private
+        helpers whose name the real d2l also has (the book's ``#@save``
+        helpers such as `_read_wiki`).
+    failed : dict of str to str
+        Section modules that could not be imported, with the error.
+    """
+    import d2l_bert
+    from d2l_bert._moved import MOVED
+    real = _real_d2l()
+    modules, failed = [d2l_bert], {}
+    for name in _offering_modules(d2l_bert.__path__, MOVED):
+        try:
+            modules.append(importlib.import_module(name))
+        except Exception as e:  # a section being written must not stop us
+            failed[name] = f'{type(e).__name__}: {e}'
+    names = {}
+    for module in modules:
+        exported = getattr(module, '__all__', None)
+        for name, obj in vars(module).items():
+            if exported is not None and name not in exported:
+                continue
+            if name.startswith('__') or inspect.ismodule(obj):
+                continue
+            if name.startswith('_') and not hasattr(real, name):
+                continue
+            origin = getattr(obj, '__module__', None)
+            defined_here = (origin or '').startswith('d2l_bert')
+            constant = name.isupper() and origin is None
+            if defined_here or constant or exported is not None:
+                names.setdefault(name, obj)
+    return names, failed
+
+
+def _offering_modules(path, moved):
+    """Names of the modules whose names `package_names` collects: the
+    package's modules but its tools and the old paths of moved modules,
+    with the modules of `NAME_PACKAGES` in place of those packages."""
+    for info in pkgutil.iter_modules(path, 'd2l_bert.'):
+        if info.name.startswith(TOOL_MODULES) or info.name in moved:
+            continue
+        if info.name not in NAME_PACKAGES:
+            yield info.name
+            continue
+        package = importlib.import_module(info.name)
+        for sub_info in pkgutil.iter_modules(package.__path__,
+                                             f'{info.name}.'):
+            yield sub_info.name
+
+
+@functools.lru_cache(maxsize=None)
+def _real_d2l():
+    from d2l import mxnet as d2l
+    return d2l
+
+
+class D2LShim(types.ModuleType):
+    """The `d2l` the cells see: this package first, then d2l 1.0.3.
+
+    Parameters
+    ----------
+    overrides : dict, optional
+        Names answered before anything else (the data hooks).
+
+    Attributes
+    ----------
+    met : dict of str to str
+        Each name looked up so far and where it came from: ``'d2l_bert'``,
+        ``'d2l 1.0.3'``, ``'hook'`` or ``'0.17 name of NEW'``.
+    failed_modules : dict of str to str
+        Section modules of this package that could not be imported.
+    """
+
+    def __init__(self, overrides=None):
+        super().__init__('d2l', 'd2l_bert first, then d2l 1.0.3')
+        names, failed = package_names()
+        object.__setattr__(self, '_package', names)
+        object.__setattr__(self, '_overrides', dict(overrides or {}))
+        object.__setattr__(self, 'met', {})
+        object.__setattr__(self, 'failed_modules', failed)
+
+    def _resolve(self, name):
+        if name in self._overrides:
+            return self._overrides[name], 'hook'
+        if name in self._package:
+            return self._package[name], 'd2l_bert'
+        real = _real_d2l()
+        if hasattr(real, name):
+            return getattr(real, name), 'd2l 1.0.3'
+        if name in RENAMED_0_17:
+            new = RENAMED_0_17[name]
+            value, _ = self._resolve(new)
+            return value, f'0.17 name of {new}'
+        raise AttributeError(
+            f"module 'd2l' has no attribute {name!r} (neither d2l_bert nor "
+            "d2l 1.0.3 defines it)")
+
+    def __getattr__(self, name):
+        if name.startswith('__'):
+            raise AttributeError(name)
+        value, origin = self._resolve(name)
+        self.met[name] = origin
+        return value
+
+    def __dir__(self):
+        return sorted(set(dir(_real_d2l())) | set(self._package)
+                      | set(self._overrides))
+
+
+class _D2LPackage(types.ModuleType):
+    """What ``import d2l`` gives a cell: `.mxnet` (and bare names) are the
+    shim; `.torch` and the other frameworks are the real submodules."""
+
+    def __init__(self, shim):
+        super().__init__('d2l')
+        object.__setattr__(self, '_shim', shim)
+
+    def __getattr__(self, name):
+        if name == 'mxnet':
+            return self._shim
+        if name in _FRAMEWORK_SUBMODULES:
+            return importlib.import_module(f'd2l.{name}')
+        return getattr(self._shim, name)
+
+
+class DataHooks:
+    """How cells that need data or long training run here.
+
+    Parameters
+    ----------
+    small : bool, optional
+        Cap the step count of ``train_bert(...)`` calls to `steps`
+        (default: whether `D2L_BERT_SMALL` is set).
+    steps : int or None
+        The cap; None leaves the step counts and ``d2l.train_ch13`` as
+        they are (for notebooks that choose their own small sizes).
+
+    Notes
+    -----
+    Always: ``d2l.download_extract('wikitext-2')`` returns the embedded
+    corpus (the book's address no longer serves WikiText-2),
+    ``d2l.load_data_wiki`` reads the embedded corpus when this package's
+    dataset module offers it, ``d2l.get_dataloader_workers()`` is 0, and
+    ``d2l.try_all_gpus()`` gives ``[cpu(0)]`` on a machine without a GPU,
+    as its docstring promises (d2l 1.0.3 returns an empty list).  At
+    small sizes with a cap, ``d2l.train_ch13`` trains one epoch on
+    `SMALL_BATCHES` batches of at most `SMALL_BATCH` examples cut from the
+    first batch, and tests on one such batch (d2l's loop divides by a
+    fifth of the batch count, which a small data set leaves at 0).
+    """
+
+    def __init__(self, small=None, steps=SMALL_STEPS):
+        self.small = small_sizes() if small is None else bool(small)
+        self.steps = steps
+        self.used = set()  # short descriptions of the hooks that acted
+
+    def overrides(self, package):
+        """Return the `d2l` names these hooks answer, given `package_names`.
+        """
+        hooks = {'get_dataloader_workers': self._no_workers,
+                 'download_extract': self._download_extract,
+                 'try_all_gpus': self._try_all_gpus}
+        load = package.get('load_data_wiki')
+        if load is not None and _accepts(load, 'corpus'):
+            hooks['load_data_wiki'] = self._wrap_load(load)
+        if self.small and self.steps is not None:
+            hooks['train_ch13'] = self._train_ch13
+        return hooks
+
+    def notebook_environment(self):
+        """The variables that make d2l-bert's notebooks use what these
+        hooks give the book's cells: small sizes, and the pretrained model
+        ``d2l.download_extract('bert.small')`` gives (its offline
+        stand-in, whose 512 positions the book's cells need, rather than
+        the tiny BERT of 64 the fine-tuning notebook pretrains offline).
+        Empty at the book's sizes."""
+        if not self.small:
+            return {}
+        return {SMALL_ENV: '1',
+                PRETRAINED_ENV: self._download_extract('bert.small')}
+
+    def _train_ch13(self, net, train_iter, test_iter, loss, trainer,
+                    num_epochs, *args, **kwargs):
+        self.used.add(f'd2l.train_ch13 trained 1 epoch on {SMALL_BATCHES} '
+                      f'batches of at most {SMALL_BATCH} examples')
+        with warnings.catch_warnings():
+            # one epoch: the plot's x-axis runs from 1 to 1
+            warnings.filterwarnings('ignore', 'Attempting to set identical')
+            return _real_d2l().train_ch13(
+                net, _FewBatches(train_iter, SMALL_BATCHES, SMALL_BATCH),
+                _FewBatches(test_iter, 1, SMALL_BATCH), loss, trainer,
+                min(num_epochs, 1), *args, **kwargs)
+
+    def _no_workers(self):
+        self.used.add('data loaders run without worker processes')
+        return 0
+
+    def _try_all_gpus(self):
+        import mxnet as mx
+
+        from ..devices import num_gpus
+        if num_gpus():
+            return [mx.gpu(i) for i in range(num_gpus())]
+        self.used.add('d2l.try_all_gpus() gives [cpu(0)] without a GPU '
+                      '(d2l 1.0.3 gives [], which no cell can train on)')
+        return [mx.cpu()]
+
+    def _download_extract(self, name, folder=None):
+        if name == 'wikitext-2':
+            from ..data import corpus
+            self.used.add('WikiText-2 read from the embedded corpus')
+            return corpus.DATA_DIR
+        from ..data.hub import download_extract, reachable
+        if self.small and name in OFFLINE_STAND_INS and not reachable(name):
+            return self._stand_in(name)
+        return download_extract(name, folder)
+
+    def _stand_in(self, name):
+        """Return the directory of an offline stand-in for hub file `name`.
+
+        SNLI: synthetic pairs in SNLI's layout.  `bert.small`, `bert.base`:
+        an untrained `BERTModel` of the hub model's sizes with the embedded
+        corpus's vocabulary, in the d2l layout, so the book's cells run and
+        their shapes can be checked; trained numbers mean nothing then.
+        """
+        from ..data.hub import data_home
+        folder = os.path.join(data_home(), 'offline-stand-ins', name)
+        if name == 'SNLI':
+            from ..data.snli_synthetic import make_snli_synthetic
+            self.used.add('SNLI replaced by synthetic pairs in its format '
+                          '(no network)')
+            return make_snli_synthetic(folder, num_train=512, num_dev=16,
+                                       num_test=128)
+        self.used.add(f'{name} replaced by an untrained model of its sizes '
+                      'with the embedded vocabulary (no network)')
+        if not os.path.isfile(os.path.join(folder, 'pretrained.params')):
+            _save_untrained_bert(folder, OFFLINE_STAND_INS[name])
+        return folder
+
+    def _wrap_load(self, load):
+        @functools.wraps(load)
+        def load_data_wiki(*args, **kwargs):
+            kwargs.setdefault('corpus', 'embedded')
+            self.used.add('WikiText-2 read from the embedded corpus')
+            return load(*args, **kwargs)
+        return load_data_wiki
+
+    def transform(self, tree):
+        """Cap ``train_bert(...)`` step counts in a cell's syntax tree."""
+        if not self.small or self.steps is None:
+            return tree
+        capper = _CapSteps(self.steps)
+        tree = capper.visit(tree)
+        if capper.capped:
+            self.used.add(f'train_bert steps capped to {self.steps}')
+        return ast.fix_missing_locations(tree)
+
+
+#: Hub files a small run may replace when they cannot be downloaded; for
+#: the models, the sizes the book loads them with
+OFFLINE_STAND_INS = {
+    'SNLI': None,
+    'bert.small': dict(num_hiddens=256, ffn_num_hiddens=512, num_heads=4,
+                       num_blks=2, max_len=512),
+    'bert.base': dict(num_hiddens=768, ffn_num_hiddens=3072, num_heads=12,
+                      num_blks=12, max_len=512),
+}
+
+
+class _FewBatches:
+    """`count` batches of at most `size` examples, cut from the first
+    batch of `data_iter` (examples repeat if it holds fewer than
+    `count`)."""
+
+    def __init__(self, data_iter, count, size):
+        features, labels = next(iter(data_iter))
+        n = len(labels)
+        size = max(1, min(size, n // count))
+        self.batches = []
+        for k in range(count):
+            rows = [(k * size + i) % n for i in range(size)]
+            self.batches.append((_rows(features, rows), labels[rows]))
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        return iter(self.batches)
+
+
+def _rows(features, rows):
+    """Rows `rows` of an array, or of each array of a list or tuple."""
+    if isinstance(features, (list, tuple)):
+        return type(features)(f[rows] for f in features)
+    return features[rows]
+
+
+def _save_untrained_bert(folder, sizes):
+    """Save an initialized, untrained `BERTModel` in the d2l layout."""
+    import mxnet as mx
+    from mxnet import np
+
+    from ..bert import BERTModel
+    from ..dataset import load_data_wiki
+    from ..runs.model_files import save_pretrained
+    _, vocab = load_data_wiki(64, 32, corpus='embedded', seed=0)
+    net = BERTModel(len(vocab), dropout=0.1, **sizes)
+    net.initialize(mx.init.Xavier())
+    # One call gives the deferred parameters their shapes
+    tokens = np.zeros((1, 4), dtype='int32')
+    net(tokens, tokens, np.array([4.0]), np.zeros((1, 1), dtype='int32'))
+    save_pretrained(net, vocab, folder, dict(sizes, vocab_size=len(vocab),
+                                             dropout=0.1))
+
+
+def _accepts(fn, name):
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class _CapSteps(ast.NodeTransformer):
+    """``train_bert(a, b, c, d, e, n)`` -> ``train_bert(..., min(n, cap))``
+    (also ``num_steps=n``)."""
+
+    def __init__(self, cap):
+        self.cap, self.capped = cap, False
+
+    def _wrap(self, node):
+        self.capped = True
+        return ast.Call(func=ast.Name('min', ast.Load()),
+                        args=[node, ast.Constant(self.cap)], keywords=[])
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        func = node.func
+        name = (func.id if isinstance(func, ast.Name)
+                else func.attr if isinstance(func, ast.Attribute) else None)
+        if name != 'train_bert':
+            return node
+        if len(node.args) >= 6:
+            node.args[5] = self._wrap(node.args[5])
+        for kw in node.keywords:
+            if kw.arg == 'num_steps':
+                kw.value = self._wrap(kw.value)
+        return node
+
+
+@dataclass
+class CellResult:
+    """What running one cell gave.
+
+    Attributes
+    ----------
+    status : str
+        ``'ran'`` or ``'failed'``.
+    output : str
+        Printed text, then the `repr` of a final expression's value.
+    error : str or None
+        Last line of the error (``'NameError: name ...'``) if failed.
+    traceback : str or None
+        The full traceback if failed.
+    seconds : float
+        Wall-clock time of the cell.
+    figures : int
+        Matplotlib figures the cell displayed.
+    skipped_lines : list of str
+        IPython magics and shell lines (``%...``, ``!...``) not run.
+    notes : list of str
+        How the cell was run, when that is worth saying (in a new process,
+        see `editions.child`).
+    """
+    status: str
+    output: str = ''
+    error: str = None
+    traceback: str = None
+    seconds: float = 0.0
+    figures: int = 0
+    skipped_lines: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+    @property
+    def ran(self):
+        return self.status == 'ran'
+
+
+class Runner:
+    """Execute cells in one namespace with a `d2l` shim, as a notebook.
+
+    Parameters
+    ----------
+    ctx : mxnet.Context, optional
+        Run every cell under ``with ctx:`` so arrays and parameters that a
+        cell creates without naming a device land there.
+    hooks : DataHooks, optional
+        Data and training hooks (default: `DataHooks()`).
+
+    Examples
+    --------
+    >>> runner = Runner()
+    >>> runner.run('x = 2\\nprint(x)\\nx + 1').output
+    '2\\n3\\n'
+    """
+
+    _count = 0  # runners made, for unique module names
+
+
+    def __init__(self, ctx=None, hooks=None):
+        _settle_matplotlib()
+        self.ctx = ctx
+        self.hooks = hooks if hooks is not None else DataHooks()
+        names, _ = package_names()
+        self.d2l = D2LShim(self.hooks.overrides(names))
+        package = _D2LPackage(self.d2l)
+        cell_builtins = dict(vars(builtins))
+        cell_builtins['__import__'] = functools.partial(_import, package)
+        # The namespace is a registered module's, so that pickle finds the
+        # classes cells define (the book's `SNLIBERTDataset` hands its
+        # methods to a `multiprocessing.Pool`)
+        Runner._count += 1
+        module = types.ModuleType(f'__d2l_bert_cells_{Runner._count}__')
+        sys.modules[module.__name__] = module
+        self.namespace = vars(module)
+        self.namespace.update({'__builtins__': cell_builtins,
+                               'd2l': self.d2l})
+        self.count = 0
+
+    def run(self, source):
+        """Run one cell; return its `CellResult`."""
+        self.count += 1
+        source, skipped = _drop_magics(source)
+        start = time.perf_counter()
+        out = io.StringIO()
+        figures = []
+        try:
+            body, last = self._compile(source)
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(contextlib.redirect_stdout(out))
+                stack.enter_context(_capture_display(out, figures))
+                if self.ctx is not None:
+                    stack.enter_context(self.ctx)
+                exec(body, self.namespace)
+                if last is not None:
+                    value = eval(last, self.namespace)
+                    if value is not None:
+                        print(repr(value), file=out)
+        # a cell's error is a result, not a crash; so is `sys.exit()`,
+        # which must not end the runner's process
+        except (Exception, SystemExit) as e:
+            return CellResult(
+                'failed', out.getvalue(), _last_line(e),
+                ''.join(traceback.format_exception(type(e), e,
+                                                   e.__traceback__)),
+                time.perf_counter() - start, _unique(figures), skipped)
+        finally:
+            _close_figures()
+        return CellResult('ran', out.getvalue(), None, None,
+                          time.perf_counter() - start, _unique(figures),
+                          skipped)
+
+    def _compile(self, source):
+        name = f'<cell {self.count}>'
+        tree = ast.parse(source, name)
+        tree = self.hooks.transform(tree)
+        last = None
+        quiet = source.rstrip().endswith(';')
+        if tree.body and isinstance(tree.body[-1], ast.Expr) and not quiet:
+            last = ast.Expression(tree.body.pop().value)
+            last = compile(last, name, 'eval')
+        return compile(tree, name, 'exec'), last
+
+
+def _import(package, name, globals=None, locals=None, fromlist=(),
+            level=0):
+    """`__import__` of the cells: d2l imports get the shim."""
+    if level == 0 and name in ('d2l', 'd2l.mxnet'):
+        return package
+    return builtins.__import__(name, globals, locals, fromlist, level)
+
+
+def _drop_magics(source):
+    kept, skipped = [], []
+    for line in source.splitlines():
+        if line.lstrip().startswith(('%', '!')):
+            skipped.append(line.strip())
+        else:
+            kept.append(line)
+    return '\n'.join(kept) + '\n', skipped
+
+
+def _last_line(e):
+    if isinstance(e, SyntaxError):
+        where = f' (line {e.lineno})' if e.lineno else ''
+        return f'SyntaxError: {e.msg}{where}'
+    lines = traceback.format_exception_only(type(e), e)
+    return lines[-1].strip() if lines else type(e).__name__
+
+
+@contextlib.contextmanager
+def _capture_display(out, figures):
+    """Make `IPython.display.display` count figures and print the rest,
+    and `clear_output` do nothing, for the duration of a cell."""
+    try:
+        from IPython import display as ipy_display
+    except ImportError:
+        yield
+        return
+
+    def display(*objs, **kwargs):
+        for obj in objs:
+            if type(obj).__name__ == 'Figure':
+                figures.append(obj)
+            else:
+                print(repr(obj), file=out)
+
+    saved = ipy_display.display, ipy_display.clear_output
+    ipy_display.display = display
+    ipy_display.clear_output = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        ipy_display.display, ipy_display.clear_output = saved
+
+
+def _settle_matplotlib():
+    """Fix pyplot's backend to Agg before any cell creates an IPython
+    shell.
+
+    The book's `d2l.Animator` calls `d2l.use_svg_display`, which creates an
+    IPython shell; pyplot then picks its backend on the first figure and,
+    seeing the shell, imports a hook that matplotlib 3.7 and IPython 9 no
+    longer share (`backend2gui`).  Picked here, before any shell exists,
+    the backend is settled and that hook is never looked for.  Inside a
+    real IPython session nothing is changed.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        return
+    import matplotlib.pyplot as plt
+    plt.switch_backend('agg')
+
+
+def _unique(figures):
+    return len({id(f) for f in figures})
+
+
+def _close_figures():
+    plt = sys.modules.get('matplotlib.pyplot')
+    if plt is not None:
+        plt.close('all')

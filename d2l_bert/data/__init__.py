@@ -1,0 +1,16 @@
+"""The data the book's sections read, and the files they are kept in.
+
+The book's layer stands on this package as the book stands on d2l's
+data hub: `dataset` downloads WikiText-2 and `finetuning` the pretrained
+models and SNLI through `hub`.  It imports nothing of the package but
+`checks`, so the book's sections stay at the bottom of the imports.
+
+- `hub`: d2l's `DATA_HUB` and `download_extract`, with SHA-1 checks,
+  timeouts and a cache that never holds half a file;
+- `model_dir`: reads a pretrained model's directory (`bert.small`'s
+  layout: ``pretrained.params``, ``vocab.json``, ``config.json``);
+- `corpus`: generates the small corpus shipped in ``embedded/``, in
+  WikiText's token format;
+- `snli_synthetic`: premise/hypothesis pairs in SNLI's format, offline;
+- `atomic`: files written whole or not at all.
+"""

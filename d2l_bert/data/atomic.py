@@ -1,0 +1,179 @@
+"""Files written whole or not at all.
+
+Everything the package writes for the user (models, checkpoints, plots,
+downloads, corpora) goes through one of two functions here:
+
+- `atomic_write`: one file.  It is written under a temporary name in the
+  destination's directory, flushed to the disk (`os.fsync`), then renamed
+  over the destination (`os.replace`, atomic on one file system): a reader,
+  or the next run after a crash or a Ctrl-C, finds the old file or the
+  new one, never half of one;
+- `atomic_write_into`: files and folders at once, as unpacking an archive
+  makes them.  They are written into a temporary folder, flushed, then
+  each renamed into place.
+
+On any failure, a KeyboardInterrupt included, the temporary file or folder
+is removed and the error raised again.  A file gets the mode a plain
+``open(path, 'w')`` would give it under the current umask.
+"""
+import contextlib
+import errno
+import os
+import secrets
+import shutil
+import tempfile
+
+
+def atomic_write(path, write):
+    """Write the file `path` whole or not at all.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The destination; its directory is created if missing (so a long
+        run never fails at its last write for want of a folder).
+    write : callable, str or bytes
+        ``write(tmp_path)`` writes the file at the path it is given, such
+        as ``net.save_parameters`` or ``fig.savefig``; a str is written as
+        UTF-8 text (line ends as they are), bytes as they are.
+
+    Returns
+    -------
+    str
+        `path`.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = _new_file(directory, os.path.basename(path))
+    try:
+        with open(fd, 'wb') as f:
+            if not callable(write):
+                f.write(write.encode('utf-8') if isinstance(write, str)
+                        else write)
+        if callable(write):
+            write(tmp)
+        _fsync_file(tmp)
+        os.replace(tmp, path)
+        _fsync_directory(directory)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+    return path
+
+
+def atomic_write_into(folder, write):
+    """Write files and folders into `folder`, each whole or not at all.
+
+    ``write(tmp)`` fills a new temporary folder inside `folder` (unpacking
+    an archive there, say); every file in it is then flushed to the disk,
+    and each entry renamed into `folder`, in place of an older one of the
+    same name.  An older folder is first moved aside and deleted last, so
+    a crash leaves either it or the new one, never a folder half deleted
+    or half written (for a moment it may leave neither).
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        Created if missing; ``''`` is the current directory.
+    write : callable
+        ``write(tmp)``, `tmp` a path to an empty folder.
+
+    Returns
+    -------
+    list of str
+        The paths of the entries now in `folder`, sorted.
+    """
+    folder = os.fspath(folder) or os.curdir
+    os.makedirs(folder, exist_ok=True)
+    # The temporary folder is never renamed into place, only its entries
+    # are: `mkdtemp`'s private mode does not matter
+    tmp = tempfile.mkdtemp(dir=folder, prefix='.', suffix='.tmp')
+    try:
+        new = os.path.join(tmp, 'new')
+        os.mkdir(new)
+        write(new)
+        _fsync_tree(new)
+        old = os.path.join(tmp, 'old')
+        os.mkdir(old)
+        paths = []
+        for entry in sorted(os.listdir(new)):
+            src, dest = os.path.join(new, entry), os.path.join(folder, entry)
+            # `os.replace` puts a file over a file at once, but cannot put
+            # anything over a folder, nor a folder over a file
+            if os.path.isdir(dest) and not os.path.islink(dest) or (
+                    os.path.isdir(src) and os.path.lexists(dest)):
+                os.replace(dest, os.path.join(old, entry))
+            os.replace(src, dest)
+            paths.append(dest)
+        _fsync_directory(folder)
+        return paths
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _new_file(directory, name):
+    """Create a new, empty file with a name of its own in `directory`.
+
+    Created by `os.open` with mode 0o666, as `open(path, 'w')` creates a
+    file, so the umask gives it the usual mode (`tempfile.mkstemp` would
+    give 0o600, and reading the umask means setting it, for the whole
+    process).
+
+    Returns
+    -------
+    fd : int
+        Open for writing.
+    path : str
+    """
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL
+             | getattr(os, 'O_BINARY', 0))
+    for _ in range(100):
+        path = os.path.join(directory,
+                            f'.{name}.{secrets.token_hex(4)}.tmp')
+        try:
+            return os.open(path, flags, 0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST,
+                          f'no free temporary name for {name!r}', directory)
+
+
+def _fsync_tree(top):
+    """Flush every file below `top`, and the folders that list them."""
+    for root, _, files in os.walk(top):
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                _fsync_file(path)
+        _fsync_directory(root)
+
+
+def _fsync_file(path):
+    """Flush the file `path` to the disk."""
+    # Windows flushes only a file open for writing
+    fd = os.open(path, (os.O_RDWR | os.O_BINARY) if os.name == 'nt'
+                 else os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_directory(directory):
+    """Flush `directory`'s list of names, so that a rename in it lasts.
+
+    Skipped on Windows, which cannot open a folder, and where the file
+    system does not support it.
+    """
+    if os.name == 'nt':
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)

@@ -1,0 +1,14 @@
+"""Training runs beyond the book's loops: what ``d2l-bert pretrain`` and
+``d2l-bert finetune`` run.
+
+- `pretraining`: the book's `train_bert` loop with a progress bar,
+  checkpoints that resume exactly, the per-step history and held-out
+  accuracy (`train_bert_history`, `evaluate_bert`);
+- `finetuning`: a pretrained model's sizes, SNLI's directory, the
+  book's `train_ch13` returning its history, and its plot;
+- `model_files`: saves a pretrained model in d2l's `bert.small` layout
+  and loads it back whole; encodes text with it.
+
+These modules import the book's sections; the sections never import
+them.
+"""

@@ -1,0 +1,163 @@
+"""The files of a d2l BERT directory, as the book's `bert.small` holds them.
+
+``pretrained.params`` (a `BERTModel`'s parameters, by structural name),
+``vocab.json`` (the tokens in index order) and, written by
+``d2l-bert pretrain``, ``config.json`` (the `BERTModel` arguments).
+
+`save_pretrained` writes such a directory and `load_pretrained` reads it
+back, whole; `D2LTextEncoder` encodes raw text with the model in it (the
+``d2l-bert encode`` command).  The fine-tuning section reads it with the
+book's `load_pretrained_model`.  All of them read the files with
+`load_vocab`, `read_config` and `infer_config`.
+"""
+import json
+import os
+
+import mxnet as mx
+
+from ..bert import BERTModel, get_tokens_and_segments
+from ..data.atomic import atomic_write
+from ..data.model_dir import (  # noqa: F401  (read here, and by users)
+    CONFIG_FILE, HEAD_SIZE, PARAMS_FILE, VOCAB_FILE, infer_config,
+    load_vocab, read_config)
+from ..pretraining import get_bert_encoding
+
+# ---------------------------------------------------------------------------
+# Saving and loading a pretrained model (d2l's `bert.small` layout)
+# ---------------------------------------------------------------------------
+
+MODEL_KEYS = ('vocab_size', 'num_hiddens', 'ffn_num_hiddens', 'num_heads',
+              'num_blks', 'dropout', 'max_len')
+
+
+def save_pretrained(net, vocab, model_dir, config):
+    """Save `net` and `vocab` where the book's `load_pretrained_model`
+    can read them.
+
+    Writes, each atomically: ``pretrained.params`` (`net.save_parameters`),
+    ``vocab.json`` (the list ``vocab.idx_to_token``) and ``config.json``
+    (`config`: the `BERTModel` arguments, see `MODEL_KEYS`, and anything
+    else worth keeping, such as the pretraining settings).
+
+    Parameters
+    ----------
+    net : BERTModel
+        The model to save.
+    vocab : Vocab
+        Its vocabulary.
+    model_dir : str
+        Created if missing.
+    config : dict
+        Must hold every key of `MODEL_KEYS`.
+
+    Returns
+    -------
+    str
+        `model_dir`.
+    """
+    missing = [k for k in MODEL_KEYS if k not in config]
+    if missing:
+        raise ValueError(f'config lacks {missing}; it needs {MODEL_KEYS}')
+    if config['vocab_size'] != len(vocab):
+        raise ValueError(f"config['vocab_size'] is {config['vocab_size']} "
+                         f'but vocab has {len(vocab)} tokens')
+    os.makedirs(model_dir, exist_ok=True)
+    atomic_write(os.path.join(model_dir, PARAMS_FILE), net.save_parameters)
+    atomic_write(os.path.join(model_dir, VOCAB_FILE),
+                 json.dumps(list(vocab.idx_to_token)))
+    atomic_write(os.path.join(model_dir, CONFIG_FILE),
+                 json.dumps(config, indent=2))
+    return model_dir
+
+
+def load_pretrained(model_dir, devices=None):
+    """Load a model saved by `save_pretrained` (or d2l's ``bert.small``).
+
+    Parameters
+    ----------
+    model_dir : str
+        Holds ``pretrained.params`` and ``vocab.json``; ``config.json``
+        if present gives the `BERTModel` arguments, otherwise they are
+        read off the parameter shapes.
+    devices : list of mxnet.Context, optional
+        Default ``[mx.cpu()]``.
+
+    Returns
+    -------
+    net : BERTModel
+    vocab : d2l.Vocab
+    config : dict
+    """
+    devices = list(devices) if devices else [mx.cpu()]
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f'model directory {model_dir!r} does not '
+                                'exist')
+    for name in (PARAMS_FILE, VOCAB_FILE):
+        if not os.path.isfile(os.path.join(model_dir, name)):
+            raise FileNotFoundError(
+                f'{model_dir!r} has no {name}: a d2l BERT directory holds '
+                f'{PARAMS_FILE} and {VOCAB_FILE} (d2l-bert pretrain --out '
+                'writes one)')
+    params_file = os.path.join(model_dir, PARAMS_FILE)
+    config = read_config(model_dir) or infer_config(params_file)
+    vocab = load_vocab(os.path.join(model_dir, VOCAB_FILE))
+    net = BERTModel(len(vocab), config['num_hiddens'],
+                    config['ffn_num_hiddens'], config['num_heads'],
+                    config['num_blks'], config['dropout'], config['max_len'])
+    net.load_parameters(params_file, ctx=devices)
+    return net, vocab, config
+
+
+class D2LTextEncoder:
+    """Encode raw text with a BERT saved in the d2l layout.
+
+    Text is lower-cased and split on white space, as the book's data
+    pipeline does; words outside the vocabulary become `<unk>`.
+
+    Parameters
+    ----------
+    model_dir : str
+        A directory as `save_pretrained` writes it.
+    ctx : mxnet.Context, optional
+        Where the model runs; default the CPU.
+    """
+
+    def __init__(self, model_dir, ctx=None):
+        self.ctx = ctx if ctx is not None else mx.cpu()
+        self.net, self.vocab, self.config = load_pretrained(
+            model_dir, [self.ctx])
+        self.max_len = self.config['max_len']
+
+    @staticmethod
+    def tokenize(text):
+        return text.lower().split()
+
+    def encode(self, text_a, text_b=None):
+        """Encode one text or a pair.
+
+        Returns
+        -------
+        tokens : list of str
+            With `<cls>` and `<sep>`; unknown words as `<unk>`.
+        encoded : numpy.ndarray, float32, shape (T, H)
+        pooled : numpy.ndarray, float32, shape (H,)
+            ``net.hidden`` of the `<cls>` vector, the input of the NSP
+            classifier.
+        """
+        tokens_a = self.tokenize(text_a)
+        tokens_b = None if text_b is None else self.tokenize(text_b)
+        num_tokens = len(tokens_a) + 2 + (
+            0 if tokens_b is None else len(tokens_b) + 1)
+        if num_tokens > self.max_len:
+            raise ValueError(f'the text has {num_tokens} tokens with <cls> '
+                             f'and <sep>; the model takes at most '
+                             f'{self.max_len}')
+        encoded_X = get_bert_encoding(self.net, tokens_a, tokens_b,
+                                      vocab=self.vocab,
+                                      devices=[self.ctx])  # (1, T, H)
+        pooled = self.net.hidden(encoded_X[:, 0, :])       # (1, H)
+        tokens, _ = get_tokens_and_segments(tokens_a, tokens_b)
+        unk = self.vocab.unk
+        tokens = [t if self.vocab[t] != unk else '<unk>' for t in tokens]
+        return (tokens, encoded_X[0].asnumpy(),             # (T, H)
+                pooled[0].asnumpy())                        # (H,)

@@ -1,0 +1,769 @@
+"""Pretraining beyond the book: resumable, recorded and measured.
+
+The book's `train_bert` (`d2l_bert.pretraining`) trains and prints two
+lines.  ``d2l-bert pretrain`` and the notebooks' small runs train with
+`train_bert_history`, the same loop that also
+
+- returns the loss of every step (`PretrainingHistory`), and plots it as
+  the book does, inline in a notebook or into a PNG file;
+- saves a checkpoint every few steps (`save_checkpoint`): the parameters,
+  Adam's state, the random states and the position in the data, so that
+  a resumed run (`load_checkpoint`) repeats an uninterrupted one exactly;
+- shows a progress bar;
+- trains as one of the N workers of a ``dist_sync`` job (``kvstore=``,
+  ``d2l-bert pretrain --workers N``), with the numbers of one process
+  that has the devices of all the workers (`d2l_bert.data_parallel`).
+
+`evaluate_bert` then measures the masked-token and next-sentence
+accuracy on held-out pairs.
+
+Dimension key used in the shape comments:
+
+B: batch size, T: sequence length, H: num_hiddens, V: vocab_size,
+P: predicted positions per sequence (``round(0.15 * max_len)``)
+"""
+import functools
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+import zipfile
+from collections import namedtuple
+
+import mxnet as mx
+import numpy as onp
+from mxnet import autograd, gluon, npx
+
+from ..checks import check_positive_int
+from ..data_parallel import Workers, create_kvstore, worker_shards
+from ..data.atomic import atomic_write
+from ..pretraining import BOOK_LEARNING_RATE, _get_batch_loss_bert
+
+CHECKPOINT_VERSION = 1
+
+
+# ---------------------------------------------------------------------------
+# The loop
+# ---------------------------------------------------------------------------
+
+class PretrainingSettings(
+        namedtuple('PretrainingSettings', (
+            'learning_rate', 'plot', 'progress', 'checkpoint',
+            'checkpoint_every', 'resume', 'config', 'batch_loss',
+            'kvstore'))):
+    """How `train_bert_history` trains, beyond the book's arguments.
+
+    Parameters
+    ----------
+    learning_rate : float
+        Adam's, 0.01 in the book.
+    plot : 'auto', bool or str
+        'auto' draws the curves inline in a notebook and nothing
+        elsewhere; True draws inline; a str saves a PNG there at the end.
+    progress : bool
+        Show a progress bar (outside notebooks) once training has run for
+        more than 2 seconds.
+    checkpoint : str or None
+        File to save a checkpoint to every `checkpoint_every` steps and at
+        the end.  With a checkpoint, MXNet's random generator is reseeded
+        before each step, so that a resumed run repeats an uninterrupted
+        one.
+    checkpoint_every : int
+        Steps between two checkpoints.
+    resume : bool
+        Continue from `checkpoint` if the file exists.
+    config : dict or None
+        Stored in the checkpoint; resuming with another one is an error.
+    batch_loss : callable or None
+        ``batch_loss(*shards) -> (mlm_ls, nsp_ls, ls)``; None: the book's
+        `_get_batch_loss_bert` on the net.  ``d2l-bert pretrain`` passes
+        `d2l_bert.fast.batch_loss(net, loss, vocab_size)`.
+    kvstore : 'dist_sync', mxnet.kvstore.KVStore or None
+        Train as a worker of a ``dist_sync`` job (`d2l_bert.distributed`):
+        every worker walks the same `train_iter` (made with the same
+        seed) and trains on its rows of each batch
+        (`d2l_bert.data_parallel.worker_shards`); the kvstore sums the
+        gradients of all workers, and every worker takes the same Adam
+        step.  Worker 0 alone prints, shows the progress bar, plots and
+        saves the checkpoint; every worker resumes from `checkpoint`.  A
+        batch with fewer pairs than there are devices in the job is
+        skipped (one process with several devices skips it too).
+    """
+
+
+def train_bert_history(train_iter, net, loss, vocab_size, devices,
+                       num_steps, *, learning_rate=BOOK_LEARNING_RATE,
+                       plot='auto', progress=True, checkpoint=None,
+                       checkpoint_every=10, resume=False, config=None,
+                       batch_loss=None, kvstore=None):
+    """`train_bert`'s loop with checkpoints, returning the per-step losses.
+
+    Prints what `train_bert` prints, and draws the loss curves as it
+    does.  ``d2l-bert pretrain`` trains with it.
+
+    Parameters
+    ----------
+    train_iter : iterable of 7-tuples of ndarray
+        ``(tokens_X, segments_X, valid_lens_x, pred_positions_X,
+        mlm_weights_X, mlm_Y, nsp_y)`` with shapes ``(B, T)``, ``(B, T)``,
+        ``(B,)``, ``(B, P)``, ``(B, P)``, ``(B, P)``, ``(B,)``; walked
+        again from the start when exhausted.
+    net : BERTModel
+        Initialized on every context of `devices`.
+    loss : gluon.loss.SoftmaxCELoss
+        The loss of both tasks, as for the book's `train_bert`.
+    vocab_size : int
+        V, the number of classes of the MLM loss.
+    devices : list of mxnet.Context
+        Each batch is split over them.
+    num_steps : int
+        Total number of steps (a resumed run counts the steps done
+        before).
+
+    Other Parameters
+    ----------------
+    learning_rate, plot, progress, checkpoint, checkpoint_every : optional
+        Keyword-only: fields of `PretrainingSettings`, which says what
+        each does.
+    resume, config, batch_loss, kvstore : optional
+        Keyword-only: fields of `PretrainingSettings` too.
+
+    Returns
+    -------
+    PretrainingHistory
+        The per-step losses (``.mlm``, ``.nsp``), their means
+        (``.mlm_loss``, ``.nsp_loss``) and ``.pairs_per_sec``.
+    """
+    settings = PretrainingSettings(
+        learning_rate, plot, progress, checkpoint, checkpoint_every,
+        resume, config, batch_loss, kvstore)
+    run = _PretrainingRun(train_iter, net, loss, vocab_size, devices,
+                          num_steps, settings)
+    run.start()
+    run.train()
+    return run.finish()
+
+
+class _PretrainingRun:
+    """One run of `train_bert_history`, in the order it happens: set up
+    (`__init__`), resume and seed (`start`), train (`train`: a `_step`
+    then `_record` per step), report (`finish`)."""
+
+    def __init__(self, train_iter, net, loss, vocab_size, devices,
+                 num_steps, settings):
+        self.num_steps = check_positive_int('num_steps', num_steps)
+        if settings.resume and settings.checkpoint is None:
+            raise ValueError('resume=True needs checkpoint=PATH')
+        self.net, self.settings = net, settings
+        self.devices = list(devices)
+        kvstore = settings.kvstore
+        if isinstance(kvstore, str):
+            kvstore = create_kvstore(kvstore)
+        self.workers = Workers(kvstore)
+        # Each of the `num_shards` devices of the job needs a pair of a
+        # batch
+        self.num_shards = len(self.devices) * self.workers.num_workers
+        self.trainer = _make_trainer(net, settings.learning_rate, kvstore)
+        self.batch_loss = settings.batch_loss
+        if self.batch_loss is None:
+            self.batch_loss = functools.partial(_get_batch_loss_bert, net,
+                                                loss, vocab_size)
+        self.history = PretrainingHistory(self.devices)
+        self.data = _DataPosition(train_iter)
+        self.step, self.mx_seed = 0, None
+        self.animator = self.bar = None
+
+    def start(self):
+        """Resume from the checkpoint if asked, choose MXNet's seed, and
+        open the plot and the progress bar."""
+        checkpoint = self.settings.checkpoint
+        if self.settings.resume and os.path.exists(checkpoint):
+            self._resume(checkpoint)
+        if self.mx_seed is None and (checkpoint is not None
+                                     or self.workers.num_workers > 1):
+            self.mx_seed = random.getrandbits(31)
+        # Every worker must have resumed from the same step (one that
+        # found no checkpoint would train on after the others stopped)
+        self.workers.check_same('step to start from (does every worker '
+                                'read the same checkpoint?)', self.step)
+        plot, leader = self.settings.plot, self.workers.leader
+        if leader and (plot is True or (plot == 'auto' and _in_notebook())):
+            self.animator = _InlineAnimator(self.num_steps)
+        self.bar = _progress_bar(
+            self.num_steps, self.step,
+            self.settings.progress and self.animator is None and leader)
+
+    def _resume(self, checkpoint):
+        meta = load_checkpoint(checkpoint, self.net, self.trainer,
+                               self.devices, config=self.settings.config)
+        self.step, self.mx_seed = meta['step'], meta['mx_seed']
+        self.history = PretrainingHistory.from_dict(meta['history'])
+        self.history.devices = [str(d) for d in self.devices]
+        # The data position first: replaying the epoch's shuffle moves
+        # the random states, which we then set to the checkpoint's
+        if meta['data'] is not None:
+            self.data.restore(meta['data'])
+        _set_rng_states(meta['rng'])
+
+    def train(self):
+        """Train until `num_steps`; the progress bar closes in any case,
+        the plot too if training fails."""
+        try:
+            while self.step < self.num_steps:
+                self._record(*self._step())
+        except BaseException:
+            if self.animator is not None:
+                self.animator.close(show=False)
+            raise
+        finally:
+            self.bar.close()
+
+    def _step(self):
+        """Train on the next batch; return its number of pairs, the MLM
+        loss and the NSP loss, and the seconds the step took."""
+        workers = self.workers
+        batch = self.data.next_batch(min_rows=self.num_shards)
+        shards = worker_shards(batch, self.devices, workers.rank,
+                               workers.num_workers)
+        # Timed from here until all of this step's work is done
+        start = time.perf_counter()
+        if self.mx_seed is not None:
+            mx.random.seed(_step_seed(self.mx_seed, self.step, workers.rank))
+        with autograd.record():
+            mlm_ls, nsp_ls, ls = self.batch_loss(*shards)
+        for l in ls:
+            l.backward()
+        self.trainer.step(1)
+        mlm_l, nsp_l = _mean_losses(workers, mlm_ls, nsp_ls)
+        # Reading the losses back waits for the forward pass only.  The
+        # book stops its timer there; the backward pass and the update
+        # then finish while the next batch is copied, untimed, which
+        # overstated the throughput up to 2.5 times: wait for them
+        npx.waitall()
+        return batch[0].shape[0], mlm_l, nsp_l, time.perf_counter() - start
+
+    def _record(self, num_pairs, mlm_l, nsp_l, seconds):
+        """Count a step in the history, the plot and the progress bar, and
+        save a checkpoint when one is due."""
+        history, settings = self.history, self.settings
+        history.seconds += seconds
+        history.mlm.append(mlm_l)
+        history.nsp.append(nsp_l)
+        history.num_pairs += num_pairs
+        self.step += 1
+        if self.animator is not None:
+            self.animator.update(history)
+        self.bar.update(1)
+        self.bar.set_postfix(mlm=f'{mlm_l:.3f}', nsp=f'{nsp_l:.3f}',
+                             refresh=False)
+        if settings.checkpoint is not None and self.workers.leader and (
+                self.step % settings.checkpoint_every == 0
+                or self.step == self.num_steps):
+            save_checkpoint(settings.checkpoint, self.net, self.trainer,
+                            self.step, history,
+                            data_state=self.data.state(),
+                            mx_seed=self.mx_seed, config=settings.config)
+
+    def finish(self):
+        """Print the book's two lines, close the plot or save it, and
+        return the history (other workers than the leader stay quiet)."""
+        history, workers, plot = self.history, self.workers, \
+            self.settings.plot
+        if not workers.leader:
+            return history
+        where = str(self.devices) if workers.num_workers == 1 else \
+            f'{workers.num_workers} workers x {self.devices}'
+        print(f'MLM loss {history.mlm_loss:.3f}, '
+              f'NSP loss {history.nsp_loss:.3f}')
+        print(f'{history.pairs_per_sec:.1f} sentence pairs/sec on {where}')
+        if self.animator is not None:
+            self.animator.close()
+        if isinstance(plot, (str, os.PathLike)) and plot != 'auto':
+            history.plot(plot)
+        return history
+
+
+def _mean_losses(workers, mlm_ls, nsp_ls):
+    """The MLM and the NSP loss of a step: the means over the shards of
+    every worker, taken in the order of the shards, as one process with
+    all the devices of the job takes them."""
+    D = len(mlm_ls)
+    every = workers.all_gather([float(l) for l in mlm_ls]
+                               + [float(l) for l in nsp_ls])
+    mlm = [l for losses in every for l in losses[:D]]
+    nsp = [l for losses in every for l in losses[D:]]
+    return sum(mlm) / len(mlm), sum(nsp) / len(nsp)
+
+
+def _step_seed(mx_seed, step, rank):
+    """MXNet's seed for `step` of worker `rank`: each worker draws other
+    dropout masks (one process is worker 0)."""
+    return (mx_seed + step + 7919 * rank) % 2**31
+
+
+def _make_trainer(net, learning_rate, kvstore=None):
+    """The book's Adam trainer, its parameters in an order of the model's.
+
+    Given `net.collect_params()`, Gluon's `Trainer` sorts the parameters
+    by their global names (``dense0_weight``, ``dense10_weight``, ...),
+    which depend on how many blocks the process made before `net`.  The
+    optimizer states in a checkpoint are stored by position in that order,
+    so we sort by path in the model (``encoder.blks.0...``) instead.
+
+    With the `kvstore` of a ``dist_sync`` job, the kvstore sums the
+    gradients of the workers and each worker updates its own parameters
+    (``update_on_kvstore=False``), as one process does; updated on the
+    servers, Adam's state could not be saved in a checkpoint
+    (`KVStore.save_optimizer_states` refuses a distributed kvstore).
+    """
+    params = net._collect_params_with_prefix()
+    params = [params[name] for name in sorted(params)]
+    hyper = {'learning_rate': learning_rate}
+    if kvstore is None:
+        return gluon.Trainer(params, 'adam', hyper)
+    return gluon.Trainer(params, 'adam', hyper, kvstore=kvstore,
+                         update_on_kvstore=False)
+
+
+def _progress_bar(total, initial, enabled):
+    from tqdm import tqdm
+    return tqdm(total=total, initial=initial, unit='step', delay=2,
+                disable=not enabled, file=sys.stderr, dynamic_ncols=True,
+                desc='pretraining')
+
+
+# ---------------------------------------------------------------------------
+# What training records
+# ---------------------------------------------------------------------------
+
+class PretrainingHistory:
+    """The per-step losses of `train_bert_history`, and its throughput.
+
+    Attributes
+    ----------
+    mlm, nsp : list of float
+        The MLM and NSP loss of each step (mean over the shards).
+    num_pairs : int
+        Sentence pairs seen.
+    seconds : float
+        Time spent in forward, backward and update (the book's timer:
+        loading the data is not counted).
+    devices : list of str
+    """
+
+    def __init__(self, devices=(), mlm=(), nsp=(), num_pairs=0,
+                 seconds=0.0):
+        self.devices = [str(d) for d in devices]
+        self.mlm, self.nsp = list(mlm), list(nsp)
+        self.num_pairs, self.seconds = int(num_pairs), float(seconds)
+
+    @property
+    def num_steps(self):
+        return len(self.mlm)
+
+    @property
+    def mlm_loss(self):
+        """The MLM loss averaged over all steps (what the book prints)."""
+        return sum(self.mlm) / max(len(self.mlm), 1)
+
+    @property
+    def nsp_loss(self):
+        """The NSP loss averaged over all steps (what the book prints)."""
+        return sum(self.nsp) / max(len(self.nsp), 1)
+
+    @property
+    def pairs_per_sec(self):
+        return self.num_pairs / self.seconds if self.seconds else 0.0
+
+    def running_means(self):
+        """Return ``(steps, mlm, nsp)``: the curves the book plots.
+
+        The book plots, at step ``k``, the mean loss of steps 1 to ``k``.
+        """
+        steps = list(range(1, self.num_steps + 1))
+        mlm = onp.cumsum(self.mlm) / steps if steps else onp.zeros(0)
+        nsp = onp.cumsum(self.nsp) / steps if steps else onp.zeros(0)
+        return steps, list(mlm), list(nsp)
+
+    def plot(self, path=None, ax=None):
+        """Plot the two running-mean loss curves.
+
+        Parameters
+        ----------
+        path : str, optional
+            Save the figure there as PNG (atomically).
+        ax : matplotlib Axes, optional
+            Draw on it instead of on a new figure.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        if ax is None:
+            # A `Figure` of its own: no pyplot state, no GUI backend
+            fig = Figure(figsize=(3.5, 2.5))
+            FigureCanvasAgg(fig)
+            ax = fig.add_subplot()
+        fig = ax.figure
+        steps, mlm, nsp = self.running_means()
+        ax.plot(steps, mlm, '-', label='mlm')
+        ax.plot(steps, nsp, 'm--', label='nsp')
+        ax.set_xlabel('step')
+        ax.set_ylabel('loss')
+        if steps:
+            ax.set_xlim(1, max(steps[-1], 2))
+        ax.legend()
+        ax.grid(True)
+        fig.tight_layout()
+        if path is not None:
+            atomic_write(path, lambda tmp: fig.savefig(tmp, format='png',
+                                                       dpi=120))
+        return fig
+
+    def to_dict(self):
+        return dict(devices=self.devices, mlm=self.mlm, nsp=self.nsp,
+                    num_pairs=self.num_pairs, seconds=self.seconds)
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(d['devices'], d['mlm'], d['nsp'], d['num_pairs'],
+                   d['seconds'])
+
+    def __repr__(self):
+        return (f'PretrainingHistory(num_steps={self.num_steps}, '
+                f'mlm_loss={self.mlm_loss:.3f}, '
+                f'nsp_loss={self.nsp_loss:.3f})')
+
+
+def _in_notebook():
+    """Whether we run inside a Jupyter kernel (plots are drawn inline)."""
+    ipython = sys.modules.get('IPython')
+    if ipython is None:
+        return False
+    shell = ipython.get_ipython()
+    return shell is not None and 'IPKernelApp' in getattr(shell, 'config',
+                                                          {})
+
+
+class _InlineAnimator:
+    """Redraw the loss curves in the notebook after every step.
+
+    The book's `d2l.Animator` does the same; we draw the running means
+    of `PretrainingHistory` so the two cannot disagree.
+    """
+
+    def __init__(self, num_steps):
+        from d2l import mxnet as d2l
+        from IPython import display
+        d2l.use_svg_display()
+        self.display, self.num_steps = display, num_steps
+        self.fig, self.ax = d2l.plt.subplots(figsize=(3.5, 2.5))
+
+    def update(self, history):
+        self.ax.cla()
+        history.plot(ax=self.ax)
+        self.ax.set_xlim(1, self.num_steps)
+        self.display.display(self.fig)
+        self.display.clear_output(wait=True)
+
+    def close(self, show=True):
+        """Show the final curves below the printed lines, then let go of
+        the figure (so the inline backend does not show it twice)."""
+        from d2l import mxnet as d2l
+        if show:
+            self.display.display(self.fig)
+        d2l.plt.close(self.fig)
+
+
+# ---------------------------------------------------------------------------
+# Random states and the position in the data, for exact resumption
+# ---------------------------------------------------------------------------
+
+def _get_rng_states():
+    """Python's and NumPy's global random states, as JSON-ready lists."""
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = onp.random.get_state()
+    return dict(python=[version, list(internal), gauss],
+                numpy=[name, keys.tolist(), int(pos), int(has_gauss),
+                       float(cached)])
+
+
+def _set_rng_states(states):
+    version, internal, gauss = states['python']
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = states['numpy']
+    onp.random.set_state((name, onp.array(keys, dtype=onp.uint32), pos,
+                          has_gauss, cached))
+
+
+class _DataPosition:
+    """Walk `train_iter` epoch after epoch, able to come back to a step.
+
+    A data loader shuffles when an epoch starts, drawing either from
+    NumPy's global random state (Gluon's `RandomSampler`) or from a
+    generator of its own, seeded when the loader was made (the seeded
+    loaders of `load_data_wiki`).  To stand again where a checkpoint was
+    taken, with a loader made afresh the same way, `restore` draws the
+    first batch of each earlier epoch (moving a sampler's own generator
+    on), sets the global random states of the current epoch's start,
+    and skips the batches this epoch already gave.
+    """
+
+    def __init__(self, train_iter):
+        self.train_iter = train_iter
+        self.epoch, self.epoch_states, self.num_batches = -1, None, 0
+        self._it = None
+
+    def _start_epoch(self):
+        self.epoch += 1
+        self.epoch_states = _get_rng_states()
+        self._it, self.num_batches = iter(self.train_iter), 0
+
+    def next_batch(self, min_rows=1):
+        """The next batch with at least `min_rows` rows; smaller ones
+        (an epoch's last, when `min_rows` devices share each batch) are
+        skipped."""
+        # The rest of this epoch, then (at least) one whole epoch
+        for _ in range(2):
+            if self._it is None:
+                self._start_epoch()
+            for batch in self._it:
+                self.num_batches += 1
+                if len(batch[0]) >= min_rows:
+                    return batch
+            self._it = None
+        if self.num_batches == 0:
+            raise ValueError('train_iter yielded no batch: the dataset is '
+                             'empty')
+        raise ValueError(f'train_iter yielded no batch of {min_rows} or '
+                         f'more pairs, one for each of the {min_rows} '
+                         'devices of the job: use fewer devices or '
+                         'workers, or a larger corpus')
+
+    def state(self):
+        return dict(epoch=self.epoch, epoch_states=self.epoch_states,
+                    num_batches=self.num_batches)
+
+    def restore(self, state):
+        """Replay the shuffles and skip the batches already used."""
+        if state['epoch'] < 0:
+            return
+        for _ in range(state['epoch']):
+            next(iter(self.train_iter))
+        _set_rng_states(state['epoch_states'])
+        self.epoch = state['epoch']
+        self.epoch_states = state['epoch_states']
+        self._it, self.num_batches = iter(self.train_iter), 0
+        for _ in range(state['num_batches']):
+            next(self._it)
+            self.num_batches += 1
+
+
+# ---------------------------------------------------------------------------
+# Checkpoints
+# ---------------------------------------------------------------------------
+
+def _file_bytes(directory, write):
+    """Return the bytes that ``write(path)`` writes, via a temporary file."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.part.',
+                               suffix='.tmp')
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, 'rb') as f:
+            return f.read()
+    finally:
+        os.remove(tmp)
+
+
+def _from_bytes(directory, data, read):
+    """Call ``read(path)`` on a temporary file holding `data`."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.part.',
+                               suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data)
+        return read(tmp)
+    finally:
+        os.remove(tmp)
+
+
+def save_checkpoint(path, net, trainer, step, history, *, data_state=None,
+                    mx_seed=None, config=None):
+    """Write everything needed to continue training, atomically.
+
+    The checkpoint is one zip file: ``meta.json`` (step, loss history,
+    Python/NumPy random states, the data position, the seed MXNet is
+    reseeded from, the caller's `config`), ``model.params`` (what
+    `net.save_parameters` writes) and ``trainer.states`` (Adam's moments
+    and step count).
+
+    Parameters
+    ----------
+    path : str
+        The zip file to write.
+    net : gluon.Block
+        The model being trained.
+    trainer : gluon.Trainer
+        Its trainer, whose optimizer state is saved.
+    step : int
+        Steps done.
+    history : PretrainingHistory
+        The losses so far.
+    data_state : dict, optional
+        From `_DataPosition.state`.
+    mx_seed : int, optional
+        MXNet's random generator is reseeded with ``mx_seed + step`` before
+        each step (its state cannot be read back).
+    config : dict, optional
+        Hyper-parameters; `load_checkpoint` refuses a different one.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    meta = dict(version=CHECKPOINT_VERSION, step=int(step),
+                history=history.to_dict(), rng=_get_rng_states(),
+                data=data_state, mx_seed=mx_seed, config=config)
+    params = _file_bytes(directory, net.save_parameters)
+    states = _file_bytes(directory, trainer.save_states)
+
+    def write(tmp):
+        with zipfile.ZipFile(tmp, 'w') as z:
+            z.writestr('meta.json', json.dumps(meta))
+            z.writestr('model.params', params)
+            z.writestr('trainer.states', states)
+    atomic_write(path, write)
+
+
+def read_checkpoint_meta(path):
+    """Return the ``meta.json`` of a checkpoint as a dict."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return json.loads(z.read('meta.json'))
+    except (zipfile.BadZipFile, KeyError) as e:
+        raise ValueError(f'checkpoint {path!r} is not a d2l-bert '
+                         f'checkpoint ({e})') from None
+
+
+def load_checkpoint(path, net, trainer, devices, *, config=None):
+    """Restore `net`, `trainer` and the random states from `path`.
+
+    Returns
+    -------
+    dict
+        The checkpoint's meta data (``step``, ``history``, ``data``,
+        ``mx_seed``, ``config``).
+
+    Raises
+    ------
+    ValueError
+        If the file is not a checkpoint, or was written with another
+        `config`.
+    """
+    meta = read_checkpoint_meta(path)
+    if meta.get('version') != CHECKPOINT_VERSION:
+        raise ValueError(f"checkpoint {path!r} has version "
+                         f"{meta.get('version')}, expected "
+                         f"{CHECKPOINT_VERSION}")
+    if config is not None and meta.get('config') is not None:
+        saved = meta['config']
+        diff = sorted(k for k in set(config) | set(saved)
+                      if config.get(k) != saved.get(k))
+        if diff:
+            details = ', '.join(f'{k}: checkpoint {saved.get(k)!r}, now '
+                                f'{config.get(k)!r}' for k in diff)
+            raise ValueError(f'checkpoint {path!r} was written with other '
+                             f'settings ({details}); resume with the same '
+                             'settings or start afresh')
+    directory = os.path.dirname(os.path.abspath(path))
+    with zipfile.ZipFile(path) as z:
+        params, states = z.read('model.params'), z.read('trainer.states')
+    _from_bytes(directory, params,
+                lambda f: net.load_parameters(f, ctx=devices))
+    _from_bytes(directory, states, trainer.load_states)
+    _share_update_counts(trainer)
+    _set_rng_states(meta['rng'])
+    return meta
+
+
+def _share_update_counts(trainer):
+    """Give every device of `trainer` the loaded Adam step counts.
+
+    Adam's bias correction uses the number of updates of each weight,
+    which MXNet's optimizer counts per device.  A checkpoint holds the
+    counts of the devices that saved it: one, when the updates ran in a
+    kvstore (one process with several devices), and a trainer that
+    updates on each of several devices itself (a worker of a job with
+    several devices) would restart the others' counts at 1, so that
+    their copies of the weights drift apart.
+    """
+    optimizer = trainer.optimizer
+    counts = optimizer._all_index_update_counts
+    loaded = max(counts.values(), key=lambda c: sum(c.values()))
+    for ctx in trainer._contexts:
+        counts[ctx.device_id] = dict(loaded)
+    optimizer._index_update_count = counts[trainer._contexts[0].device_id]
+
+
+# ---------------------------------------------------------------------------
+# Held-out accuracy
+# ---------------------------------------------------------------------------
+
+BertAccuracy = namedtuple('BertAccuracy', ['mlm_accuracy', 'nsp_accuracy',
+                                           'num_pairs', 'num_masked'])
+BertAccuracy.__doc__ = """Accuracies of `evaluate_bert`.
+
+mlm_accuracy : float
+    Share of the masked tokens (real predictions only) whose most likely
+    token is the right one.
+nsp_accuracy : float
+    Share of the sentence pairs whose next-sentence label is right.
+num_pairs, num_masked : int
+    How many pairs and masked tokens were scored.
+"""
+
+
+def evaluate_bert(net, data_iter, vocab_size, devices):
+    """Masked-token and next-sentence accuracy of `net` on `data_iter`.
+
+    Parameters
+    ----------
+    net : BERTModel
+        The model to evaluate (dropout is off outside training).
+    data_iter : iterable of 7-tuples of ndarray
+        Batches as `train_iter` of `train_bert` gives them; walked once.
+    vocab_size : int
+        V, the number of classes of the MLM head.
+    devices : list of mxnet.Context
+        Each batch is split over them.
+
+    Returns
+    -------
+    BertAccuracy
+    """
+    mlm_correct = nsp_correct = num_masked = num_pairs = 0.0
+    for batch in data_iter:
+        shards = [gluon.utils.split_and_load(elem, devices, even_split=False)
+                  for elem in batch]
+        for (tokens_X, segments_X, valid_lens_x, pred_positions_X,
+             mlm_weights_X, mlm_Y, nsp_y) in zip(*shards):
+            # Outside `autograd.record` dropout is off
+            _, mlm_Y_hat, nsp_Y_hat = net(
+                tokens_X, segments_X, valid_lens_x.reshape(-1),
+                pred_positions_X)                    # (B, P, V), (B, 2)
+            mlm_pred = mlm_Y_hat.argmax(axis=-1)     # (B, P)
+            hits = (mlm_pred == mlm_Y.astype(mlm_pred.dtype))  # (B, P)
+            mlm_correct += float((hits * mlm_weights_X).sum())
+            num_masked += float(mlm_weights_X.sum())
+            nsp_pred = nsp_Y_hat.argmax(axis=-1)     # (B,)
+            nsp_correct += float(
+                (nsp_pred == nsp_y.astype(nsp_pred.dtype)).sum())
+            num_pairs += nsp_y.shape[0]
+    if not num_pairs:
+        raise ValueError('data_iter yielded no batch: nothing to evaluate')
+    return BertAccuracy(mlm_correct / max(num_masked, 1),
+                        nsp_correct / num_pairs, int(num_pairs),
+                        int(num_masked))

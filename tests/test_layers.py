@@ -1,0 +1,91 @@
+"""The layers of the package: the book's sections at the bottom.
+
+The book's section modules import only each other, `checks` and the
+data they read (`d2l_bert.data`, which stands in for d2l's data hub),
+besides MXNet and d2l; `d2l_bert.data` imports only itself and
+`checks`.  The tools (`chapter`, `runs`, `cli`, `fast`, ...) stand on
+them, never the reverse.  Read from each module's syntax tree, imports
+inside functions included.
+"""
+import ast
+import os
+
+import pytest
+
+import d2l_bert
+
+PACKAGE = os.path.dirname(d2l_bert.__file__)
+
+#: The book's section modules
+BOOK = ('attention', 'transformer', 'bert', 'dataset', 'pretraining',
+        'finetuning')
+#: What the sections may import of the package
+BOOK_MAY_IMPORT = tuple(f'd2l_bert.{m}' for m in BOOK + ('checks',)) + (
+    'd2l_bert.data',)
+DATA_MODULES = sorted(name[:-3] for name in os.listdir(
+    os.path.join(PACKAGE, 'data')) if name.endswith('.py'))
+
+
+def package_imports(source, module):
+    """The `d2l_bert` modules that `source`, the text of `module`
+    (``'d2l_bert.bert'``, ``'d2l_bert.data.__init__'``), imports, anywhere
+    in it."""
+    package = module.rsplit('.', 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit('.', node.level - 1)[0] \
+                    if node.level > 1 else package
+                base = f'{base}.{node.module}' if node.module else base
+            else:
+                base = node.module
+            if node.module is None:  # from . import hub: modules
+                found.update(f'{base}.{a.name}' for a in node.names)
+            else:
+                found.add(base)
+    return {name for name in found if name.split('.')[0] == 'd2l_bert'}
+
+
+def outside(imports, allowed):
+    return sorted(name for name in imports if name != 'd2l_bert'
+                  and not any(name == a or name.startswith(a + '.')
+                              for a in allowed))
+
+
+def _source(*parts):
+    with open(os.path.join(PACKAGE, *parts), encoding='utf-8') as f:
+        return f.read()
+
+
+@pytest.mark.parametrize('module', BOOK)
+def test_book_sections_import_only_sections_checks_and_data(module):
+    imports = package_imports(_source(f'{module}.py'), f'd2l_bert.{module}')
+    assert outside(imports, BOOK_MAY_IMPORT) == []
+
+
+@pytest.mark.parametrize('module', DATA_MODULES)
+def test_the_data_package_imports_only_itself_and_checks(module):
+    imports = package_imports(_source('data', f'{module}.py'),
+                              f'd2l_bert.data.{module}')
+    assert outside(imports, ('d2l_bert.data', 'd2l_bert.checks')) == []
+
+
+def test_the_check_reads_every_kind_of_import():
+    source = ('from .bert import BERTModel\n'
+              'from .runs import model_files\n'
+              'from . import hub\n'
+              'def f():\n'
+              '    from ..cli import main\n'
+              '    import d2l_bert.fast\n'
+              '    from d2l_bert.chapter.runner import Runner\n')
+    imports = package_imports(source, 'd2l_bert.data.model_dir')
+    assert imports == {'d2l_bert.data.bert', 'd2l_bert.data.runs',
+                       'd2l_bert.data.hub', 'd2l_bert.cli', 'd2l_bert.fast',
+                       'd2l_bert.chapter.runner'}
+    assert outside(package_imports(source, 'd2l_bert.finetuning'),
+                   BOOK_MAY_IMPORT) == [
+        'd2l_bert.chapter.runner', 'd2l_bert.cli', 'd2l_bert.fast',
+        'd2l_bert.hub', 'd2l_bert.runs']
