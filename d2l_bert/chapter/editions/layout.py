@@ -357,7 +357,7 @@ def _parsing(source):
 
 
 def _statements(text):
-    """Return `text` stripped and its logical lines (`_Statement`s)."""
+    """Return `text` stripped and its logical lines (`_Statement` objects)."""
     tokens, stop = _lex(text.strip())
     text = text.strip()
     if stop < len(text):
