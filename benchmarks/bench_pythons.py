@@ -92,7 +92,7 @@ class Child:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('--python', action='append', required=True,
+    p.add_argument('--python', action='append', default=[],
                    help='an interpreter (give two; the first is the '
                         'reference)')
     p.add_argument('--repeats', type=int, default=7)
@@ -101,6 +101,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.worker:
         return worker(args.isa)
+    if len(args.python) < 2:
+        p.error('give two interpreters: --python A --python B')
     load = os.getloadavg()[0]
     children = [Child(python, args.isa) for python in args.python]
     for i, child in enumerate(children):
