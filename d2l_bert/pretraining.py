@@ -26,7 +26,7 @@ from d2l import mxnet as d2l
 
 from .bert import get_tokens_and_segments
 from .checks import check_positive_int
-from .data_parallel import create_kvstore
+from .dist.workers import create_kvstore
 
 # The small BERT the section pretrains, and its training settings
 BOOK_BERT_CONFIG = dict(num_hiddens=128, ffn_num_hiddens=256, num_heads=2,
@@ -133,7 +133,7 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps,
         devices.  In a worker of a ``dist_sync`` job (``d2l-bert
         launch``), the job's kvstore sums them over the workers too,
         whose `train_iter` each give their own rows of every batch
-        (`d2l_bert.data_parallel.worker_rows`).
+        (`d2l_bert.dist.workers.worker_rows`).
     """
     check_positive_int('num_steps', num_steps)
     if isinstance(kvstore, str) and kvstore.startswith('dist'):

@@ -53,7 +53,7 @@ def test_the_docs_script_trains_the_book_way_in_two_workers(tmp_path):
 
 
 FAILING_WORKER = """\
-from d2l_bert.data_parallel import create_kvstore
+from d2l_bert.dist.workers import create_kvstore
 import mxnet as mx
 kv = create_kvstore()
 kv.init(0, mx.nd.zeros(1))

@@ -16,10 +16,10 @@ the model in the layout of d2l's ``bert.small`` (``pretrained.params``,
 a checkpoint (``checkpoint.zip``) that ``--resume`` continues from.
 
 With ``--workers N`` (or ``--hosts FILE``) this process only launches a
-job on MXNet's parameter server (`d2l_bert.distributed`): a scheduler,
+job on MXNet's parameter server (`d2l_bert.dist.launcher`): a scheduler,
 the servers, and N workers, each running this command again with
 ``--kvstore dist_sync`` and its share of the threads (``--threads``).
-Each worker trains on its rows of every batch (`d2l_bert.data_parallel`);
+Each worker trains on its rows of every batch (`d2l_bert.dist.workers`);
 worker 0 prints, shows the progress bar and writes the files, which are
 those one process would write (a checkpoint of either resumes in the
 other).
@@ -158,16 +158,16 @@ def _check(args):
 
 def _launch(args):
     """Start the job of ``--workers``/``--hosts`` and wait for it."""
-    from .. import distributed
+    from ..dist import launcher
     problem = _check(args)
     if problem:
         return _fail(problem)
     try:
-        job = distributed.prepare_job(
+        job = launcher.prepare_job(
             lambda num_threads: _worker_argv(args, num_threads),
             num_workers=args.workers, num_servers=args.servers,
             hosts=args.hosts, port=args.port, num_threads=args.num_threads)
-    except distributed.LaunchError as e:
+    except launcher.LaunchError as e:
         return _fail(e)
     num_shards = job.num_workers * _num_devices(args.devices)
     if args.batch_size < num_shards:
@@ -178,7 +178,7 @@ def _launch(args):
             f'device(s)): use --batch-size {num_shards} or more, or fewer '
             'workers')
     print(job.description, flush=True)
-    return distributed.run_job(job.roles, prog='d2l-bert pretrain')
+    return launcher.run_job(job.roles, prog='d2l-bert pretrain')
 
 
 def _devices(text):
@@ -217,7 +217,7 @@ def main(args):
         return _fail(problem)
     kvstore = None
     if args.kvstore:
-        from ..data_parallel import create_kvstore
+        from ..dist.workers import create_kvstore
         try:
             # Waits until every process of the job has joined
             kvstore = create_kvstore(args.kvstore)
@@ -231,7 +231,7 @@ def main(args):
             else contextlib.nullcontext()):
         status = _pretrain(args, devices, kvstore)
     if status:
-        from ..data_parallel import leave_job
+        from ..dist.workers import leave_job
         leave_job(status)
     return status
 

@@ -1,4 +1,4 @@
-"""Tests of d2l_bert/distributed.py: the roles of a job and their
+"""Tests of d2l_bert/dist/launcher.py: the roles of a job and their
 environments, the ssh commands and the hosts file (the commands, not the
 network), the checks made before anything starts, and `run_job`'s watch
 over processes (small Python processes standing in for the roles; the
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from d2l_bert import distributed as D
+from d2l_bert.dist import launcher as D
 
 from processes import alive, needs_proc
 
@@ -49,7 +49,7 @@ def test_local_roles_put_every_process_on_the_loopback_address():
     assert roles[3].env == dict(common, DMLC_ROLE='worker',
                                 DMLC_NODE_HOST='127.0.0.1',
                                 OMP_NUM_THREADS='3')
-    assert roles[0].argv == ['py', '-m', 'd2l_bert.distributed', 'serve']
+    assert roles[0].argv == ['py', '-m', 'd2l_bert.dist.launcher', 'serve']
     assert roles[2].argv == ['train'] and roles[2].host is None
 
 
@@ -136,7 +136,7 @@ def test_ssh_roles_build_one_ssh_command_per_process(tmp_path):
     scheduler = shlex.split(roles[0].argv[-1])
     assert 'DMLC_ROLE=scheduler' in scheduler
     assert not any(a.startswith('DMLC_NODE_HOST') for a in scheduler)
-    assert scheduler[-3:] == ['-m', 'd2l_bert.distributed', 'serve']
+    assert scheduler[-3:] == ['-m', 'd2l_bert.dist.launcher', 'serve']
 
 
 def test_prepare_job_over_ssh_defaults_to_one_worker_and_server_a_machine(
