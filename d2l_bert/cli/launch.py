@@ -34,6 +34,10 @@ def add_job_arguments(parser, workers_help):
     parser.add_argument('--port', type=int, default=None,
                         help="the scheduler's port (default: a free one on "
                              '127.0.0.1; 9091 with --hosts)')
+    parser.add_argument('--timeout', type=float, default=None,
+                        metavar='SECONDS',
+                        help='with --hosts: stop the job when a machine is '
+                             'silent this long (default: 30)')
 
 
 def add_arguments(parser):
@@ -65,7 +69,7 @@ def main(args):
         job = launcher.prepare_job(
             lambda num_threads: command, num_workers=args.workers,
             num_servers=args.servers, hosts=args.hosts, port=args.port,
-            num_threads=args.worker_threads)
+            num_threads=args.worker_threads, timeout=args.timeout)
     except launcher.LaunchError as e:
         return fail(e)
     print(job.description, flush=True)

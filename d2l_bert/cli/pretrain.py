@@ -115,7 +115,7 @@ FORWARDED = ('corpus', 'batch_size', 'max_len', 'num_hiddens',
              'ffn_num_hiddens', 'num_heads', 'num_blks', 'dropout', 'steps',
              'lr', 'devices', 'seed', 'out', 'resume', 'checkpoint_every')
 JOB_OPTIONS = ('workers', 'servers', 'hosts', 'port', 'num_threads',
-               'kvstore')
+               'kvstore', 'timeout')
 
 
 def _worker_argv(args, num_threads):
@@ -166,7 +166,8 @@ def _launch(args):
         job = launcher.prepare_job(
             lambda num_threads: _worker_argv(args, num_threads),
             num_workers=args.workers, num_servers=args.servers,
-            hosts=args.hosts, port=args.port, num_threads=args.num_threads)
+            hosts=args.hosts, port=args.port, num_threads=args.num_threads,
+            timeout=args.timeout)
     except launcher.LaunchError as e:
         return _fail(e)
     num_shards = job.num_workers * _num_devices(args.devices)
@@ -178,7 +179,12 @@ def _launch(args):
             f'device(s)): use --batch-size {num_shards} or more, or fewer '
             'workers')
     print(job.description, flush=True)
-    return launcher.run_job(job.roles, prog='d2l-bert pretrain')
+    status = launcher.run_job(job.roles, prog='d2l-bert pretrain')
+    if status:
+        # A worker killed while writing a file leaves its partial copy
+        from ..files import remove_partial_files
+        remove_partial_files(args.out)
+    return status
 
 
 def _devices(text):
@@ -204,7 +210,7 @@ def main(args):
             return _fail('--kvstore is for the workers a job starts, not '
                          'with --workers or --hosts')
         return _launch(args)
-    for name in ('servers', 'port'):
+    for name in ('servers', 'port', 'timeout'):
         if getattr(args, name) is not None:
             return _fail(f'--{name} makes sense with --workers N or '
                          '--hosts FILE only')

@@ -47,6 +47,7 @@ scheduler or a server.
 import errno
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -58,6 +59,9 @@ from collections import namedtuple
 LOOPBACK = '127.0.0.1'
 #: The scheduler's port of a job over ssh, unless ``--port`` says
 DEFAULT_SSH_JOB_PORT = 9091
+#: Over ssh, the seconds a machine may be silent before the job stops,
+#: unless ``--timeout`` says
+DEFAULT_TIMEOUT = 30.0
 #: ps-lite's variables, and ours, that a role's environment sets afresh
 ROLE_VARIABLES = ('DMLC_ROLE', 'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT',
                   'DMLC_NUM_SERVER', 'DMLC_NUM_WORKER', 'DMLC_NODE_HOST',
@@ -127,6 +131,35 @@ def check_port(port, host=LOOPBACK):
                     'port, or leave --port out to take a free one') from None
             raise LaunchError(f'--port {port}: cannot listen on {host} '
                               f'({e.strerror})') from None
+
+
+def check_threads(num_threads):
+    """Raise a `LaunchError` unless `num_threads` is None or a positive
+    integer."""
+    if num_threads is not None and (
+            isinstance(num_threads, bool) or not isinstance(num_threads, int)
+            or num_threads < 1):
+        raise LaunchError(f'--threads must be a positive integer, got '
+                          f'{num_threads!r}')
+
+
+def check_timeout(timeout):
+    """Return `timeout` if it is a number of seconds in [3, 3600], else
+    raise a `LaunchError`."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not 3 <= timeout <= 3600:
+        raise LaunchError(f'--timeout must be a number of seconds in '
+                          f'[3, 3600], got {timeout!r}')
+    return timeout
+
+
+def check_command(argv):
+    """Raise a `LaunchError` unless the program of `argv` runs here."""
+    program = argv[0] if argv else ''
+    if shutil.which(program) is None:
+        why = 'not found' if os.sep not in program and not \
+            os.path.exists(program) else 'not an executable file'
+        raise LaunchError(f'{program}: command {why}')
 
 
 def divide_threads(num_workers, cores=None):
@@ -285,23 +318,63 @@ def local_roles(worker_argv, num_workers, num_servers, port, num_threads,
     return roles
 
 
-def ssh_argv(host, command, env, cwd):
-    """The ssh command that runs `command` on `host` in folder `cwd`, with
-    the variables `env`.
+def ssh_command(environ=None):
+    """The ssh program and its options: ``D2L_BERT_SSH`` if set (such as
+    ``ssh -F my_config``), else ``ssh``."""
+    environ = os.environ if environ is None else environ
+    return shlex.split(environ.get('D2L_BERT_SSH') or 'ssh')
 
-    ``-tt`` gives the remote command a terminal, so that it gets a hang-up
-    signal when the connection closes (when `run_job` stops the local ssh);
-    ``BatchMode`` makes ssh fail rather than wait for a password.
+
+def ssh_options(host, timeout):
+    """ssh's options for a job's login to `host`.
+
+    ``BatchMode`` makes ssh fail rather than wait for a password; the
+    server is asked every ``timeout / 3`` seconds whether it is there,
+    and ssh ends with status 255 after three questions without an answer,
+    so a machine cut off from the network ends its role's ssh after
+    `timeout` to ``4 / 3 x timeout`` seconds.
     """
+    interval = max(1, int(timeout) // 3)
+    return ['-o', 'BatchMode=yes', '-o', f'ConnectTimeout={int(timeout)}',
+            '-o', f'ServerAliveInterval={interval}',
+            '-o', 'ServerAliveCountMax=3', '-o', 'LogLevel=ERROR',
+            '-p', str(host.port), host.ssh_target]
+
+
+def ssh_argv(host, command, env, cwd, *, name='role', python=None,
+             timeout=None):
+    """The ssh command that runs `command` on `host` in folder `cwd`, with
+    the variables `env`, under `d2l_bert.dist.remote`'s watch.
+
+    The remote side (``python -m d2l_bert.dist.remote run``) stops the
+    command when the launcher's heartbeats, which `run_job` writes to
+    ssh's standard input, end or stay away for `timeout` seconds.
+    """
+    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
     assignments = [f'{k}={shlex.quote(v)}' for k, v in sorted(env.items())]
+    watch = [python or sys.executable, '-m', 'd2l_bert.dist.remote', 'run',
+             '--name', f'{name} on {host.address}', '--timeout',
+             f'{timeout:g}', '--']
     remote = (f'cd {shlex.quote(cwd)} && exec env '
-              + ' '.join(assignments + [shlex.quote(a) for a in command]))
-    return ['ssh', '-tt', '-o', 'BatchMode=yes', '-o', 'ConnectTimeout=10',
-            '-p', str(host.port), host.ssh_target, remote]
+              + ' '.join(assignments
+                         + [shlex.quote(a) for a in watch + command]))
+    return ssh_command() + ssh_options(host, timeout) + [remote]
+
+
+def _deal(hosts, num_workers, num_servers):
+    """``(name, role, host)`` of every process: the scheduler on the first
+    machine, servers and workers dealt out over the machines in turn."""
+    next_host = {'server': 0, 'worker': 0}
+    for name, role in _names(num_workers, num_servers):
+        if role == 'scheduler':
+            yield name, role, hosts[0]
+        else:
+            yield name, role, hosts[next_host[role] % len(hosts)]
+            next_host[role] += 1
 
 
 def ssh_roles(hosts, worker_argv, num_workers, num_servers, port,
-              num_threads, python=None, cwd=None):
+              num_threads, python=None, cwd=None, timeout=None):
     """The processes of a job over the machines `hosts`, each started by
     ssh from this machine.
 
@@ -312,6 +385,15 @@ def ssh_roles(hosts, worker_argv, num_workers, num_servers, port,
     the folder `cwd` (default the current one) holding the same files
     (the corpus, and the output folder, for ``--resume``).
 
+    Parameters
+    ----------
+    worker_argv : list of str, or callable
+        Each worker's command, or ``worker_argv(num_threads)`` giving it.
+    num_threads : int or dict
+        Each worker's threads, or a dict of them by machine address.
+    timeout : float, optional
+        Seconds a machine may be silent (`ssh_argv`).
+
     Returns
     -------
     list of Role
@@ -319,34 +401,125 @@ def ssh_roles(hosts, worker_argv, num_workers, num_servers, port,
     check_counts(num_workers, num_servers)
     python = python or sys.executable
     cwd = cwd or os.getcwd()
-    scheduler = hosts[0].address
-    next_host = {'server': 0, 'worker': 0}
     roles = []
-    for name, role in _names(num_workers, num_servers):
-        if role == 'scheduler':
-            host = hosts[0]
-        else:
-            host = hosts[next_host[role] % len(hosts)]
-            next_host[role] += 1
+    for name, role, host in _deal(hosts, num_workers, num_servers):
+        threads = num_threads.get(host.address, 1) \
+            if isinstance(num_threads, dict) else num_threads
         env = role_environment(
-            role, scheduler=scheduler, port=port, num_workers=num_workers,
-            num_servers=num_servers, node_host=host.address,
-            num_threads=num_threads if role == 'worker' else 1)
-        command = list(worker_argv) if role == 'worker' else \
-            serve_argv(python)
-        roles.append(Role(name, role, ssh_argv(host, command, env, cwd), {},
-                          host.address))
+            role, scheduler=hosts[0].address, port=port,
+            num_workers=num_workers, num_servers=num_servers,
+            node_host=host.address,
+            num_threads=threads if role == 'worker' else 1)
+        if role != 'worker':
+            command = serve_argv(python)
+        else:
+            command = list(worker_argv(threads) if callable(worker_argv)
+                           else worker_argv)
+        argv = ssh_argv(host, command, env, cwd, name=name, python=python,
+                        timeout=timeout)
+        roles.append(Role(name, role, argv, {}, host.address))
     return roles
 
 
+def _probe_failure(host, path, done, python, cwd):
+    """The one line that says why `probe_hosts` failed on `host`."""
+    where = f'--hosts {path} line {host.line}: {host.ssh_target}'
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    last = lines[-1].strip() if lines else f'status {done.returncode}'
+    if done.returncode == 255:
+        if 'denied' in last or 'authenticat' in last.lower():
+            return (f'{where}: ssh refused the login ({last}): check the '
+                    'user and that your key is in its authorized_keys')
+        return f'{where}: ssh failed: {last}'
+    if done.returncode == 127 or 'not found' in last:
+        return (f'{where}: no {python} there: every machine needs the '
+                'same Python environment at the same path')
+    if 'No module named' in last:
+        return (f'{where}: {python} there has no d2l-bert ({last}): '
+                'install it into the same environment on every machine')
+    return f'{where}: {last}'
+
+
+def probe_hosts(hosts, path, command, *, python=None, cwd=None,
+                timeout=None):
+    """Log in to every machine at once and check it for the job.
+
+    Each runs ``python -m d2l_bert.dist.remote probe`` in the job's
+    folder: it needs the folder, the same `python`, d2l-bert, MXNet and
+    the workers' program, `command`.
+
+    Returns
+    -------
+    dict of str to int
+        The physical cores of each machine, by address.
+
+    Raises
+    ------
+    LaunchError
+        One line for the first machine that fails: the login refused (a
+        wrong user or key), the Python or d2l-bert missing there, no
+        answer within `timeout` seconds.
+    """
+    from .remote import PROBE_MARK
+    python = python or sys.executable
+    cwd = cwd or os.getcwd()
+    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+    remote = ' '.join(shlex.quote(a) for a in [
+        python, '-m', 'd2l_bert.dist.remote', 'probe', cwd, '--command',
+        command])
+    procs = [(host, subprocess.Popen(
+        ssh_command() + ssh_options(host, timeout) + [remote],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)) for host in hosts]
+    cores, problem = {}, None
+    for host, proc in procs:
+        try:
+            out, err = proc.communicate(timeout=timeout + 5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            problem = problem or (
+                f'--hosts {path} line {host.line}: {host.ssh_target}: no '
+                f'answer to ssh within {timeout:g} s')
+            continue
+        done = subprocess.CompletedProcess(proc.args, proc.returncode,
+                                           out, err)
+        found = [line for line in out.splitlines()
+                 if line.startswith(PROBE_MARK)]
+        if proc.returncode or not found:
+            problem = problem or _probe_failure(host, path, done, python,
+                                                cwd)
+            continue
+        cores[host.address] = int(found[-1][len(PROBE_MARK):])
+    if problem:
+        raise LaunchError(problem)
+    return cores
+
+
+def host_lines(hosts, num_workers, num_servers, threads, cores):
+    """One line a machine: the roles it runs, its cores and threads."""
+    held = {}
+    for name, _, host in _deal(hosts, num_workers, num_servers):
+        held.setdefault(host.address, []).append(name)
+    lines = []
+    for host in hosts:
+        if host.address not in held:
+            continue
+        lines.append(f'  {host.address}: {", ".join(held[host.address])} '
+                     f'({cores[host.address]} core(s), '
+                     f'{threads[host.address]} thread(s) per worker)')
+    return lines
+
+
 #: A job ready to start: its `roles`, the scheduler's `port`, each
-#: worker's `num_threads`, `num_workers`, and a one-line `description`
+#: worker's `num_threads`, `num_workers`, and a `description` (one line
+#: on this machine; over ssh, a line more for each machine)
 Job = namedtuple('Job', ['roles', 'port', 'num_threads', 'num_workers',
                          'description'])
 
 
 def prepare_job(worker_argv, *, num_workers=None, num_servers=None,
-                hosts=None, port=None, num_threads=None):
+                hosts=None, port=None, num_threads=None, timeout=None):
     """Check a job's options and describe its processes; start nothing.
 
     Parameters
@@ -360,14 +533,19 @@ def prepare_job(worker_argv, *, num_workers=None, num_servers=None,
         Default: 1 on this machine, one per machine over ssh.
     hosts : str, optional
         A hosts file (`read_hosts`): run over ssh on those machines, each
-        checked to answer on its ssh port.  Without it, everything runs
-        here, on 127.0.0.1.
+        checked to answer on its ssh port, to let this user log in and
+        to hold the same Python (`probe_hosts`).  Without it, everything
+        runs here, on 127.0.0.1.
     port : int, optional
         The scheduler's port: default a free one here (checked to be
         free when given), `DEFAULT_SSH_JOB_PORT` over ssh.
     num_threads : int, optional
-        Each worker's CPU threads; default this machine's physical cores
-        divided among the workers of one machine.
+        Each worker's CPU threads; default the physical cores of its
+        machine (this one, or each machine of `hosts`) divided among the
+        workers there.
+    timeout : float, optional
+        Over ssh, the seconds a machine may be silent before the job is
+        stopped (`DEFAULT_TIMEOUT`).
 
     Returns
     -------
@@ -387,34 +565,51 @@ def prepare_job(worker_argv, *, num_workers=None, num_servers=None,
         raise LaunchError('give --workers N (or --hosts FILE)')
     num_servers = 1 if num_servers is None else num_servers
     check_counts(num_workers, num_servers)
-    if num_threads is None:
-        per_machine = -(-num_workers // len(machines or [None]))
-        num_threads = divide_threads(per_machine)
-    elif isinstance(num_threads, bool) or not isinstance(num_threads, int) \
-            or num_threads < 1:
-        raise LaunchError(f'--threads must be a positive integer, got '
-                          f'{num_threads!r}')
-    argv = worker_argv(num_threads)
+    check_threads(num_threads)
+    timeout = check_timeout(DEFAULT_TIMEOUT if timeout is None else timeout)
     if machines is not None:
-        port = DEFAULT_SSH_JOB_PORT if port is None else port
-        check_port_number(port)
-        check_reachable(machines, hosts)
-        roles = ssh_roles(machines, argv, num_workers, num_servers, port,
-                          num_threads)
-        where = (f'on {len(machines)} machine(s) over ssh, the scheduler '
-                 f'on {machines[0].address}:{port}')
+        return _ssh_job(worker_argv, machines, hosts, num_workers,
+                        num_servers, port, num_threads, timeout)
+    if num_threads is None:
+        num_threads = divide_threads(num_workers)
+    argv = worker_argv(num_threads)
+    check_command(argv)
+    if port is None:
+        port = free_port()
     else:
-        if port is None:
-            port = free_port()
-        else:
-            check_port(port)
-        roles = local_roles(argv, num_workers, num_servers, port,
-                            num_threads)
-        where = f'on {LOOPBACK}:{port}'
+        check_port(port)
+    roles = local_roles(argv, num_workers, num_servers, port, num_threads)
     description = (f'starting 1 scheduler, {num_servers} server(s) and '
-                   f'{num_workers} worker(s) {where}, {num_threads} '
-                   'thread(s) per worker')
+                   f'{num_workers} worker(s) on {LOOPBACK}:{port}, '
+                   f'{num_threads} thread(s) per worker')
     return Job(roles, port, num_threads, num_workers, description)
+
+
+def _ssh_job(worker_argv, machines, path, num_workers, num_servers, port,
+             num_threads, timeout):
+    """`prepare_job` over the machines of the hosts file `path`."""
+    port = DEFAULT_SSH_JOB_PORT if port is None else port
+    check_port_number(port)
+    check_reachable(machines, path, timeout=min(timeout, 5.0))
+    program = worker_argv(num_threads or 1)[0]
+    cores = probe_hosts(machines, path, program, timeout=timeout)
+    workers_on = {}
+    for _, role, host in _deal(machines, num_workers, num_servers):
+        if role == 'worker':
+            workers_on[host.address] = workers_on.get(host.address, 0) + 1
+    threads = {address: num_threads or divide_threads(
+        workers_on.get(address, 1), cores[address]) for address in cores}
+    roles = ssh_roles(machines, worker_argv, num_workers, num_servers, port,
+                      threads, timeout=timeout)
+    counts = sorted(set(threads[a] for a in workers_on))
+    description = '\n'.join(
+        [f'starting 1 scheduler, {num_servers} server(s) and {num_workers} '
+         f'worker(s) on {len(machines)} machine(s) over ssh, the scheduler '
+         f'on {machines[0].address}:{port}, '
+         f'{"/".join(map(str, counts))} thread(s) per worker']
+        + host_lines(machines, num_workers, num_servers, threads, cores))
+    return Job(roles, port, counts[0] if len(counts) == 1 else threads,
+               num_workers, description)
 
 
 # ---------------------------------------------------------------------------
@@ -441,13 +636,18 @@ def _environment(role):
     return env
 
 
-def _how(status):
-    """Say how a process with exit `status` (``Popen.returncode``) ended."""
-    if status < 0:
+def _how(status, role=None):
+    """Say how a process with exit `status` (``Popen.returncode``) ended;
+    for an ssh `role`, 255 is ssh's own failure."""
+    if role is not None and role.host and status == 255:
+        return (f'lost its connection: ssh to {role.host} failed or got no '
+                'answer (the machine or its network is down)')
+    if status < 0 or (role is not None and role.host and status > 128):
+        signum = -status if status < 0 else status - 128
         try:
-            name = signal.Signals(-status).name
+            name = signal.Signals(signum).name
         except ValueError:
-            name = f'signal {-status}'
+            name = f'signal {signum}'
         return f'was killed by {name}'
     return f'exited with status {status}'
 
@@ -466,12 +666,18 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
     standard output and error.  The job has failed as soon as a process
     ends with a non-zero status or a signal, or a scheduler or a server
     ends before the workers: one line on `stream` then names the process,
-    its pid and how it ended, every other process group gets SIGTERM, and
-    SIGKILL `grace` seconds later.  So a failed job ends within about
-    ``poll + 2 * grace`` seconds, leaving no process behind.  After the
-    last worker exits cleanly, the scheduler and servers end by
-    themselves; those still running after `finish` seconds are stopped.
-    Ctrl-C, SIGTERM and SIGHUP stop the job the same way.
+    its machine, and how it ended, and every other process is stopped:
+    the ssh of a remote one first sees its input end (its machine's
+    `d2l_bert.dist.remote` then stops the role) and every process group
+    gets SIGTERM `grace` seconds later, and SIGKILL `grace` seconds after
+    that.  So a failed job ends within about ``poll + 3 * grace``
+    seconds, leaving no process behind.  After the last worker exits
+    cleanly, the scheduler and servers end by themselves; those still
+    running after `finish` seconds are stopped.  Ctrl-C, SIGTERM and
+    SIGHUP stop the job the same way.
+
+    While the job runs, each ssh gets a byte on its standard input every
+    second: the heartbeat its machine's `d2l_bert.dist.remote` waits for.
 
     Parameters
     ----------
@@ -493,6 +699,10 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
     stream = sys.stderr if stream is None else stream
     handlers = {}
     procs = []
+
+    def say(message):
+        # On a line of its own, also after a progress bar cut short
+        print(f'\n{prog}: {message}', file=stream, flush=True)
     try:
         for signum in (signal.SIGTERM, signal.SIGHUP):
             try:
@@ -500,32 +710,56 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
             except ValueError:   # not the main thread: no handlers
                 break
         for role in roles:
-            procs.append((role, subprocess.Popen(
-                role.argv, env=_environment(role), stdin=subprocess.DEVNULL,
-                start_new_session=True)))
+            procs.append((role, _start(role)))
         failed = _watch(procs, finish, poll)
         if failed is None:
             return 0
         role, proc = failed
         where = f' on {role.host}' if role.host else ''
-        others = len(procs) - 1
-        # On a line of its own, also after a progress bar cut short
-        print(f'\n{prog}: error: {role.name} (pid {proc.pid}{where}) '
-              f'{_how(proc.returncode)}; stopped the job and its '
-              f'{others} other process(es)', file=stream, flush=True)
+        say(f'error: {role.name} (pid {proc.pid}{where}) '
+            f'{_how(proc.returncode, role)}; stopped the job and its '
+            f'{len(procs) - 1} other process(es)')
         return _exit_status(proc.returncode)
+    except _CannotStart as e:
+        say(f'error: {e}; stopped the job')
+        return 127
     except KeyboardInterrupt:
-        print(f'\n{prog}: interrupted; stopped the job', file=stream,
-              flush=True)
+        say('interrupted; stopped the job')
         return 130
     except _Stop as e:
-        print(f'\n{prog}: got {signal.Signals(e.signum).name}; stopped the '
-              'job', file=stream, flush=True)
+        say(f'got {signal.Signals(e.signum).name}; stopped the job')
         return 128 + e.signum
     finally:
-        _stop([proc for _, proc in procs], grace)
+        _stop(procs, grace)
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
+
+
+class _CannotStart(Exception):
+    """A role's program could not be started."""
+
+
+def _start(role):
+    """Start `role` in a process group of its own; an ssh role's standard
+    input is a pipe, for the heartbeats."""
+    try:
+        return subprocess.Popen(
+            role.argv, env=_environment(role), start_new_session=True,
+            stdin=subprocess.PIPE if role.host else subprocess.DEVNULL)
+    except OSError as e:
+        raise _CannotStart(f'cannot start {role.name}: {role.argv[0]}: '
+                           f'{e.strerror}') from None
+
+
+def _heartbeat(procs):
+    """A byte to every ssh role that is still there."""
+    for role, proc in procs:
+        if proc.stdin is not None and proc.poll() is None:
+            try:
+                proc.stdin.write(b'.')
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
 
 
 def _watch(procs, finish, poll):
@@ -539,12 +773,16 @@ def _watch(procs, finish, poll):
     seconds later: they would wait for it forever.
     """
     done_at = early = None
+    beat = 0.0
     while True:
+        now = time.monotonic()
+        if now - beat >= 1.0:
+            _heartbeat(procs)
+            beat = now
         states = [(role, proc, proc.poll()) for role, proc in procs]
         for role, proc, status in states:
             if status not in (None, 0):
                 return role, proc
-        now = time.monotonic()
         if all(status == 0 for role, _, status in states
                if role.role == 'worker'):
             done_at = done_at or now
@@ -561,23 +799,35 @@ def _watch(procs, finish, poll):
 
 
 def _stop(procs, grace):
-    """SIGTERM to the process group of every process, SIGKILL to those
-    still there after `grace` seconds; reap them all."""
+    """End the input of every ssh and wait `grace` seconds for them (their
+    machines stop the roles), then SIGTERM to the process group of every
+    process, SIGKILL to those still there after `grace` seconds more;
+    reap them all."""
     def signal_groups(signum):
-        for proc in procs:
+        for _, proc in procs:
             try:
                 os.killpg(proc.pid, signum)
             except (ProcessLookupError, PermissionError):
                 pass    # the group is gone
-    signal_groups(signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    for proc in procs:
+
+    def wait_all(seconds, which):
+        deadline = time.monotonic() + seconds
+        for proc in which:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    remote = [proc for _, proc in procs if proc.stdin is not None]
+    for proc in remote:
         try:
-            proc.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+            proc.stdin.close()
+        except OSError:
             pass
+    wait_all(grace, remote)
+    signal_groups(signal.SIGTERM)
+    wait_all(grace, [proc for _, proc in procs])
     signal_groups(signal.SIGKILL)
-    for proc in procs:
+    for _, proc in procs:
         proc.wait()
 
 

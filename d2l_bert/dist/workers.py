@@ -64,7 +64,8 @@ def create_kvstore(kind='dist_sync'):
     an active exception", SIGABRT).  That shutdown waits at a barrier for
     every process of the job, so a worker that fails must not take it:
     an exception nobody catches ends the worker at once (after its
-    traceback), and `leave_job` ends it with a status.
+    traceback), ``sys.exit(N)`` with N not 0 ends it at once with that
+    status, and `leave_job` ends it with a status.
 
     Raises
     ------
@@ -99,6 +100,7 @@ def create_kvstore(kind='dist_sync'):
     # Registered after MXNet's own exit handler, so run before it
     atexit.register(_shut_down, _job_kvstore)
     sys.excepthook = _leave_on_exception(sys.excepthook)
+    sys.exit = _leave_on_exit(sys.exit)
     return _job_kvstore
 
 
@@ -126,6 +128,20 @@ def _leave_on_exception(hook):
     def leave(*exc_info):
         hook(*exc_info)
         leave_job(1)
+    return leave
+
+
+def _leave_on_exit(exit):
+    """`sys.exit` that ends this worker at once when the status is not 0
+    (printing a message status to stderr, as `sys.exit` does), and
+    otherwise is `exit`, which takes the kvstore's last barrier."""
+    def leave(status=None):
+        if status is None or status == 0:
+            exit(status)
+        if not isinstance(status, int):
+            print(status, file=sys.stderr)
+            status = 1
+        leave_job(status)
     return leave
 
 
