@@ -37,6 +37,7 @@ when they are missing.
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -304,10 +305,15 @@ class Cluster:
                 except ProcessLookupError:
                     pass
             _run('ip', 'netns', 'del', ns, check=False)
-            removed.append(ns)
-        if _run('ip', 'link', 'show', BRIDGE, check=False).returncode == 0:
-            _run('ip', 'link', 'del', BRIDGE, check=False)
-            removed.append(BRIDGE)
+            removed.append(f'netns {ns}')
+        # A namespace lives on while a socket of it does (a connection
+        # cut off by `link down` retries for minutes), and its veth pair
+        # with it: remove the pairs by their bridge ends
+        links = _run('ip', '-o', 'link', 'show', check=False).stdout
+        for name in re.findall(rf'^\d+: ({PREFIX}-[a-z0-9]+)[@:]', links,
+                               re.M):
+            _run('ip', 'link', 'del', name, check=False)
+            removed.append(f'link {name}')
         if info.get('made_run_sshd'):
             try:
                 os.rmdir('/run/sshd')

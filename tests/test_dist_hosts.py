@@ -31,6 +31,51 @@ HOST_2 = C.Cluster.address(2)
 FAULT_BOUND = 60
 
 
+# ---------------------------------------------------------------------------
+# The harness itself (before the module's cluster is made: same names)
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize('euid, missing, message', [
+    (1000, None, 'making network namespaces needs root (run as root, or '
+                 'with sudo)'),
+    (0, 'ip', 'missing ip, tc: apt-get install iproute2'),
+    (0, 'sshd', 'missing sshd: apt-get install openssh-server')])
+def test_the_cluster_refuses_without_root_or_its_programs(
+        monkeypatch, capsys, euid, missing, message):
+    monkeypatch.setattr(C.os, 'geteuid', lambda: euid)
+    found = C.which
+    monkeypatch.setattr(C, 'which', lambda p: None if p in (
+        missing, 'tc' if missing == 'ip' else None) else found(p))
+    assert C.main(['--state', '/nonexistent/state', 'up', '2']) == 2
+    assert capsys.readouterr().err == f'cluster.py: error: {message}\n'
+
+
+def test_an_interrupted_up_leaves_nothing(tmp_path, monkeypatch):
+    cluster = C.Cluster(str(tmp_path / 'state'))
+    try:
+        C.check_can_run()
+    except C.ClusterError as e:
+        pytest.skip(f'no cluster of network namespaces here: {e}')
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+    # After the namespaces, links and keys, before the sshd processes
+    monkeypatch.setattr(C.Cluster, '_sshd', interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cluster.up(2)
+    assert_nothing_left(cluster)
+    assert cluster.down() == []          # and down again does nothing
+
+
+def assert_nothing_left(cluster):
+    """No namespace, link (veth pairs, the bridge) or state folder."""
+    for what in (['netns', 'list'], ['-o', 'link', 'show']):
+        listed = subprocess.run([C.which('ip')] + what, capture_output=True,
+                                text=True).stdout
+        assert 'd2lc-' not in listed
+    assert not os.path.exists(cluster.state)
+
+
 @pytest.fixture(scope='module')
 def hosts(tmp_path_factory):
     cluster = C.Cluster(str(tmp_path_factory.mktemp('cluster') / 'state'))
@@ -40,9 +85,7 @@ def hosts(tmp_path_factory):
         pytest.skip(f'no cluster of network namespaces here: {e}')
     yield cluster
     cluster.down()
-    assert not any(n.startswith('d2lc-') for n in subprocess.run(
-        ['ip', 'netns', 'list'], capture_output=True,
-        text=True).stdout.split())
+    assert_nothing_left(cluster)
 
 
 @pytest.fixture(scope='module')
@@ -56,13 +99,19 @@ def start_on(cluster, host, args, log_dir, name):
                            log_dir, name)
 
 
+def is_worker(pid):
+    """Whether `pid` runs a worker (not the watchdog that runs it)."""
+    argv = processes.cmdline(pid)
+    return '--kvstore' in argv and 'd2l_bert.dist.remote' not in argv
+
+
 def workers_seen(cluster):
     """``(host, allowed cpus, OMP_NUM_THREADS)`` of every worker running
     on the hosts now."""
     seen = []
     for host in (1, 2):
         for pid in cluster.job_pids(host):
-            if '--kvstore' not in processes.cmdline(pid):
+            if not is_worker(pid):
                 continue
             try:
                 with open(f'/proc/{pid}/status') as f:
@@ -187,8 +236,7 @@ def test_a_host_cut_off_mid_job_ends_it_and_the_rest_resumes(
 
 def test_killed_processes_on_a_host_end_the_job(hosts, corpus, tmp_path):
     job, out = run_until_checkpoint(hosts, corpus, tmp_path)
-    victims = [pid for pid in hosts.job_pids(2)
-               if '--kvstore' in processes.cmdline(pid)]
+    victims = [pid for pid in hosts.job_pids(2) if is_worker(pid)]
     assert len(victims) == 1
     os.kill(victims[0], signal.SIGKILL)
     status, seconds, errors = end_after_fault(job, tmp_path)
