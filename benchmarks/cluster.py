@@ -46,7 +46,6 @@ import sys
 import time
 
 PREFIX = 'd2lc'
-BRIDGE = f'{PREFIX}-br'
 SUBNET = '10.231.0'
 STATE = '/tmp/d2l-cluster'
 #: The programs `up` needs, and the Debian package of each
@@ -101,16 +100,21 @@ class Cluster:
     ----------
     state : str
         The folder of keys, configurations and ``hosts.txt``.
+    prefix : str
+        Of the names of namespaces and links: clusters of other prefixes
+        are left alone (the tests use their own).
     """
 
-    def __init__(self, state=STATE):
+    def __init__(self, state=STATE, prefix=PREFIX):
         self.state = state
+        self.prefix = prefix
+        self.bridge = f'{prefix}-br'
 
     # -- names ---------------------------------------------------------
-    @staticmethod
-    def netns(i):
-        """The namespace of host `i` (from 1)."""
-        return f'{PREFIX}-h{i}'
+    def netns(self, i):
+        """The namespace of host `i` (from 1), and the name of the bridge
+        end of its link."""
+        return f'{self.prefix}-h{i}'
 
     @staticmethod
     def address(i):
@@ -159,7 +163,7 @@ class Cluster:
 
     def link(self, i, state):
         """Set host `i`'s link 'up' or 'down' (its bridge end)."""
-        _run('ip', 'link', 'set', f'{PREFIX}-h{i}', state)
+        _run('ip', 'link', 'set', self.netns(i), state)
 
     # -- up ------------------------------------------------------------
     def up(self, num_hosts, link='1gbit', delay=None, cores=None):
@@ -186,8 +190,8 @@ class Cluster:
                         made_run_sshd=not os.path.isdir('/run/sshd'))
             self._write(info)
             self._keys(info['hosts'])
-            _run('ip', 'link', 'add', BRIDGE, 'type', 'bridge')
-            _run('ip', 'link', 'set', BRIDGE, 'up')
+            _run('ip', 'link', 'add', self.bridge, 'type', 'bridge')
+            _run('ip', 'link', 'set', self.bridge, 'up')
             for i in range(1, num_hosts + 1):
                 self._host(i, link, delay)
             os.makedirs('/run/sshd', mode=0o755, exist_ok=True)
@@ -233,11 +237,11 @@ class Cluster:
     def _host(self, i, link, delay):
         """Host `i`'s namespace, veth pair on the bridge, address, and
         the rate (and delay) of its link on both ends."""
-        ns, port = self.netns(i), f'{PREFIX}-h{i}'
+        ns = port = self.netns(i)
         _run('ip', 'netns', 'add', ns)
         _run('ip', 'link', 'add', port, 'type', 'veth', 'peer', 'name',
              'eth0', 'netns', ns)
-        _run('ip', 'link', 'set', port, 'master', BRIDGE, 'up')
+        _run('ip', 'link', 'set', port, 'master', self.bridge, 'up')
         _run('ip', 'addr', 'add', f'{self.address(i)}/24', 'dev', 'eth0',
              netns=ns)
         _run('ip', 'link', 'set', 'eth0', 'up', netns=ns)
@@ -296,7 +300,7 @@ class Cluster:
         info = self.info()
         listed = _run(which('ip') or 'ip', 'netns', 'list',
                       check=False).stdout.split()
-        namespaces = [n for n in listed if n.startswith(f'{PREFIX}-h')]
+        namespaces = [n for n in listed if n.startswith(f'{self.prefix}-h')]
         for ns in namespaces:
             done = _run('ip', 'netns', 'pids', ns, check=False)
             for pid in map(int, done.stdout.split()):
@@ -310,11 +314,12 @@ class Cluster:
         # cut off by `link down` retries for minutes), and its veth pair
         # with it: remove the pairs by their bridge ends
         links = _run('ip', '-o', 'link', 'show', check=False).stdout
-        for name in re.findall(rf'^\d+: ({PREFIX}-[a-z0-9]+)[@:]', links,
-                               re.M):
+        for name in re.findall(rf'^\d+: ({self.prefix}-[a-z0-9]+)[@:]',
+                               links, re.M):
             _run('ip', 'link', 'del', name, check=False)
             removed.append(f'link {name}')
-        if info.get('made_run_sshd'):
+        others = _run('ip', 'netns', 'list', check=False).stdout.strip()
+        if info.get('made_run_sshd') and not others:
             try:
                 os.rmdir('/run/sshd')
             except OSError:

@@ -27,6 +27,9 @@ pytestmark = [processes.needs_proc, processes.needs_parameter_server]
 
 #: The second host, the one that fails
 HOST_2 = C.Cluster.address(2)
+#: Of the tests' namespaces and links (benchmarks/cluster.py's own,
+#: 'd2lc', may be in use by a benchmark)
+PREFIX = 'd2lt'
 #: How long a fault may take to end the job (the issue's bound)
 FAULT_BOUND = 60
 
@@ -51,7 +54,7 @@ def test_the_cluster_refuses_without_root_or_its_programs(
 
 
 def test_an_interrupted_up_leaves_nothing(tmp_path, monkeypatch):
-    cluster = C.Cluster(str(tmp_path / 'state'))
+    cluster = C.Cluster(str(tmp_path / 'state'), prefix=PREFIX)
     try:
         C.check_can_run()
     except C.ClusterError as e:
@@ -72,13 +75,14 @@ def assert_nothing_left(cluster):
     for what in (['netns', 'list'], ['-o', 'link', 'show']):
         listed = subprocess.run([C.which('ip')] + what, capture_output=True,
                                 text=True).stdout
-        assert 'd2lc-' not in listed
+        assert f'{cluster.prefix}-' not in listed
     assert not os.path.exists(cluster.state)
 
 
 @pytest.fixture(scope='module')
 def hosts(tmp_path_factory):
-    cluster = C.Cluster(str(tmp_path_factory.mktemp('cluster') / 'state'))
+    cluster = C.Cluster(str(tmp_path_factory.mktemp('cluster') / 'state'),
+                        prefix=PREFIX)
     try:
         cluster.up(2, link='1gbit')
     except C.ClusterError as e:
