@@ -39,7 +39,9 @@ from dataclasses import dataclass, field
 #: Modules of this package that are tools, not book sections
 TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.runner', 'd2l_bert.editions',
                 'd2l_bert.saved_cells', 'd2l_bert.threads',
-                'd2l_bert.book_outputs', 'd2l_bert.__main__')
+                'd2l_bert.book_outputs', 'd2l_bert.__main__',
+                'd2l_bert.dist', 'd2l_bert.distributed',
+                'd2l_bert.data_parallel')
 
 #: Names of the 0.17 releases that d2l 1.0 renamed: old -> new
 RENAMED_0_17 = {'EncoderBlock': 'TransformerEncoderBlock'}

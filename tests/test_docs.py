@@ -13,10 +13,19 @@ DOCS = os.path.join(ROOT, 'docs')
 
 
 def public_modules():
-    """Top-level modules of `d2l_bert` whose names do not start with `_`."""
+    """Top-level modules of `d2l_bert` whose names do not start with `_`,
+    but for the old paths of moved modules (their docstring starts with
+    "Moved to")."""
     return sorted(f'd2l_bert.{info.name}'
                   for info in pkgutil.iter_modules(d2l_bert.__path__)
-                  if not info.ispkg and not info.name.startswith('_'))
+                  if not info.ispkg and not info.name.startswith('_')
+                  and not _moved(info.name))
+
+
+def _moved(name):
+    path = os.path.join(os.path.dirname(d2l_bert.__file__), f'{name}.py')
+    with open(path, encoding='utf-8') as f:
+        return f.read().startswith('"""Moved to')
 
 
 def test_api_reference_lists_every_public_module():
