@@ -242,6 +242,8 @@ def test_killed_processes_on_a_host_end_the_job(hosts, corpus, tmp_path):
     job, out = run_until_checkpoint(hosts, corpus, tmp_path)
     victims = [pid for pid in hosts.job_pids(2) if is_worker(pid)]
     assert len(victims) == 1
+    # What worker 0 leaves when it is killed while writing a checkpoint
+    (out / '.checkpoint.zip.0a1b2c3d.tmp').write_bytes(b'PK half')
     os.kill(victims[0], signal.SIGKILL)
     status, seconds, errors = end_after_fault(job, tmp_path)
     assert status == 137 and seconds < 15

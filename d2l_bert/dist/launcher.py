@@ -512,8 +512,9 @@ def host_lines(hosts, num_workers, num_servers, threads, cores):
 
 
 #: A job ready to start: its `roles`, the scheduler's `port`, each
-#: worker's `num_threads`, `num_workers`, and a `description` (one line
-#: on this machine; over ssh, a line more for each machine)
+#: worker's `num_threads` (over ssh, a dict by machine address when the
+#: machines differ), `num_workers`, and a `description` (one line on this
+#: machine; over ssh, a line more for each machine)
 Job = namedtuple('Job', ['roles', 'port', 'num_threads', 'num_workers',
                          'description'])
 
