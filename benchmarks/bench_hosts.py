@@ -171,9 +171,11 @@ def measure(cluster, name, num_hosts, link, args):
 
 
 def projection(one, model_bytes, rate_bits, hosts=2):
-    """docs/performance.md's step on `hosts` hosts: the computing of `one`
-    (1 host) divided, the update whole, and the gradients' traffic."""
-    compute = one['phases'][0] / hosts + one['phases'][3]
+    """docs/performance.md's step on `hosts` hosts: the whole step of
+    `one` (1 host) but its update divided among them, the update whole,
+    and the gradients' traffic at the link's rate."""
+    update = one['phases'][3]
+    compute = (one['step'] - update) / hosts + update
     comm = 2 * model_bytes * (hosts - 1) / hosts / (rate_bits / 8)
     return compute + comm, comm
 
