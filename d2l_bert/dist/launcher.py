@@ -671,7 +671,7 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
     the ssh of a remote one first sees its input end (its machine's
     `d2l_bert.dist.remote` then stops the role) and every process group
     gets SIGTERM `grace` seconds later, and SIGKILL `grace` seconds after
-    that.  So a failed job ends within about ``poll + 3 * grace``
+    that.  So a failed job ends within about ``poll + 3 * grace + 1``
     seconds, leaving no process behind.  After the last worker exits
     cleanly, the scheduler and servers end by themselves; those still
     running after `finish` seconds are stopped.  Ctrl-C, SIGTERM and
@@ -830,6 +830,16 @@ def _stop(procs, grace):
     signal_groups(signal.SIGKILL)
     for _, proc in procs:
         proc.wait()
+    # What else was in the groups (a worker's own children) may take a
+    # moment more to end: up to a second
+    deadline = time.monotonic() + 1.0
+    for _, proc in procs:
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.01)
 
 
 # ---------------------------------------------------------------------------
