@@ -20,7 +20,7 @@ work, the configurations take turns (all in one order, then in the
 other, ``--rounds``) and each keeps its best round; the CPU seconds of a
 step (of worker 0, servers not counted) vary less than its time.  The
 global batch is the same random batch shaped like the book's; each
-worker takes its rows of it (`d2l_bert.data_parallel.worker_shards`).
+worker takes its rows of it (`d2l_bert.dist.workers.worker_shards`).
 Whole steps are timed as the command line runs them (the gradients'
 transfer overlaps the backward pass); then steps cut into phases with a
 wait after each (forward and backward; summing the gradients over the
@@ -88,7 +88,7 @@ def worker(args):
     from mxnet import autograd, gluon, init, np, npx
 
     from d2l_bert import BERTModel, fast
-    from d2l_bert.data_parallel import Workers, create_kvstore, \
+    from d2l_bert.dist.workers import Workers, create_kvstore, \
         worker_shards
     from d2l_bert.runs.pretraining import _make_trainer, _mean_losses
 

@@ -24,6 +24,8 @@ MOVED = {
     'd2l_bert.hub': 'd2l_bert.data.hub',
     'd2l_bert.corpus': 'd2l_bert.data.corpus',
     'd2l_bert.snli_synthetic': 'd2l_bert.data.snli_synthetic',
+    'd2l_bert.distributed': 'd2l_bert.dist.launcher',
+    'd2l_bert.data_parallel': 'd2l_bert.dist.workers',
 }
 
 #: Submodules of a moved package, imported with it under the old path

@@ -136,9 +136,9 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps,
         devices (``'device'``, the book's, or ``'local'``).  In a worker
         of a ``dist_sync`` job (``d2l-bert launch``), pass the job's
         kvstore, made once per process
-        (`d2l_bert.data_parallel.create_kvstore`): it sums the gradients
+        (`d2l_bert.dist.workers.create_kvstore`): it sums the gradients
         over the workers too, whose `train_iter` each give their own
-        rows of every batch (`d2l_bert.data_parallel.worker_rows`).
+        rows of every batch (`d2l_bert.dist.workers.worker_rows`).
     """
     check_positive_int('num_steps', num_steps)
     if isinstance(kvstore, str) and kvstore.startswith('dist'):
@@ -146,7 +146,7 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps,
         raise ValueError(
             f'kvstore {kvstore!r} needs a worker of a job and the job\'s '
             'kvstore object: pass kvstore=create_kvstore() '
-            '(d2l_bert.data_parallel), made once per process')
+            '(d2l_bert.dist.workers), made once per process')
     trainer = gluon.Trainer(net.collect_params(), 'adam',
                             {'learning_rate': 0.01}, kvstore=kvstore)
     step, timer = 0, d2l.Timer()

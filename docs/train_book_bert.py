@@ -22,7 +22,7 @@ import mxnet as mx  # noqa: E402
 from mxnet import gluon, init  # noqa: E402
 
 from d2l_bert import BERTModel, load_data_wiki, train_bert  # noqa: E402
-from d2l_bert.data_parallel import create_kvstore, worker_rows  # noqa
+from d2l_bert.dist.workers import create_kvstore, worker_rows  # noqa
 
 parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
 parser.add_argument('--corpus', default='embedded')

@@ -1,6 +1,6 @@
 """Watching the processes a test starts: their descendants, the addresses
 they listen on, and stopping them all (Linux's /proc), shared by the tests
-of `d2l_bert.distributed` and of the commands that launch jobs."""
+of `d2l_bert.dist.launcher` and of the commands that launch jobs."""
 import os
 import signal
 import subprocess
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from d2l_bert.data_parallel import has_parameter_server
+from d2l_bert.dist.workers import has_parameter_server
 
 #: Where a test may wait for a job of a few tiny steps, at most
 JOB_TIMEOUT = 120

@@ -53,7 +53,7 @@ def test_the_docs_script_trains_the_book_way_in_two_workers(tmp_path):
 
 
 FAILING_WORKER = """\
-from d2l_bert.data_parallel import create_kvstore
+from d2l_bert.dist.workers import create_kvstore
 import mxnet as mx
 kv = create_kvstore()
 kv.init(0, mx.nd.zeros(1))
@@ -93,3 +93,48 @@ def test_launch_needs_a_command(capsys):
     assert capsys.readouterr().err == (
         'd2l-bert launch: error: give the command each worker runs, such as '
         '`python train.py`\n')
+
+
+EXITS_WITH_3 = """\
+import sys
+from d2l_bert.dist.workers import create_kvstore
+import mxnet as mx
+kv = create_kvstore()
+kv.init(0, mx.nd.zeros(1))
+if kv.rank == 1:
+    sys.exit(3)
+out = mx.nd.zeros(1)
+for _ in range(100):
+    kv.pushpull(0, mx.nd.ones(1), out=out)   # waits for worker 1
+    out.wait_to_read()
+"""
+
+
+@processes.needs_proc
+@processes.needs_parameter_server
+def test_a_worker_that_calls_sys_exit_ends_the_job_with_its_status(
+        tmp_path):
+    # At the kvstore's last barrier it would wait for worker 0, which
+    # waits for its gradients
+    script = tmp_path / 'exits.py'
+    script.write_text(EXITS_WITH_3)
+    launcher = processes.start(processes.d2l_bert(
+        'launch', '--workers', 2, processes.sys.executable, script),
+        tmp_path, 'launcher')
+    try:
+        status = launcher.wait(60)
+    finally:
+        processes.stop(launcher)
+    err = (tmp_path / 'launcher.err').read_text()
+    assert status == 3, err
+    assert re.search(r'^d2l-bert launch: error: worker [01] \(pid \d+\) '
+                     r'exited with status 3; stopped the job and its 3 '
+                     r'other process\(es\)$', err, re.M)
+
+
+def test_launch_names_a_missing_command_in_one_line(capsys):
+    assert cli.main(['launch', '--workers', '2', 'no-such-command']) == 2
+    out, err = capsys.readouterr()
+    assert out == ''
+    assert err == ('d2l-bert launch: error: no-such-command: command not '
+                   'found\n')

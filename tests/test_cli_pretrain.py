@@ -17,7 +17,7 @@ import pytest
 from d2l_bert import cli
 from d2l_bert import pretraining as P
 from d2l_bert.cli import pretrain as pretrain_command
-from d2l_bert.distributed import free_port
+from d2l_bert.dist.launcher import free_port
 from d2l_bert.runs.pretraining import read_checkpoint_meta
 
 import processes

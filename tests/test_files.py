@@ -231,3 +231,17 @@ def test_every_file_is_flushed_before_it_is_moved_into_place(tmp_path,
     first_move = next(i for i, e in enumerate(events) if e[0] == 'replace')
     assert all(e[0] == 'fsync' for e in events[:first_move])
     assert events[-1] == ('fsync', 'dir', identity(tmp_path))
+
+
+def test_remove_partial_files_removes_what_a_killed_writer_left(tmp_path):
+    # What `atomic_write` and a checkpoint's parts leave when their
+    # process is killed, beside files that only look alike
+    partial = ['.checkpoint.zip.0a1b2c3d.tmp', '.part.k_3x9az1.tmp']
+    kept = ['checkpoint.zip', '.checkpoint.zip.tmp', 'notes.0a1b2c3d.tmp',
+            '.checkpoint.zip.0A1B2C3D.tmp']
+    for name in partial + kept:
+        (tmp_path / name).write_text('x')
+    assert files.remove_partial_files(str(tmp_path)) == sorted(
+        str(tmp_path / name) for name in partial)
+    assert sorted(os.listdir(tmp_path)) == sorted(kept)
+    assert files.remove_partial_files(str(tmp_path / 'nowhere')) == []

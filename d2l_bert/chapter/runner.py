@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 #: Modules of this package that are tools, not book sections
 TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.chapter', 'd2l_bert.threads',
-                'd2l_bert.__main__', 'd2l_bert._moved')
+                'd2l_bert.__main__', 'd2l_bert._moved', 'd2l_bert.dist')
 
 #: Packages whose modules, not the package itself, offer names
 NAME_PACKAGES = ('d2l_bert.data', 'd2l_bert.runs')

@@ -316,7 +316,8 @@ def add_threads(parser, help_text):
 
 
 def add_job_arguments(parser, workers_help):
-    """``--workers``, ``--servers``, ``--hosts`` and ``--port``: the
+    """``--workers``, ``--servers``, ``--hosts``, ``--port`` and
+    ``--timeout``: the
     options of a job on MXNet's parameter server, in ``d2l-bert launch``
     and ``d2l-bert pretrain``."""
     parser.add_argument('--workers', type=positive_int, default=None,
@@ -333,6 +334,10 @@ def add_job_arguments(parser, workers_help):
     parser.add_argument('--port', type=port, default=None, metavar='PORT',
                         help="the scheduler's port (default: a free one on "
                              '127.0.0.1; 9091 with --hosts)')
+    parser.add_argument('--timeout', type=seconds, default=None,
+                        metavar='SECONDS',
+                        help='with --hosts: stop the job when a machine is '
+                             'silent this long (default: 30)')
 
 
 #: Python's spelling of an argument -> the option that sets it

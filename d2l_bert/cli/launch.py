@@ -8,7 +8,7 @@
 Starts MXNet's parameter server, a scheduler and the servers, and runs
 COMMAND once per worker, with the ``DMLC_*`` variables that make
 ``mx.kv.create('dist_sync')`` join the job and ``OMP_NUM_THREADS`` set to
-the worker's share of the cores (`d2l_bert.distributed`).  The job ends
+the worker's share of the cores (`d2l_bert.dist.launcher`).  The job ends
 when every worker has exited; when one fails, one line says which, and
 every other process is stopped.  ``d2l-bert pretrain --workers N`` is
 this command running ``d2l-bert pretrain`` in each worker.
@@ -36,18 +36,18 @@ def add_arguments(parser):
 
 def main(args):
     """Run ``d2l-bert launch``; return the exit status."""
-    from .. import distributed
+    from ..dist import launcher
     command = args.command[1:] if args.command[:1] == ['--'] \
         else args.command
     if not command:
         raise UsageError('give the command each worker runs, such as '
                          '`python train.py`')
     try:
-        job = distributed.prepare_job(
+        job = launcher.prepare_job(
             lambda num_threads: command, num_workers=args.workers,
             num_servers=args.servers, hosts=args.hosts, port=args.port,
-            num_threads=args.worker_threads)
-    except distributed.LaunchError as e:
+            num_threads=args.worker_threads, timeout=args.timeout)
+    except launcher.LaunchError as e:
         raise UsageError(e) from None
     print(job.description, flush=True)
-    return distributed.run_job(job.roles, prog='d2l-bert launch')
+    return launcher.run_job(job.roles, prog='d2l-bert launch')

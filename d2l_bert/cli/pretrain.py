@@ -16,10 +16,10 @@ the model in the layout of d2l's ``bert.small`` (``pretrained.params``,
 a checkpoint (``checkpoint.zip``) that ``--resume`` continues from.
 
 With ``--workers N`` (or ``--hosts FILE``) this process only launches a
-job on MXNet's parameter server (`d2l_bert.distributed`): a scheduler,
+job on MXNet's parameter server (`d2l_bert.dist.launcher`): a scheduler,
 the servers, and N workers, each running this command again with
 ``--kvstore dist_sync`` and its share of the threads (``--threads``).
-Each worker trains on its rows of every batch (`d2l_bert.data_parallel`);
+Each worker trains on its rows of every batch (`d2l_bert.dist.workers`);
 worker 0 prints, shows the progress bar and writes the files, which are
 those one process would write (a checkpoint of either resumes in the
 other).
@@ -141,7 +141,7 @@ FORWARDED = ('corpus', 'batch_size', 'max_len', 'num_hiddens',
              'ffn_num_hiddens', 'num_heads', 'num_blks', 'dropout', 'steps',
              'lr', 'devices', 'seed', 'out', 'resume', 'checkpoint_every')
 JOB_OPTIONS = ('workers', 'servers', 'hosts', 'port', 'num_threads',
-               'kvstore')
+               'kvstore', 'timeout')
 
 
 def _worker_argv(args, num_threads):
@@ -175,17 +175,18 @@ def _check(args):
 
 def _launch(args):
     """Start the job of ``--workers``/``--hosts`` and wait for it."""
-    from .. import distributed
+    from ..dist import launcher
     if args.kvstore:
         raise UsageError('--kvstore is for the workers a job starts, not '
                          'with --workers or --hosts')
     _check(args)
     try:
-        job = distributed.prepare_job(
+        job = launcher.prepare_job(
             lambda num_threads: _worker_argv(args, num_threads),
             num_workers=args.workers, num_servers=args.servers,
-            hosts=args.hosts, port=args.port, num_threads=args.num_threads)
-    except distributed.LaunchError as e:
+            hosts=args.hosts, port=args.port, num_threads=args.num_threads,
+            timeout=args.timeout)
+    except launcher.LaunchError as e:
         raise UsageError(e) from None
     per_worker = _num_devices(args.devices)
     num_shards = job.num_workers * per_worker
@@ -196,14 +197,19 @@ def _launch(args):
             f'({job.num_workers} workers x {per_worker} device(s)): use '
             f'--batch-size {num_shards} or more, or fewer workers')
     print(job.description, flush=True)
-    return distributed.run_job(job.roles, prog='d2l-bert pretrain')
+    status = launcher.run_job(job.roles, prog='d2l-bert pretrain')
+    if status:
+        # A worker killed while writing a file leaves its partial copy
+        from ..data.atomic import remove_partial_files
+        remove_partial_files(args.out)
+    return status
 
 
 def main(args):
     """Run ``d2l-bert pretrain``; return the exit status."""
     if args.workers is not None or args.hosts is not None:
         return _launch(args)
-    for name in ('servers', 'port'):
+    for name in ('servers', 'port', 'timeout'):
         if getattr(args, name) is not None:
             raise UsageError(f'--{name} makes sense with --workers N or '
                              '--hosts FILE only')
@@ -222,7 +228,7 @@ def main(args):
             print(f'd2l-bert pretrain: error: {e}', file=sys.stderr)
             status = 2
     if status:
-        from ..data_parallel import leave_job
+        from ..dist.workers import leave_job
         leave_job(status)
     return status
 
@@ -232,7 +238,7 @@ def _join_job(name):
     process of the job has joined."""
     if not name:
         return None
-    from ..data_parallel import create_kvstore
+    from ..dist.workers import create_kvstore
     try:
         return create_kvstore(name)
     except ValueError as e:

@@ -19,6 +19,7 @@ is removed and the error raised again.  A file gets the mode a plain
 import contextlib
 import errno
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -177,3 +178,27 @@ def _fsync_directory(directory):
             raise
     finally:
         os.close(fd)
+
+
+def remove_partial_files(folder):
+    """Remove the temporary files a process killed while writing left in
+    `folder`: `atomic_write`'s (``.NAME.XXXXXXXX.tmp``) and those of a
+    checkpoint's parts (``.part.XXXXXXXX.tmp``); return their paths.
+    Call it only when no process writes there."""
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        if _PARTIAL.match(name):
+            path = os.path.join(folder, name)
+            with contextlib.suppress(OSError):
+                os.remove(path)
+                removed.append(path)
+    return sorted(removed)
+
+
+#: The names of `_new_file`'s files and of `tempfile.mkstemp`'s with
+#: the prefix '.part.'
+_PARTIAL = re.compile(r'^\.(.+\.[0-9a-f]{8}|part\.[a-z0-9_]{8})\.tmp$')

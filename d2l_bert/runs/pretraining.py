@@ -12,7 +12,7 @@ lines.  ``d2l-bert pretrain`` and the notebooks' small runs train with
 - shows a progress bar;
 - trains as one of the N workers of a ``dist_sync`` job (``kvstore=``,
   ``d2l-bert pretrain --workers N``), with the numbers of one process
-  that has the devices of all the workers (`d2l_bert.data_parallel`).
+  that has the devices of all the workers (`d2l_bert.dist.workers`).
 
 `evaluate_bert` then measures the masked-token and next-sentence
 accuracy on held-out pairs.
@@ -37,7 +37,7 @@ import numpy as onp
 from mxnet import autograd, gluon, npx
 
 from ..checks import check_positive_int
-from ..data_parallel import Workers, create_kvstore, worker_shards
+from ..dist.workers import Workers, create_kvstore, worker_shards
 from ..data.atomic import atomic_write
 from ..pretraining import BOOK_LEARNING_RATE, _get_batch_loss_bert
 
@@ -81,10 +81,10 @@ class PretrainingSettings(
         `_get_batch_loss_bert` on the net.  ``d2l-bert pretrain`` passes
         `d2l_bert.fast.batch_loss(net, loss, vocab_size)`.
     kvstore : 'dist_sync', mxnet.kvstore.KVStore or None
-        Train as a worker of a ``dist_sync`` job (`d2l_bert.distributed`):
+        Train as a worker of a ``dist_sync`` job (`d2l_bert.dist.launcher`):
         every worker walks the same `train_iter` (made with the same
         seed) and trains on its rows of each batch
-        (`d2l_bert.data_parallel.worker_shards`); the kvstore sums the
+        (`d2l_bert.dist.workers.worker_shards`); the kvstore sums the
         gradients of all workers, and every worker takes the same Adam
         step.  Worker 0 alone prints, shows the progress bar, plots and
         saves the checkpoint; every worker resumes from `checkpoint`.  A

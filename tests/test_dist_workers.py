@@ -1,4 +1,4 @@
-"""Tests of d2l_bert/data_parallel.py in one process: which rows a worker
+"""Tests of d2l_bert/dist/workers.py in one process: which rows a worker
 takes, and the one-worker case of `Workers`.  Real jobs of several
 workers are in test_cli_pretrain.py and test_cli_launch.py."""
 from types import SimpleNamespace
@@ -8,7 +8,7 @@ import numpy as onp
 import pytest
 from mxnet import gluon, np
 
-from d2l_bert import data_parallel as DP
+from d2l_bert.dist import workers as DP
 from d2l_bert.pretraining import train_bert
 
 from processes import needs_parameter_server

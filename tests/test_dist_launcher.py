@@ -1,4 +1,4 @@
-"""Tests of d2l_bert/distributed.py: the roles of a job and their
+"""Tests of d2l_bert/dist/launcher.py: the roles of a job and their
 environments, the ssh commands and the hosts file (the commands, not the
 network), the checks made before anything starts, and `run_job`'s watch
 over processes (small Python processes standing in for the roles; the
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from d2l_bert import distributed as D
+from d2l_bert.dist import launcher as D
 
 from processes import alive, needs_proc
 
@@ -49,7 +49,7 @@ def test_local_roles_put_every_process_on_the_loopback_address():
     assert roles[3].env == dict(common, DMLC_ROLE='worker',
                                 DMLC_NODE_HOST='127.0.0.1',
                                 OMP_NUM_THREADS='3')
-    assert roles[0].argv == ['py', '-m', 'd2l_bert.distributed', 'serve']
+    assert roles[0].argv == ['py', '-m', 'd2l_bert.dist.launcher', 'serve']
     assert roles[2].argv == ['train'] and roles[2].host is None
 
 
@@ -109,13 +109,16 @@ def test_read_hosts_says_when_the_file_is_missing(tmp_path):
         D.read_hosts(str(tmp_path / 'nowhere.txt'))
 
 
-def test_ssh_roles_build_one_ssh_command_per_process(tmp_path):
+def test_ssh_roles_build_one_ssh_command_per_process(tmp_path,
+                                                    monkeypatch):
+    monkeypatch.delenv('D2L_BERT_SSH', raising=False)
     path = tmp_path / 'hosts.txt'
     path.write_text(HOSTS)
     hosts = D.read_hosts(str(path))
     worker = ['/opt/py env/bin/python', '-m', 'd2l_bert', 'pretrain']
     roles = D.ssh_roles(hosts, worker, 3, 2, 9091, 2,
-                        python='/opt/py env/bin/python', cwd='/home/me/run')
+                        python='/opt/py env/bin/python', cwd='/home/me/run',
+                        timeout=12)
     assert [(r.name, r.host) for r in roles] == [
         ('scheduler', '10.0.0.1'), ('server 0', '10.0.0.1'),
         ('server 1', '10.0.0.2'), ('worker 0', '10.0.0.1'),
@@ -123,8 +126,12 @@ def test_ssh_roles_build_one_ssh_command_per_process(tmp_path):
     # The environment travels in the remote command, not in ssh's own
     assert all(r.env == {} for r in roles)
     argv = roles[4].argv
-    assert argv[:-2] == ['ssh', '-tt', '-o', 'BatchMode=yes', '-o',
-                         'ConnectTimeout=10', '-p', '2222']
+    # No terminal: ssh's input carries the heartbeats; silent for 12 s,
+    # ssh gives up
+    assert argv[:-2] == ['ssh', '-o', 'BatchMode=yes', '-o',
+                         'ConnectTimeout=12', '-o', 'ServerAliveInterval=4',
+                         '-o', 'ServerAliveCountMax=3', '-o',
+                         'LogLevel=ERROR', '-p', '2222']
     assert argv[-2] == 'alice@10.0.0.2'
     remote = shlex.split(argv[-1])
     assert remote[:5] == ['cd', '/home/me/run', '&&', 'exec', 'env']
@@ -132,33 +139,61 @@ def test_ssh_roles_build_one_ssh_command_per_process(tmp_path):
         'DMLC_NODE_HOST=10.0.0.2', 'DMLC_NUM_SERVER=2', 'DMLC_NUM_WORKER=3',
         'DMLC_PS_ROOT_PORT=9091', 'DMLC_PS_ROOT_URI=10.0.0.1',
         'DMLC_ROLE=worker', 'OMP_NUM_THREADS=2']
-    assert remote[12:] == worker           # the space survives quoting
+    # The machine's watchdog runs the role
+    assert remote[12:21] == [
+        '/opt/py env/bin/python', '-m', 'd2l_bert.dist.remote', 'run',
+        '--name', 'worker 1 on 10.0.0.2', '--timeout', '12', '--']
+    assert remote[21:] == worker           # the space survives quoting
     scheduler = shlex.split(roles[0].argv[-1])
     assert 'DMLC_ROLE=scheduler' in scheduler
     assert not any(a.startswith('DMLC_NODE_HOST') for a in scheduler)
-    assert scheduler[-3:] == ['-m', 'd2l_bert.distributed', 'serve']
+    assert scheduler[-3:] == ['-m', 'd2l_bert.dist.launcher', 'serve']
 
 
-def test_prepare_job_over_ssh_defaults_to_one_worker_and_server_a_machine(
-        tmp_path):
+def test_ssh_command_comes_from_d2l_bert_ssh(tmp_path, monkeypatch):
+    monkeypatch.setenv('D2L_BERT_SSH', 'ssh -F "/my dir/config"')
+    path = tmp_path / 'hosts.txt'
+    path.write_text(HOSTS)
+    roles = D.ssh_roles(D.read_hosts(str(path)), ['w'], 1, 1, 9091, 1)
+    assert roles[0].argv[:3] == ['ssh', '-F', '/my dir/config']
+
+
+def test_threads_over_ssh_are_each_machines_cores_divided(
+        tmp_path, monkeypatch):
     # Both "machines" are this one, on ports where an ssh server would be
-    # expected: two listening sockets stand in for them
+    # expected: two listening sockets stand in for them, and the probe
+    # says the first has 4 cores, the second 1
     with socket.socket() as a, socket.socket() as b:
         for s in (a, b):
             s.bind(('127.0.0.1', 0))
             s.listen()
         path = tmp_path / 'hosts.txt'
         path.write_text(f'127.0.0.1:{a.getsockname()[1]}\n'
-                        f'127.0.0.1:{b.getsockname()[1]}\n')
+                        f'localhost:{b.getsockname()[1]}\n')
+        probed = []
+
+        def probe(machines, hosts, program, **kwargs):
+            probed.append((hosts, program))
+            return {'127.0.0.1': 4, 'localhost': 1}
+        monkeypatch.setattr(D, 'probe_hosts', probe)
         job = D.prepare_job(lambda threads: ['w', str(threads)],
-                            hosts=str(path), num_threads=1)
-    assert job.num_workers == 2 and job.port == D.DEFAULT_SSH_JOB_PORT
+                            hosts=str(path), num_workers=3)
+    assert probed == [(str(path), 'w')]
+    assert job.num_workers == 3 and job.port == D.DEFAULT_SSH_JOB_PORT
     assert [r.name for r in job.roles] == [
-        'scheduler', 'server 0', 'server 1', 'worker 0', 'worker 1']
-    assert shlex.split(job.roles[-1].argv[-1])[-2:] == ['w', '1']
-    assert job.description.endswith(
-        'on 2 machine(s) over ssh, the scheduler on 127.0.0.1:9091, '
-        '1 thread(s) per worker')
+        'scheduler', 'server 0', 'server 1', 'worker 0', 'worker 1',
+        'worker 2']
+    # Two workers share the 4 cores of the first, one has the second's
+    assert [shlex.split(r.argv[-1])[-2:] for r in job.roles[3:]] == [
+        ['w', '2'], ['w', '1'], ['w', '2']]
+    assert job.description == (
+        'starting 1 scheduler, 2 server(s) and 3 worker(s) on 2 '
+        'machine(s) over ssh, the scheduler on 127.0.0.1:9091, 1/2 '
+        'thread(s) per worker\n'
+        '  127.0.0.1: scheduler, server 0, worker 0, worker 2 (4 core(s), '
+        '2 thread(s) per worker)\n'
+        '  localhost: server 1, worker 1 (1 core(s), 1 thread(s) per '
+        'worker)')
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,21 @@
+"""d2l_bert.dist: training in several processes, on one machine or many,
+with MXNet's parameter server (the ``dist_sync`` kvstore).
+
+Modules
+-------
+launcher
+    The launching side (``d2l-bert launch``, ``d2l-bert pretrain
+    --workers N`` or ``--hosts FILE``): the roles of a job, on this
+    machine or over ssh, started, watched and stopped whole
+    (`prepare_job`, `run_job`).  It does not import `mxnet`.
+remote
+    What runs on each machine of a job over ssh around a role: its
+    thread count from that machine's cores, and a watchdog that stops
+    the role when the launcher falls silent.  It does not import `mxnet`.
+workers
+    A worker's side: joining the job (`create_kvstore`), its rows of
+    every batch (`worker_rows`, `worker_shards`), and the other workers
+    (`Workers`).
+
+Importing this package imports none of them.
+"""

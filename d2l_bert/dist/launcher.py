@@ -1,0 +1,887 @@
+"""Start a job on MXNet's parameter server, watch it, and stop it whole.
+
+A data-parallel job on MXNet's parameter server (the ``dist_sync``
+kvstore) is a set of processes, each told its role by ps-lite's
+``DMLC_*`` environment variables: one scheduler, which introduces the
+others to each other; S servers, which sum the gradients the workers push;
+and N workers, which train.  `local_roles` describes such a job on this
+machine, `ssh_roles` one spread over the machines of a hosts file
+(`read_hosts`); `prepare_job` checks a job's options and picks one of
+the two, starting nothing; `run_job` starts the processes, watches them
+and stops them all when one fails.  ``d2l-bert pretrain --workers N`` and
+``d2l-bert launch`` call these two; the worker's side of the job is in
+`d2l_bert.dist.workers`.
+
+Why not MXNet's own launcher (``python -m mxnet.tools.launch``, which
+runs the roles through the ``dmlc_tracker`` package of the same wheel):
+
+- On Python 3.9 and later it fails at once: ``dmlc_tracker/tracker.py``
+  calls ``Thread.isAlive``, which Python 3.9 removed.  It fails after it
+  started the scheduler and before it started any server or worker; the
+  scheduler, left behind, waits forever, and keeps the launcher's output
+  open, so a caller that reads that output to its end sees nothing at all.
+- It puts the scheduler on the address of the machine's outgoing network
+  interface (found by "connecting" a UDP socket to 10.255.255.255, which
+  also fails on a machine without a network) and probes ports on every
+  interface; the servers and workers bind to whatever interface ps-lite
+  finds.  A job on one machine is open to the network.
+- It does not watch its processes: when a worker dies, the others wait
+  for it forever.
+
+Here every role of a local job binds to the loopback address: the
+scheduler to ``DMLC_PS_ROOT_URI``, the servers and workers to
+``DMLC_NODE_HOST`` (without it, ps-lite binds them to the first network
+interface it finds).  Every process runs in a process group of its own;
+when one ends badly, `run_job` says in one line which one and how, and
+stops the process groups of all the others.
+
+The threads are explicit: each worker gets ``cores // N`` of them
+(`divide_threads`), each scheduler and server one.  ``d2l-bert pretrain``
+passes the count to its workers as ``--threads``, which reach
+`d2l_bert.threads.set_threads` before `mxnet` is imported; any other
+worker command finds it in ``OMP_NUM_THREADS``.
+
+This module does not import `mxnet`, except in `serve`, which runs a
+scheduler or a server.
+"""
+import errno
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import namedtuple
+
+#: Where every process of a job on one machine listens
+LOOPBACK = '127.0.0.1'
+#: The scheduler's port of a job over ssh, unless ``--port`` says
+DEFAULT_SSH_JOB_PORT = 9091
+#: Over ssh, the seconds a machine may be silent before the job stops,
+#: unless ``--timeout`` says
+DEFAULT_TIMEOUT = 30.0
+#: ps-lite's variables, and ours, that a role's environment sets afresh
+ROLE_VARIABLES = ('DMLC_ROLE', 'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT',
+                  'DMLC_NUM_SERVER', 'DMLC_NUM_WORKER', 'DMLC_NODE_HOST',
+                  'DMLC_INTERFACE', 'DMLC_LOCAL', 'OMP_NUM_THREADS')
+
+
+class LaunchError(ValueError):
+    """A job that cannot start; the message is one line naming the
+    option, the value given and what is allowed."""
+
+
+#: One process of a job: its `name` in messages (``'worker 1'``), its
+#: ps-lite `role` ('scheduler', 'server' or 'worker'), the `argv` that
+#: starts it, the variables `env` adds to this process's environment
+#: (none for an ssh role: they are in its remote command), and the
+#: `host` it runs on (None: this machine)
+Role = namedtuple('Role', ['name', 'role', 'argv', 'env', 'host'])
+
+#: A machine of a hosts file: the `address` ps-lite binds to there, the
+#: `ssh_target` (``user@address`` or `address`), the ssh `port`, and the
+#: `line` of the file, for messages
+Host = namedtuple('Host', ['address', 'ssh_target', 'port', 'line'])
+
+
+# ---------------------------------------------------------------------------
+# Checks made before anything starts
+# ---------------------------------------------------------------------------
+
+def check_counts(num_workers, num_servers):
+    """Raise a `LaunchError` unless both counts are positive integers."""
+    for option, value in (('--workers', num_workers),
+                          ('--servers', num_servers)):
+        if isinstance(value, bool) or not isinstance(value, int) \
+                or value < 1:
+            raise LaunchError(f'{option} must be a positive integer, got '
+                              f'{value!r}')
+
+
+def free_port(host=LOOPBACK):
+    """Return a TCP port nothing listens on at `host`, as the system
+    chooses one.  (Another program may take it before the scheduler
+    binds it; the scheduler then fails and `run_job` says so.)"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def check_port_number(port):
+    """Raise a `LaunchError` unless `port` is a TCP port number."""
+    if isinstance(port, bool) or not isinstance(port, int) \
+            or not 1 <= port <= 65535:
+        raise LaunchError(f'--port must be a TCP port in [1, 65535], got '
+                          f'{port!r}')
+
+
+def check_port(port, host=LOOPBACK):
+    """Raise a `LaunchError` if the scheduler could not listen on `port`
+    at `host`: not a port number, or in use."""
+    check_port_number(port)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise LaunchError(
+                    f'--port {port} is in use on {host}: choose another '
+                    'port, or leave --port out to take a free one') from None
+            raise LaunchError(f'--port {port}: cannot listen on {host} '
+                              f'({e.strerror})') from None
+
+
+def check_threads(num_threads):
+    """Raise a `LaunchError` unless `num_threads` is None or a positive
+    integer."""
+    if num_threads is not None and (
+            isinstance(num_threads, bool) or not isinstance(num_threads, int)
+            or num_threads < 1):
+        raise LaunchError(f'--threads must be a positive integer, got '
+                          f'{num_threads!r}')
+
+
+def check_timeout(timeout):
+    """Return `timeout` if it is a number of seconds in [3, 3600], else
+    raise a `LaunchError`."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not 3 <= timeout <= 3600:
+        raise LaunchError(f'--timeout must be a number of seconds in '
+                          f'[3, 3600], got {timeout!r}')
+    return timeout
+
+
+def check_command(argv):
+    """Raise a `LaunchError` unless the program of `argv` runs here."""
+    program = argv[0] if argv else ''
+    if shutil.which(program) is None:
+        why = 'not found' if os.sep not in program and not \
+            os.path.exists(program) else 'not an executable file'
+        raise LaunchError(f'{program}: command {why}')
+
+
+def divide_threads(num_workers, cores=None):
+    """Threads for each of `num_workers` workers sharing `cores` (default
+    this machine's physical cores): ``cores // num_workers``, at least 1."""
+    if cores is None:
+        from ..threads import physical_cores
+        cores = physical_cores()
+    return max(1, cores // num_workers)
+
+
+def read_hosts(path):
+    """Read a hosts file: one machine a line, ``[USER@]ADDRESS[:SSH_PORT]``.
+
+    Blank lines and text after ``#`` are ignored.  ADDRESS is what the
+    processes on that machine bind to and what the others connect to:
+    give each machine's address on the network that joins them (a name
+    works if it resolves to that address on every machine).  The first
+    machine also runs the scheduler.  The format is that of MXNet's own
+    launcher (``-H``), with ``user@`` added.
+
+    Returns
+    -------
+    list of Host
+
+    Raises
+    ------
+    LaunchError
+        If the file cannot be read, lists no machine, or a line is not of
+        that form.
+    """
+    try:
+        with open(path, encoding='utf-8') as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise LaunchError(f'--hosts {path}: cannot read it '
+                          f'({e.strerror})') from None
+    hosts = []
+    for number, text in enumerate(lines, 1):
+        text = text.split('#', 1)[0].strip()
+        if not text:
+            continue
+        target, _, port = text.partition(':')
+        address = target.rpartition('@')[2]
+        if (not address or ' ' in text or (port and not port.isdigit())
+                or (port and not 1 <= int(port) <= 65535)):
+            raise LaunchError(
+                f'--hosts {path} line {number}: expected '
+                f'[USER@]ADDRESS[:SSH_PORT], one machine a line, got '
+                f'{text!r}')
+        hosts.append(Host(address, target, int(port or 22), number))
+    if not hosts:
+        raise LaunchError(f'--hosts {path} lists no machine: write one '
+                          '[USER@]ADDRESS[:SSH_PORT] a line')
+    return hosts
+
+
+def check_reachable(hosts, path, timeout=5.0):
+    """Raise a `LaunchError` naming the first host whose ssh port does not
+    accept a connection within `timeout` seconds."""
+    for host in hosts:
+        try:
+            with socket.create_connection((host.address, host.port),
+                                          timeout=timeout):
+                pass
+        except OSError as e:
+            why = e.strerror or type(e).__name__
+            if isinstance(e, socket.gaierror):
+                why = 'unknown host name'
+            elif isinstance(e, socket.timeout):
+                why = f'no answer within {timeout:g} s'
+            raise LaunchError(
+                f'--hosts {path} line {host.line}: cannot reach '
+                f'{host.address} on port {host.port} (ssh): {why}') \
+                from None
+
+
+# ---------------------------------------------------------------------------
+# The roles of a job
+# ---------------------------------------------------------------------------
+
+def role_environment(role, *, scheduler, port, num_workers, num_servers,
+                     node_host, num_threads):
+    """The variables that make a process a `role` of the job.
+
+    Parameters
+    ----------
+    role : {'scheduler', 'server', 'worker'}
+    scheduler : str
+        The scheduler's address (``DMLC_PS_ROOT_URI``); the scheduler
+        binds to it.
+    port : int
+        The scheduler's port.
+    num_workers, num_servers : int
+    node_host : str
+        The address a server or a worker binds to (``DMLC_NODE_HOST``).
+    num_threads : int
+        ``OMP_NUM_THREADS`` of the process.
+
+    Returns
+    -------
+    dict of str to str
+    """
+    env = dict(DMLC_ROLE=role, DMLC_PS_ROOT_URI=scheduler,
+               DMLC_PS_ROOT_PORT=str(port), DMLC_NUM_WORKER=str(num_workers),
+               DMLC_NUM_SERVER=str(num_servers),
+               OMP_NUM_THREADS=str(num_threads))
+    if role != 'scheduler':
+        env['DMLC_NODE_HOST'] = node_host
+    return env
+
+
+def serve_argv(python=None):
+    """The command of a scheduler or a server: `serve` in a new Python."""
+    return [python or sys.executable, '-m', 'd2l_bert.dist.launcher',
+            'serve']
+
+
+def _names(num_workers, num_servers):
+    """``(name, role)`` of every process, the scheduler first."""
+    return ([('scheduler', 'scheduler')]
+            + [(f'server {i}', 'server') for i in range(num_servers)]
+            + [(f'worker {i}', 'worker') for i in range(num_workers)])
+
+
+def local_roles(worker_argv, num_workers, num_servers, port, num_threads,
+                python=None):
+    """The processes of a job on this machine, all on the loopback address.
+
+    Parameters
+    ----------
+    worker_argv : list of str
+        Each worker's command.
+    num_workers, num_servers : int
+    port : int
+        The scheduler's port on 127.0.0.1.
+    num_threads : int
+        Each worker's ``OMP_NUM_THREADS``; schedulers and servers get 1.
+    python : str, optional
+        The interpreter of the scheduler and the servers; default this one.
+
+    Returns
+    -------
+    list of Role
+        The scheduler, the servers, then the workers.
+    """
+    check_counts(num_workers, num_servers)
+    roles = []
+    for name, role in _names(num_workers, num_servers):
+        env = role_environment(
+            role, scheduler=LOOPBACK, port=port, num_workers=num_workers,
+            num_servers=num_servers, node_host=LOOPBACK,
+            num_threads=num_threads if role == 'worker' else 1)
+        argv = list(worker_argv) if role == 'worker' else serve_argv(python)
+        roles.append(Role(name, role, argv, env, None))
+    return roles
+
+
+def ssh_command(environ=None):
+    """The ssh program and its options: ``D2L_BERT_SSH`` if set (such as
+    ``ssh -F my_config``), else ``ssh``."""
+    environ = os.environ if environ is None else environ
+    return shlex.split(environ.get('D2L_BERT_SSH') or 'ssh')
+
+
+def ssh_options(host, timeout):
+    """ssh's options for a job's login to `host`.
+
+    ``BatchMode`` makes ssh fail rather than wait for a password; the
+    server is asked every ``timeout / 3`` seconds whether it is there,
+    and ssh ends with status 255 after three questions without an answer,
+    so a machine cut off from the network ends its role's ssh after
+    `timeout` to ``4 / 3 x timeout`` seconds.
+    """
+    interval = max(1, int(timeout) // 3)
+    return ['-o', 'BatchMode=yes', '-o', f'ConnectTimeout={int(timeout)}',
+            '-o', f'ServerAliveInterval={interval}',
+            '-o', 'ServerAliveCountMax=3', '-o', 'LogLevel=ERROR',
+            '-p', str(host.port), host.ssh_target]
+
+
+def ssh_argv(host, command, env, cwd, *, name='role', python=None,
+             timeout=None):
+    """The ssh command that runs `command` on `host` in folder `cwd`, with
+    the variables `env`, under `d2l_bert.dist.remote`'s watch.
+
+    The remote side (``python -m d2l_bert.dist.remote run``) stops the
+    command when the launcher's heartbeats, which `run_job` writes to
+    ssh's standard input, end or stay away for `timeout` seconds.
+    """
+    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+    assignments = [f'{k}={shlex.quote(v)}' for k, v in sorted(env.items())]
+    watch = [python or sys.executable, '-m', 'd2l_bert.dist.remote', 'run',
+             '--name', f'{name} on {host.address}', '--timeout',
+             f'{timeout:g}', '--']
+    remote = (f'cd {shlex.quote(cwd)} && exec env '
+              + ' '.join(assignments
+                         + [shlex.quote(a) for a in watch + command]))
+    return ssh_command() + ssh_options(host, timeout) + [remote]
+
+
+def _deal(hosts, num_workers, num_servers):
+    """``(name, role, host)`` of every process: the scheduler on the first
+    machine, servers and workers dealt out over the machines in turn."""
+    next_host = {'server': 0, 'worker': 0}
+    for name, role in _names(num_workers, num_servers):
+        if role == 'scheduler':
+            yield name, role, hosts[0]
+        else:
+            yield name, role, hosts[next_host[role] % len(hosts)]
+            next_host[role] += 1
+
+
+def ssh_roles(hosts, worker_argv, num_workers, num_servers, port,
+              num_threads, python=None, cwd=None, timeout=None):
+    """The processes of a job over the machines `hosts`, each started by
+    ssh from this machine.
+
+    The scheduler runs on the first machine, on its address; servers and
+    workers are dealt out over the machines in turn, each binding to its
+    machine's address.  Every machine needs the same Python with
+    d2l-bert installed at the same path (`python`, default this one), and
+    the folder `cwd` (default the current one) holding the same files
+    (the corpus, and the output folder, for ``--resume``).
+
+    Parameters
+    ----------
+    worker_argv : list of str, or callable
+        Each worker's command, or ``worker_argv(num_threads)`` giving it.
+    num_threads : int or dict
+        Each worker's threads, or a dict of them by machine address.
+    timeout : float, optional
+        Seconds a machine may be silent (`ssh_argv`).
+
+    Returns
+    -------
+    list of Role
+    """
+    check_counts(num_workers, num_servers)
+    python = python or sys.executable
+    cwd = cwd or os.getcwd()
+    roles = []
+    for name, role, host in _deal(hosts, num_workers, num_servers):
+        threads = num_threads.get(host.address, 1) \
+            if isinstance(num_threads, dict) else num_threads
+        env = role_environment(
+            role, scheduler=hosts[0].address, port=port,
+            num_workers=num_workers, num_servers=num_servers,
+            node_host=host.address,
+            num_threads=threads if role == 'worker' else 1)
+        if role != 'worker':
+            command = serve_argv(python)
+        else:
+            command = list(worker_argv(threads) if callable(worker_argv)
+                           else worker_argv)
+        argv = ssh_argv(host, command, env, cwd, name=name, python=python,
+                        timeout=timeout)
+        roles.append(Role(name, role, argv, {}, host.address))
+    return roles
+
+
+def _probe_failure(host, path, done, python, cwd):
+    """The one line that says why `probe_hosts` failed on `host`."""
+    where = f'--hosts {path} line {host.line}: {host.ssh_target}'
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    last = lines[-1].strip() if lines else f'status {done.returncode}'
+    if done.returncode == 255:
+        if 'denied' in last or 'authenticat' in last.lower():
+            return (f'{where}: ssh refused the login ({last}): check the '
+                    'user and that your key is in its authorized_keys')
+        return f'{where}: ssh failed: {last}'
+    if done.returncode == 127 or 'not found' in last:
+        return (f'{where}: no {python} there: every machine needs the '
+                'same Python environment at the same path')
+    if 'No module named' in last:
+        return (f'{where}: {python} there has no d2l-bert ({last}): '
+                'install it into the same environment on every machine')
+    return f'{where}: {last}'
+
+
+def probe_hosts(hosts, path, command, *, python=None, cwd=None,
+                timeout=None):
+    """Log in to every machine at once and check it for the job.
+
+    Each runs ``python -m d2l_bert.dist.remote probe`` in the job's
+    folder: it needs the folder, the same `python`, d2l-bert, MXNet and
+    the workers' program, `command`.
+
+    Returns
+    -------
+    dict of str to int
+        The physical cores of each machine, by address.
+
+    Raises
+    ------
+    LaunchError
+        One line for the first machine that fails: the login refused (a
+        wrong user or key), the Python or d2l-bert missing there, no
+        answer within `timeout` seconds.
+    """
+    from .remote import PROBE_MARK
+    python = python or sys.executable
+    cwd = cwd or os.getcwd()
+    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+    remote = ' '.join(shlex.quote(a) for a in [
+        python, '-m', 'd2l_bert.dist.remote', 'probe', cwd, '--command',
+        command])
+    procs = [(host, subprocess.Popen(
+        ssh_command() + ssh_options(host, timeout) + [remote],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)) for host in hosts]
+    cores, problem = {}, None
+    for host, proc in procs:
+        try:
+            out, err = proc.communicate(timeout=timeout + 5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            problem = problem or (
+                f'--hosts {path} line {host.line}: {host.ssh_target}: no '
+                f'answer to ssh within {timeout:g} s')
+            continue
+        done = subprocess.CompletedProcess(proc.args, proc.returncode,
+                                           out, err)
+        found = [line for line in out.splitlines()
+                 if line.startswith(PROBE_MARK)]
+        if proc.returncode or not found:
+            problem = problem or _probe_failure(host, path, done, python,
+                                                cwd)
+            continue
+        cores[host.address] = int(found[-1][len(PROBE_MARK):])
+    if problem:
+        raise LaunchError(problem)
+    return cores
+
+
+def host_lines(hosts, num_workers, num_servers, threads, cores):
+    """One line a machine: the roles it runs, its cores and threads."""
+    held = {}
+    for name, _, host in _deal(hosts, num_workers, num_servers):
+        held.setdefault(host.address, []).append(name)
+    lines = []
+    for host in hosts:
+        if host.address not in held:
+            continue
+        lines.append(f'  {host.address}: {", ".join(held[host.address])} '
+                     f'({cores[host.address]} core(s), '
+                     f'{threads[host.address]} thread(s) per worker)')
+    return lines
+
+
+#: A job ready to start: its `roles`, the scheduler's `port`, each
+#: worker's `num_threads` (over ssh, a dict by machine address when the
+#: machines differ), `num_workers`, and a `description` (one line on this
+#: machine; over ssh, a line more for each machine)
+Job = namedtuple('Job', ['roles', 'port', 'num_threads', 'num_workers',
+                         'description'])
+
+
+def prepare_job(worker_argv, *, num_workers=None, num_servers=None,
+                hosts=None, port=None, num_threads=None, timeout=None):
+    """Check a job's options and describe its processes; start nothing.
+
+    Parameters
+    ----------
+    worker_argv : callable
+        ``worker_argv(num_threads)``: each worker's command, given its
+        thread count.
+    num_workers : int, optional
+        Default: one per machine of `hosts`; required without `hosts`.
+    num_servers : int, optional
+        Default: 1 on this machine, one per machine over ssh.
+    hosts : str, optional
+        A hosts file (`read_hosts`): run over ssh on those machines, each
+        checked to answer on its ssh port, to let this user log in and
+        to hold the same Python (`probe_hosts`).  Without it, everything
+        runs here, on 127.0.0.1.
+    port : int, optional
+        The scheduler's port: default a free one here (checked to be
+        free when given), `DEFAULT_SSH_JOB_PORT` over ssh.
+    num_threads : int, optional
+        Each worker's CPU threads; default the physical cores of its
+        machine (this one, or each machine of `hosts`) divided among the
+        workers there.
+    timeout : float, optional
+        Over ssh, the seconds a machine may be silent before the job is
+        stopped (`DEFAULT_TIMEOUT`).
+
+    Returns
+    -------
+    Job
+
+    Raises
+    ------
+    LaunchError
+        With one line naming the option at fault.
+    """
+    machines = None
+    if hosts is not None:
+        machines = read_hosts(hosts)
+        num_workers = len(machines) if num_workers is None else num_workers
+        num_servers = len(machines) if num_servers is None else num_servers
+    elif num_workers is None:
+        raise LaunchError('give --workers N (or --hosts FILE)')
+    num_servers = 1 if num_servers is None else num_servers
+    check_counts(num_workers, num_servers)
+    check_threads(num_threads)
+    timeout = check_timeout(DEFAULT_TIMEOUT if timeout is None else timeout)
+    if machines is not None:
+        return _ssh_job(worker_argv, machines, hosts, num_workers,
+                        num_servers, port, num_threads, timeout)
+    if num_threads is None:
+        num_threads = divide_threads(num_workers)
+    argv = worker_argv(num_threads)
+    check_command(argv)
+    if port is None:
+        port = free_port()
+    else:
+        check_port(port)
+    roles = local_roles(argv, num_workers, num_servers, port, num_threads)
+    description = (f'starting 1 scheduler, {num_servers} server(s) and '
+                   f'{num_workers} worker(s) on {LOOPBACK}:{port}, '
+                   f'{num_threads} thread(s) per worker')
+    return Job(roles, port, num_threads, num_workers, description)
+
+
+def _ssh_job(worker_argv, machines, path, num_workers, num_servers, port,
+             num_threads, timeout):
+    """`prepare_job` over the machines of the hosts file `path`."""
+    port = DEFAULT_SSH_JOB_PORT if port is None else port
+    check_port_number(port)
+    check_reachable(machines, path, timeout=min(timeout, 5.0))
+    program = worker_argv(num_threads or 1)[0]
+    cores = probe_hosts(machines, path, program, timeout=timeout)
+    workers_on = {}
+    for _, role, host in _deal(machines, num_workers, num_servers):
+        if role == 'worker':
+            workers_on[host.address] = workers_on.get(host.address, 0) + 1
+    threads = {address: num_threads or divide_threads(
+        workers_on.get(address, 1), cores[address]) for address in cores}
+    roles = ssh_roles(machines, worker_argv, num_workers, num_servers, port,
+                      threads, timeout=timeout)
+    counts = sorted(set(threads[a] for a in workers_on))
+    description = '\n'.join(
+        [f'starting 1 scheduler, {num_servers} server(s) and {num_workers} '
+         f'worker(s) on {len(machines)} machine(s) over ssh, the scheduler '
+         f'on {machines[0].address}:{port}, '
+         f'{"/".join(map(str, counts))} thread(s) per worker']
+        + host_lines(machines, num_workers, num_servers, threads, cores))
+    return Job(roles, port, counts[0] if len(counts) == 1 else threads,
+               num_workers, description)
+
+
+# ---------------------------------------------------------------------------
+# Running a job
+# ---------------------------------------------------------------------------
+
+class _Stop(Exception):
+    """This launcher was asked to stop (SIGTERM or SIGHUP)."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stop(signum, frame):
+    raise _Stop(signum)
+
+
+def _environment(role):
+    """This process's environment without ps-lite's variables, plus the
+    role's."""
+    env = {k: v for k, v in os.environ.items() if k not in ROLE_VARIABLES}
+    env.update(role.env)
+    return env
+
+
+def _how(status, role=None):
+    """Say how a process with exit `status` (``Popen.returncode``) ended;
+    for an ssh `role`, 255 is ssh's own failure."""
+    if role is not None and role.host and status == 255:
+        return (f'lost its connection: ssh to {role.host} failed or got no '
+                'answer (the machine or its network is down)')
+    if status < 0 or (role is not None and role.host and status > 128):
+        signum = -status if status < 0 else status - 128
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f'signal {signum}'
+        return f'was killed by {name}'
+    return f'exited with status {status}'
+
+
+def _exit_status(status):
+    """The launcher's exit status for a process that ended with `status`:
+    its own, or 128 + the signal that killed it, as a shell gives."""
+    return 128 - status if status < 0 else (status or 1)
+
+
+def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
+            stream=None):
+    """Start every role, wait until the workers are done, stop the rest.
+
+    Each process runs in a process group of its own, with this process's
+    standard output and error.  The job has failed as soon as a process
+    ends with a non-zero status or a signal, or a scheduler or a server
+    ends before the workers: one line on `stream` then names the process,
+    its machine, and how it ended, and every other process is stopped:
+    the ssh of a remote one first sees its input end (its machine's
+    `d2l_bert.dist.remote` then stops the role) and every process group
+    gets SIGTERM `grace` seconds later, and SIGKILL `grace` seconds after
+    that.  So a failed job ends within about ``poll + 3 * grace + 1``
+    seconds, leaving no process behind.  After the last worker exits
+    cleanly, the scheduler and servers end by themselves; those still
+    running after `finish` seconds are stopped.  Ctrl-C, SIGTERM and
+    SIGHUP stop the job the same way.
+
+    While the job runs, each ssh gets a byte on its standard input every
+    second: the heartbeat its machine's `d2l_bert.dist.remote` waits for.
+
+    Parameters
+    ----------
+    roles : list of Role
+    prog : str
+        Starts the message line (``d2l-bert pretrain: error: ...``).
+    grace, finish, poll : float
+        Seconds.
+    stream : file, optional
+        Where the message line goes; default `sys.stderr`.
+
+    Returns
+    -------
+    int
+        0 if every worker exited with status 0; else the failed process's
+        status (128 + the signal's number for a signal), or 130 after
+        Ctrl-C.
+    """
+    stream = sys.stderr if stream is None else stream
+    handlers = {}
+    procs = []
+
+    def say(message):
+        # On a line of its own, also after a progress bar cut short
+        print(f'\n{prog}: {message}', file=stream, flush=True)
+    try:
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                handlers[signum] = signal.signal(signum, _raise_stop)
+            except ValueError:   # not the main thread: no handlers
+                break
+        for role in roles:
+            procs.append((role, _start(role)))
+        failed = _watch(procs, finish, poll)
+        if failed is None:
+            return 0
+        role, proc = failed
+        where = f' on {role.host}' if role.host else ''
+        say(f'error: {role.name} (pid {proc.pid}{where}) '
+            f'{_how(proc.returncode, role)}; stopped the job and its '
+            f'{len(procs) - 1} other process(es)')
+        return _exit_status(proc.returncode)
+    except _CannotStart as e:
+        say(f'error: {e}; stopped the job')
+        return 127
+    except KeyboardInterrupt:
+        say('interrupted; stopped the job')
+        return 130
+    except _Stop as e:
+        say(f'got {signal.Signals(e.signum).name}; stopped the job')
+        return 128 + e.signum
+    finally:
+        _stop(procs, grace)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
+class _CannotStart(Exception):
+    """A role's program could not be started."""
+
+
+def _start(role):
+    """Start `role` in a process group of its own; an ssh role's standard
+    input is a pipe, for the heartbeats."""
+    try:
+        return subprocess.Popen(
+            role.argv, env=_environment(role), start_new_session=True,
+            stdin=subprocess.PIPE if role.host else subprocess.DEVNULL)
+    except OSError as e:
+        raise _CannotStart(f'cannot start {role.name}: {role.argv[0]}: '
+                           f'{e.strerror}') from None
+
+
+def _heartbeat(procs):
+    """A byte to every ssh role that is still there."""
+    for role, proc in procs:
+        if proc.stdin is not None and proc.poll() is None:
+            try:
+                proc.stdin.write(b'.')
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+
+
+def _watch(procs, finish, poll):
+    """Wait for the workers; return the first ``(role, proc)`` that failed,
+    or None when the workers are done.
+
+    A process fails by ending with a non-zero status or a signal.  A
+    scheduler or server that ends cleanly while workers still run is
+    normal for a moment (the workers' last barrier lets it go before they
+    have exited), but fails the job if the workers are not done `finish`
+    seconds later: they would wait for it forever.
+    """
+    done_at = early = None
+    beat = 0.0
+    while True:
+        now = time.monotonic()
+        if now - beat >= 1.0:
+            _heartbeat(procs)
+            beat = now
+        states = [(role, proc, proc.poll()) for role, proc in procs]
+        for role, proc, status in states:
+            if status not in (None, 0):
+                return role, proc
+        if all(status == 0 for role, _, status in states
+               if role.role == 'worker'):
+            done_at = done_at or now
+            if all(status is not None for _, _, status in states) or \
+                    now - done_at > finish:
+                return None   # `run_job` stops what still runs
+        else:
+            for role, proc, status in states:
+                if status == 0 and role.role != 'worker':
+                    early = early or (role, proc, now)
+            if early and now - early[2] > finish:
+                return early[:2]
+        time.sleep(poll)
+
+
+def _stop(procs, grace):
+    """End the input of every ssh and wait `grace` seconds for them (their
+    machines stop the roles), then SIGTERM to the process group of every
+    process, SIGKILL to those still there after `grace` seconds more;
+    reap them all."""
+    def signal_groups(signum):
+        for _, proc in procs:
+            try:
+                os.killpg(proc.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass    # the group is gone
+
+    def wait_all(seconds, which):
+        deadline = time.monotonic() + seconds
+        for proc in which:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    remote = [proc for _, proc in procs if proc.stdin is not None]
+    for proc in remote:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+    wait_all(grace, remote)
+    signal_groups(signal.SIGTERM)
+    wait_all(grace, [proc for _, proc in procs])
+    signal_groups(signal.SIGKILL)
+    for _, proc in procs:
+        proc.wait()
+    # What else was in the groups (a worker's own children) may take a
+    # moment more to end: up to a second
+    deadline = time.monotonic() + 1.0
+    for _, proc in procs:
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.01)
+
+
+# ---------------------------------------------------------------------------
+# The scheduler's and the servers' side
+# ---------------------------------------------------------------------------
+
+def exit_with_parent():
+    """Have Linux end this process when the one that started it ends
+    (``PR_SET_PDEATHSIG``), so that a launcher killed by SIGKILL leaves
+    no scheduler or server waiting forever.  Elsewhere it does nothing."""
+    if not sys.platform.startswith('linux'):
+        return
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)      # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:       # the parent ended before the call
+        os._exit(1)
+
+
+def serve():
+    """Run the scheduler or a server that ``DMLC_ROLE`` names, until the
+    job ends; ``python -m d2l_bert.dist.launcher serve`` calls it.
+
+    Importing `mxnet` in a process whose ``DMLC_ROLE`` is 'scheduler' or
+    'server' runs that role and exits (`mxnet.kvstore.kvstore_server`).
+    """
+    role = os.environ.get('DMLC_ROLE')
+    if role not in ('scheduler', 'server'):
+        sys.exit(f'd2l_bert.dist.launcher serve: DMLC_ROLE must be '
+                 f'scheduler or server, got {role!r}')
+    exit_with_parent()
+    from ..threads import set_threads
+    set_threads(int(os.environ.get('OMP_NUM_THREADS') or 1))
+    import mxnet  # noqa: F401  (runs the role, then exits)
+    sys.exit(f'd2l_bert.dist.launcher serve: mxnet did not run the '
+             f'{role}')
+
+
+if __name__ == '__main__':
+    if sys.argv[1:] != ['serve']:
+        sys.exit('usage: python -m d2l_bert.dist.launcher serve')
+    serve()
