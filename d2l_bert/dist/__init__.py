@@ -1,8 +1,8 @@
 """d2l_bert.dist: training in several processes, on one machine or many,
 with MXNet's parameter server (the ``dist_sync`` kvstore).
 
-Modules
--------
+Its modules:
+
 launcher
     The launching side (``d2l-bert launch``, ``d2l-bert pretrain
     --workers N`` or ``--hosts FILE``): the roles of a job, on this

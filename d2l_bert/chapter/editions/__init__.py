@@ -13,8 +13,8 @@ is read like the English one.  A file that is not well formed never stops
 the reading: a fence that is not closed, an unknown ``#@tab`` or a cell
 whose line breaks cannot be rebuilt becomes a finding on that cell.
 
-Modules
--------
+Its modules:
+
 cells
     `Cell`, `Edition`, `EditionError`: what every reader makes.
 markdown
