@@ -1,7 +1,6 @@
-"""Shared fixtures: a tiny BERT configuration, seeded randomness, and a
-check that no test leaves the environment changed."""
+"""Shared fixtures: seeded randomness, a tiny batch, and a check that no
+test leaves the environment changed (what they stand on: `helpers`)."""
 import os
-import random
 
 # Before mxnet, as the command line and the notebooks' first cell do, so
 # that the tests run with the threads and OpenBLAS kernels users get; an
@@ -10,25 +9,19 @@ from d2l_bert.threads import set_threads
 
 set_threads()
 
-import mxnet as mx  # noqa: E402
-import numpy as onp  # noqa: E402
 import pytest  # noqa: E402
 from mxnet import np, npx  # noqa: E402
 
+from helpers import TINY, seed_all, write_small_corpus  # noqa: E402
+
 # The book's first cell turns on NumPy semantics; every test runs with them
 npx.set_np()
-
-#: A configuration small enough for fast tests (vocab 99, hidden 32, 2 blocks)
-TINY = dict(vocab_size=99, num_hiddens=32, ffn_num_hiddens=48, num_heads=4,
-            num_blks=2, dropout=0.0, max_len=16)
 
 
 @pytest.fixture(autouse=True)
 def seeded():
     """Seed Python, NumPy and MXNet before every test."""
-    random.seed(0)
-    onp.random.seed(0)
-    mx.random.seed(0)
+    seed_all(0)
 
 
 def _environment():
@@ -61,11 +54,6 @@ def environment_unchanged():
 
 
 @pytest.fixture
-def tiny_config():
-    return dict(TINY)
-
-
-@pytest.fixture
 def tiny_batch():
     """A batch of 3 sequences of 12 tokens with valid lengths and
     3 predicted positions each (padding positions repeated, as in data)."""
@@ -78,17 +66,8 @@ def tiny_batch():
     return tokens, segments, valid_lens, pred_positions
 
 
-def write_small_corpus(directory, num_train=60, num_valid=30):
-    """Write the first paragraphs of the embedded corpus's two splits to
-    `directory` (WikiText's file names) and return it as a string."""
-    from d2l_bert import corpus
-    os.makedirs(directory, exist_ok=True)
-    for split, count in (('train', num_train), ('valid', num_valid)):
-        name = corpus.FILE_NAMES[split]
-        with open(os.path.join(corpus.DATA_DIR, name),
-                  encoding='utf-8') as f:
-            lines = [line for line in f if len(line.split(' . ')) >= 2]
-        with open(os.path.join(directory, name), 'w',
-                  encoding='utf-8') as f:
-            f.writelines(lines[:count])
-    return str(directory)
+@pytest.fixture(scope='module')
+def small_corpus(tmp_path_factory):
+    """60 training paragraphs (about 150 pairs) and 30 held-out ones."""
+    return write_small_corpus(tmp_path_factory.mktemp('small'), 60, 30)
+

@@ -21,7 +21,7 @@ from d2l_bert.distributed import free_port
 from d2l_bert.training import read_checkpoint_meta
 
 import processes
-from conftest import write_small_corpus
+from helpers import write_small_corpus
 
 TINY_ARGS = ['--batch-size', '32', '--num-hiddens', '32',
              '--ffn-num-hiddens', '48', '--num-heads', '2']
