@@ -1,6 +1,10 @@
-"""Shared fixtures: seeded randomness, a tiny batch, and a check that no
-test leaves the environment changed (what they stand on: `helpers`)."""
+"""Shared fixtures: seeded randomness, a tiny batch, a check that no test
+leaves the environment changed, and the memory the run may hold (what
+they stand on: `helpers`)."""
+import ctypes
+import gc
 import os
+import sys
 
 # Before mxnet, as the command line and the notebooks' first cell do, so
 # that the tests run with the threads and OpenBLAS kernels users get; an
@@ -13,6 +17,11 @@ import pytest  # noqa: E402
 from mxnet import np, npx  # noqa: E402
 
 from helpers import TINY, seed_all, write_small_corpus  # noqa: E402
+
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None
 
 # The book's first cell turns on NumPy semantics; every test runs with them
 npx.set_np()
@@ -71,3 +80,96 @@ def small_corpus(tmp_path_factory):
     """60 training paragraphs (about 150 pairs) and 30 held-out ones."""
     return write_small_corpus(tmp_path_factory.mktemp('small'), 60, 30)
 
+
+# --- Memory ----------------------------------------------------------------
+#
+# The suite must fit a student's 8 GB laptop, the notebooks' kernels beside
+# it.  Measured on a 2-core Linux machine with the book's editions in
+# ../shared (as in CI): the pytest process peaked at 9.0 GB before (the
+# namespaces of the chapter runners stayed in `sys.modules`, and dropped
+# models waited for a full garbage collection), ... after.
+
+#: The largest resident set the pytest process may reach, in MB (the
+#: kernel's own count, `ru_maxrss`: no sampling, so no 2-core timing);
+#: above it the run fails
+PEAK_RSS_LIMIT_MB = 4096
+
+#: Growth of the process, in MB, after which a test's end collects garbage
+GC_STEP_MB = 256
+
+_rss_at_last_collection = [0]
+
+
+def _rss_mb():
+    """The process's resident set now, in MB; None where /proc is not."""
+    try:
+        with open('/proc/self/statm') as f:
+            pages = int(f.read().split()[1])
+    except OSError:
+        return None
+    return pages * os.sysconf('SC_PAGE_SIZE') // 2 ** 20
+
+
+@pytest.fixture(autouse=True)
+def garbage_collected():
+    """Collect garbage after a test once the process has grown by
+    `GC_STEP_MB` since the last collection.
+
+    A Gluon block refers to itself (its `_scope` holds it), so a model a
+    test drops goes only at a full pass of the garbage collector, which
+    Python starts by counts of objects: a model is few objects and much
+    memory, and dozens of them waited.  Where /proc is missing, every
+    test's end collects.  The memory freed then goes back to the system.
+    """
+    yield
+    rss = _rss_mb()
+    if rss is None or rss - _rss_at_last_collection[0] > GC_STEP_MB:
+        gc.collect()
+        _return_freed_memory()
+        _rss_at_last_collection[0] = _rss_mb() or 0
+
+
+def _return_freed_memory():
+    """Give the memory freed so far back to the system, where the C
+    library is glibc: it keeps freed blocks in its arenas (MXNet's threads
+    have one each), about 1 GB after the pretraining section's run."""
+    if not sys.platform.startswith('linux'):
+        return
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # another C library (musl)
+        pass
+
+
+def peak_rss_mb():
+    """The largest resident set the process has had, in MB (None where
+    the `resource` module is missing)."""
+    if resource is None:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # kilobytes on Linux, bytes on macOS
+    return peak // (2 ** 20 if sys.platform == 'darwin' else 2 ** 10)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    """Fail the run whose process grew past `PEAK_RSS_LIMIT_MB`."""
+    peak = peak_rss_mb()
+    session.config.stash[_PEAK] = peak
+    if peak is not None and peak > PEAK_RSS_LIMIT_MB:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    peak = config.stash.get(_PEAK, None)
+    if peak is None:
+        return
+    line = (f'peak memory of the test process: {peak} MB (limit '
+            f'{PEAK_RSS_LIMIT_MB} MB, tests/conftest.py)')
+    if peak > PEAK_RSS_LIMIT_MB:
+        terminalreporter.write_line('FAILED: ' + line, red=True)
+    else:
+        terminalreporter.write_line(line)
+
+
+_PEAK = pytest.StashKey()
