@@ -14,7 +14,6 @@ another order: fused projections, an added mask, the compiled softmax
 cross-entropy), `helpers.GRADIENTS` for the gradients.
 """
 import mxnet as mx
-import numpy as onp
 import pytest
 from mxnet import autograd, gluon, init, np
 
