@@ -1,7 +1,10 @@
-"""Shared fixtures: a tiny BERT configuration, seeded randomness, and a
-check that no test leaves the environment changed."""
+"""Shared fixtures: seeded randomness, a tiny batch, a check that no test
+leaves the environment changed, and the memory the run may hold (what
+they stand on: `helpers`)."""
+import ctypes
+import gc
 import os
-import random
+import sys
 
 # Before mxnet, as the command line and the notebooks' first cell do, so
 # that the tests run with the threads and OpenBLAS kernels users get; an
@@ -10,25 +13,24 @@ from d2l_bert.threads import set_threads
 
 set_threads()
 
-import mxnet as mx  # noqa: E402
-import numpy as onp  # noqa: E402
 import pytest  # noqa: E402
 from mxnet import np, npx  # noqa: E402
 
+from helpers import TINY, seed_all, write_small_corpus  # noqa: E402
+
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None
+
 # The book's first cell turns on NumPy semantics; every test runs with them
 npx.set_np()
-
-#: A configuration small enough for fast tests (vocab 99, hidden 32, 2 blocks)
-TINY = dict(vocab_size=99, num_hiddens=32, ffn_num_hiddens=48, num_heads=4,
-            num_blks=2, dropout=0.0, max_len=16)
 
 
 @pytest.fixture(autouse=True)
 def seeded():
     """Seed Python, NumPy and MXNet before every test."""
-    random.seed(0)
-    onp.random.seed(0)
-    mx.random.seed(0)
+    seed_all(0)
 
 
 def _environment():
@@ -61,11 +63,6 @@ def environment_unchanged():
 
 
 @pytest.fixture
-def tiny_config():
-    return dict(TINY)
-
-
-@pytest.fixture
 def tiny_batch():
     """A batch of 3 sequences of 12 tokens with valid lengths and
     3 predicted positions each (padding positions repeated, as in data)."""
@@ -78,17 +75,102 @@ def tiny_batch():
     return tokens, segments, valid_lens, pred_positions
 
 
-def write_small_corpus(directory, num_train=60, num_valid=30):
-    """Write the first paragraphs of the embedded corpus's two splits to
-    `directory` (WikiText's file names) and return it as a string."""
-    from d2l_bert.data import corpus
-    os.makedirs(directory, exist_ok=True)
-    for split, count in (('train', num_train), ('valid', num_valid)):
-        name = corpus.FILE_NAMES[split]
-        with open(os.path.join(corpus.DATA_DIR, name),
-                  encoding='utf-8') as f:
-            lines = [line for line in f if len(line.split(' . ')) >= 2]
-        with open(os.path.join(directory, name), 'w',
-                  encoding='utf-8') as f:
-            f.writelines(lines[:count])
-    return str(directory)
+@pytest.fixture(scope='module')
+def small_corpus(tmp_path_factory):
+    """60 training paragraphs (about 150 pairs) and 30 held-out ones."""
+    return write_small_corpus(tmp_path_factory.mktemp('small'), 60, 30)
+
+
+# --- Memory ----------------------------------------------------------------
+#
+# The suite must fit a student's 8 GB laptop, the notebooks' kernels beside
+# it.  Measured on a 2-core Linux machine with the book's editions in
+# ../shared (as in CI), 700 tests: the pytest process peaked at 9.0 GB
+# while the chapter runners' namespaces stayed in `sys.modules` and
+# dropped models waited for a full garbage collection, and at 2.3 GB
+# since (2.4 GB summed over it and its children, sampled every 0.5 s)
+
+#: The largest resident set the pytest process may reach, in MB (the
+#: kernel's own count, `ru_maxrss`: no sampling, so no 2-core timing);
+#: above it the run fails
+PEAK_RSS_LIMIT_MB = 4096
+
+#: Growth of the process, in MB, after which a test's end collects garbage
+GC_STEP_MB = 256
+
+_rss_at_last_collection = [0]
+
+
+def _rss_mb():
+    """The process's resident set now, in MB; None where /proc is not."""
+    try:
+        with open('/proc/self/statm') as f:
+            pages = int(f.read().split()[1])
+    except OSError:
+        return None
+    return pages * os.sysconf('SC_PAGE_SIZE') // 2 ** 20
+
+
+@pytest.fixture(autouse=True)
+def garbage_collected():
+    """Collect garbage after a test once the process has grown by
+    `GC_STEP_MB` since the last collection.
+
+    A Gluon block refers to itself (its `_scope` holds it), so a model a
+    test drops goes only at a full pass of the garbage collector, which
+    Python starts by counts of objects: a model is few objects and much
+    memory, and dozens of them waited.  Where /proc is missing, every
+    test's end collects.  The memory freed then goes back to the system.
+    """
+    yield
+    rss = _rss_mb()
+    if rss is None or rss - _rss_at_last_collection[0] > GC_STEP_MB:
+        gc.collect()
+        _return_freed_memory()
+        _rss_at_last_collection[0] = _rss_mb() or 0
+
+
+def _return_freed_memory():
+    """Give the memory freed so far back to the system, where the C
+    library is glibc: it keeps freed blocks in its arenas (MXNet's threads
+    have one each), about 1 GB after the pretraining section's run."""
+    if not sys.platform.startswith('linux'):
+        return
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # another C library (musl)
+        pass
+
+
+def peak_rss_mb():
+    """The largest resident set the process has had, in MB (None where
+    the `resource` module is missing)."""
+    if resource is None:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # kilobytes on Linux, bytes on macOS
+    return peak // (2 ** 20 if sys.platform == 'darwin' else 2 ** 10)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    """Fail the run whose process grew past `PEAK_RSS_LIMIT_MB`."""
+    peak = peak_rss_mb()
+    session.config.stash[_PEAK] = peak
+    if peak is not None and peak > PEAK_RSS_LIMIT_MB:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    peak = config.stash.get(_PEAK, None)
+    if peak is None:
+        return
+    line = (f'peak memory of the test process: {peak} MB (limit '
+            f'{PEAK_RSS_LIMIT_MB} MB, tests/conftest.py)')
+    if peak > PEAK_RSS_LIMIT_MB:
+        terminalreporter.write_line('FAILED: ' + line, red=True)
+    else:
+        terminalreporter.write_line(line)
+
+
+_PEAK = pytest.StashKey()

@@ -9,7 +9,7 @@ from mxnet import autograd, np
 
 from d2l_bert import DotProductAttention, MultiHeadAttention, masked_softmax
 
-from test_bert import assert_close, copy_params
+from helpers import EXACT, assert_close, copy_params
 
 
 @pytest.mark.parametrize('valid_lens', [None, [2, 3], [[1, 3, 2], [4, 0, 1]]])
@@ -69,7 +69,7 @@ def test_transpose_qkv_round_trips():
     heads = attention.transpose_qkv(X)
     assert heads.shape == (6, 5, 4)
     assert_close(heads[1], X[0, :, 4:8])  # head 1 of example 0
-    assert_close(attention.transpose_output(heads), X, atol=0)
+    assert_close(attention.transpose_output(heads), X, EXACT)
 
 
 def test_heads_must_divide_num_hiddens():

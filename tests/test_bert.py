@@ -11,16 +11,8 @@ from d2l_bert import fast
 from d2l_bert import (BERTEncoder, BERTModel, MaskLM, NextSentencePred,
                       ORIGINAL_BERT, get_tokens_and_segments)
 
-from conftest import TINY
-
-
-def copy_params(src, dst):
-    """Give `dst` the parameter values of `src`, matched by name."""
-    src_params = src._collect_params_with_prefix()
-    dst_params = dst._collect_params_with_prefix()
-    assert sorted(src_params) == sorted(dst_params)
-    for name, param in src_params.items():
-        dst_params[name].set_data(param.data())
+from helpers import (EXACT, GRADIENTS, OTHER_DEVICE, TINY, assert_close,
+                     copy_params, kernel_params)
 
 
 def tiny_pair(cls_ours, cls_ref, *args, **kwargs):
@@ -29,10 +21,6 @@ def tiny_pair(cls_ours, cls_ref, *args, **kwargs):
     ours.initialize(mx.init.Normal(0.2))
     ref.initialize()
     return ours, ref
-
-
-def assert_close(a, b, atol=1e-5):
-    onp.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=0, atol=atol)
 
 
 # --- get_tokens_and_segments ---------------------------------------------
@@ -161,7 +149,7 @@ def test_gradients_equal_d2l(tiny_batch):
     ours_p = ours._collect_params_with_prefix()
     ref_p = ref._collect_params_with_prefix()
     for name in ours_p:
-        assert_close(ours_p[name].grad(), ref_p[name].grad(), atol=1e-4)
+        assert_close(ours_p[name].grad(), ref_p[name].grad(), GRADIENTS)
 
 
 def test_parameter_names_match_d2l():
@@ -296,7 +284,7 @@ def test_gelu_ffn_computes_gelu():
     gelu = 0.5 * H * (1 + erf(H / onp.sqrt(2)))
     expected = gelu @ ffn.dense2.weight.data().asnumpy().T \
         + ffn.dense2.bias.data().asnumpy()
-    onp.testing.assert_allclose(ffn(X).asnumpy(), expected, atol=1e-5)
+    assert_close(ffn(X), expected)
 
 
 def test_gelu_tanh_ffn_computes_the_tanh_approximation():
@@ -334,7 +322,7 @@ def test_tied_weights_share_the_token_embedding(tmp_path, tiny_batch):
     other = BERTModel(**TINY, tie_weights=True)
     other.load_parameters(path)
     assert_close(other(tokens, segments, valid_lens, pred_positions)[1],
-                 net(tokens, segments, valid_lens, pred_positions)[1], 0)
+                 net(tokens, segments, valid_lens, pred_positions)[1], EXACT)
 
 
 def test_unknown_activation_is_refused():
@@ -354,14 +342,16 @@ def test_blocks_run_on_the_callers_context(tiny_batch):
     assert all(o.ctx == ctx for o in outputs)
 
 
-@pytest.mark.parametrize('accelerated', [False, True])
-def test_batch_split_across_two_contexts_equals_one(tiny_batch,
-                                                   accelerated):
+# The book's model, and its twin with the compiled loops and with MXNet's
+# operators: the one multi-context test of the model
+@pytest.mark.parametrize('kernels', [pytest.param(None, id='book')]
+                         + kernel_params())
+def test_batch_split_across_two_contexts_equals_one(tiny_batch, kernels):
     ctxs = [mx.cpu(0), mx.cpu(1)]
     net = BERTModel(**TINY)
     net.initialize(mx.init.Normal(0.2), ctx=ctxs)
-    if accelerated:
-        net = fast.accelerate(net)
+    if kernels is not None:
+        net = fast.accelerate(net, kernels=kernels)
     whole = net(*[a.as_in_ctx(ctxs[0]) for a in tiny_batch])
     shards = [gluon.utils.split_and_load(a, ctxs, even_split=False)
               for a in tiny_batch]
@@ -380,7 +370,7 @@ def test_bert_model_on_gpu_equals_cpu(tiny_batch):
     on_cpu = net(*tiny_batch)
     on_gpu = net(*[a.as_in_ctx(mx.gpu(0)) for a in tiny_batch])
     for a, b in zip(on_cpu, on_gpu):
-        assert_close(a, b.as_in_ctx(mx.cpu()), atol=1e-4)
+        assert_close(a, b.as_in_ctx(mx.cpu()), OTHER_DEVICE)
 
 
 # --- Bad input ---------------------------------------------------------------
@@ -443,7 +433,7 @@ def test_float_tokens_with_integer_values_are_accepted(net, tiny_batch):
     tokens, segments, valid_lens, pred_positions = tiny_batch
     a = net(tokens.astype('float32'), segments, valid_lens, pred_positions)
     b = net(tokens, segments, valid_lens, pred_positions)
-    assert_close(a[0], b[0], atol=0)
+    assert_close(a[0], b[0], EXACT)
 
 
 def test_encoder_alone_checks_its_inputs(tiny_batch):

@@ -238,7 +238,7 @@ def test_pretrain_then_encode_run_from_a_fresh_process(tmp_path):
     # In a new interpreter nothing but the command itself has turned on
     # MXNet's NumPy semantics (the tests' conftest does, for in-process
     # runs); two tiny steps, then the saved model encodes a text
-    from conftest import write_small_corpus
+    from helpers import write_small_corpus
     corpus_dir = write_small_corpus(tmp_path / 'corpus')
     out = str(tmp_path / 'model')
     env = dict(os.environ, OMP_NUM_THREADS='1')

@@ -12,7 +12,7 @@ from d2l_bert import cli, finetuning as ft
 from d2l_bert.cli import finetune
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from d2l_bert.runs import finetuning as runs_ft
-from conftest import write_small_corpus
+from helpers import write_small_corpus
 
 
 @pytest.fixture(scope='module')

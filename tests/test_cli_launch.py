@@ -7,7 +7,7 @@ import re
 from d2l_bert import cli
 
 import processes
-from conftest import write_small_corpus
+from helpers import write_small_corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, 'docs', 'train_book_bert.py')

@@ -14,7 +14,7 @@ import pytest
 from d2l_bert import cli
 from d2l_bert.devices import num_gpus
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
-from conftest import write_small_corpus
+from helpers import write_small_corpus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY_HF = os.path.join(HERE, 'fixtures', 'tiny_bert')

@@ -1,7 +1,6 @@
 """Tests of `d2l-bert pretrain` and `d2l-bert encode` (d2l_bert/cli)."""
 import json
 import os
-import pickle
 import re
 import shutil
 import signal
@@ -21,11 +20,8 @@ from d2l_bert.dist.launcher import free_port
 from d2l_bert.runs.pretraining import read_checkpoint_meta
 
 import processes
-from conftest import write_small_corpus
-
-TINY_ARGS = ['--batch-size', '32', '--num-hiddens', '32',
-             '--ffn-num-hiddens', '48', '--num-heads', '2']
-
+from helpers import JOB_ARGS, TINY_ARGS, assert_same_state, checkpoint_state, \
+    checkpoint_step, write_small_corpus
 
 def run(argv, capsys):
     try:
@@ -248,35 +244,6 @@ def test_encode_takes_at_most_two_texts_without_compare(pretrained_dir,
 # and two workers on 127.0.0.1), on the tiny BERT, with dropout 0 so that
 # the numbers can be compared with one process's, run here.
 
-JOB_ARGS = TINY_ARGS + ['--dropout', '0', '--checkpoint-every', '2']
-
-
-def checkpoint_state(path):
-    """``(meta, params, adam)`` of a checkpoint: its meta data, the
-    parameters by name and Adam's moments by index, as NumPy arrays."""
-    with zipfile.ZipFile(path) as z:
-        meta = json.loads(z.read('meta.json'))
-        params_bytes, states_bytes = (z.read('model.params'),
-                                      z.read('trainer.states'))
-    tmp = f'{path}.params'
-    with open(tmp, 'wb') as f:
-        f.write(params_bytes)
-    try:
-        params = {k: v.asnumpy() for k, v in mx.nd.load(tmp).items()}
-    finally:
-        os.remove(tmp)
-    states, _ = pickle.loads(states_bytes)
-    adam = {i: [a.asnumpy() for a in pair] for i, pair in states.items()}
-    return meta, params, adam
-
-
-def checkpoint_step(path):
-    try:
-        return read_checkpoint_meta(path)['step']
-    except (OSError, ValueError):
-        return 0
-
-
 def pretrain_here(corpus, out, steps, devices, *extra):
     """`d2l-bert pretrain` in this process (the thread count of the tests,
     which the jobs' workers get too); returns the checkpoint's state."""
@@ -284,23 +251,6 @@ def pretrain_here(corpus, out, steps, devices, *extra):
                      '--steps', str(steps), '--devices', devices]
                     + JOB_ARGS + list(extra)) == 0
     return checkpoint_state(os.path.join(out, 'checkpoint.zip'))
-
-
-def assert_same_state(a, b):
-    """The same losses step by step, parameters and Adam moments, to the
-    last bit."""
-    (meta_a, params_a, adam_a), (meta_b, params_b, adam_b) = a, b
-    assert meta_a['step'] == meta_b['step']
-    assert meta_a['history']['mlm'] == meta_b['history']['mlm']
-    assert meta_a['history']['nsp'] == meta_b['history']['nsp']
-    assert sorted(params_a) == sorted(params_b)
-    for name in params_a:
-        onp.testing.assert_array_equal(params_a[name], params_b[name],
-                                       err_msg=name)
-    assert sorted(adam_a) == sorted(adam_b)
-    for i in adam_a:
-        for x, y in zip(adam_a[i], adam_b[i]):
-            onp.testing.assert_array_equal(x, y)
 
 
 @pytest.fixture(scope='module')

@@ -15,9 +15,8 @@ import zipfile
 import pytest
 
 import processes
-from conftest import write_small_corpus
-from test_cli_pretrain import JOB_ARGS, assert_same_state, \
-    checkpoint_state, checkpoint_step
+from helpers import JOB_ARGS, assert_same_state, checkpoint_state, \
+    checkpoint_step, write_small_corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))

@@ -4,10 +4,8 @@
 parameters; every test here runs the book's block and its twin on the
 same inputs and compares outputs and gradients (dropout off), with and
 without `valid_lens`, with the compiled loops and with MXNet's operators
-(``kernels``).  Tolerances: float32 sums taken in another order (fused
-projections, an added mask, compiled loops) differ by a few units in the
-6th digit; 1e-5 absolute on values of order 1 leaves room for that and
-for nothing else.
+(``kernels``), within the tolerances of `helpers` (`REORDERED` for
+outputs, `GRADIENTS` for gradients).
 """
 import mxnet as mx
 import numpy as onp
@@ -23,26 +21,18 @@ from d2l_bert.finetuning import BERTClassifier
 from d2l_bert.pretraining import _get_batch_loss_bert, train_bert
 from d2l_bert.transformer import AddNorm, TransformerEncoderBlock
 
-from conftest import TINY
+from helpers import (EXACT, GRADIENTS, OTHER_DEVICE, TINY, assert_close,
+                     kernel_params, seed_all)
 
 #: Each twin with the compiled loops (where numba works here) and with
 #: MXNet's own operators
-KERNELS = [pytest.param(True, id='kernels', marks=pytest.mark.skipif(
-               not _ops.available(), reason='numba is missing or cannot '
-               'compile here: no compiled loops to test')),
-           pytest.param(False, id='mxnet-ops')]
+KERNELS = kernel_params()
 
 
 def randomize(net, scale=0.3):
     """Non-zero values everywhere, biases included (they start at 0)."""
     for param in net.collect_params().values():
         param.set_data(np.random.normal(0, scale, size=param.shape))
-
-
-def assert_close(a, b, atol=1e-5, rtol=1e-5):
-    onp.testing.assert_allclose(onp.asarray(a.asnumpy()),
-                                onp.asarray(b.asnumpy()), rtol=rtol,
-                                atol=atol)
 
 
 def tiny_model(**overrides):
@@ -90,8 +80,7 @@ def test_fast_model_equals_the_book_model(tiny_batch, kernels,
     for name in book_grads:
         # W_k's bias has a zero gradient in exact arithmetic (a softmax
         # ignores a constant added to every score): only rounding is left
-        assert_close(fast_grads[name], book_grads[name], atol=2e-5,
-                     rtol=1e-4)
+        assert_close(fast_grads[name], book_grads[name], GRADIENTS)
 
 
 @pytest.mark.parametrize('kernels', KERNELS)
@@ -120,7 +109,7 @@ def test_saved_fast_parameters_load_into_the_book_and_d2l(tmp_path,
     ref.load_parameters(path)
     for a, b, c in zip(net(*tiny_batch), book(*tiny_batch),
                        ref(*tiny_batch)):
-        assert_close(a, b, atol=0)
+        assert_close(a, b, EXACT)
         assert_close(a, c)
 
 
@@ -214,22 +203,6 @@ def test_fast_model_checks_its_inputs(tiny_batch):
         twin(tokens, segments, valid_lens, pred_positions + 2)
 
 
-@pytest.mark.parametrize('kernels', KERNELS)
-def test_two_cpu_contexts_give_what_one_gives(tiny_batch, kernels):
-    ctxs = [mx.cpu(0), mx.cpu(1)]
-    net = BERTModel(**TINY)
-    net.initialize(init.Xavier(), ctx=ctxs)
-    twin = fast.accelerate(net, kernels=kernels)
-    whole = twin(*tiny_batch)
-    shards = [gluon.utils.split_and_load(a, ctxs, even_split=False)
-              for a in tiny_batch]
-    parts = [twin(*shard) for shard in zip(*shards)]
-    assert [p[0].ctx for p in parts] == ctxs
-    for i in range(3):
-        joined = np.concatenate([p[i].as_in_ctx(ctxs[0]) for p in parts])
-        assert_close(joined, whole[i])
-
-
 @pytest.mark.skipif(mx.context.num_gpus() == 0,
                     reason='no GPU that MXNet can use on this machine')
 def test_fast_model_on_gpu_equals_the_book_model(tiny_batch):
@@ -240,7 +213,7 @@ def test_fast_model_on_gpu_equals_the_book_model(tiny_batch):
     batch = [a.as_in_ctx(mx.gpu(0)) for a in tiny_batch]
     for a, b in zip(twin(*batch), net(*batch)):
         assert a.ctx == mx.gpu(0)
-        assert_close(a, b, atol=1e-4)
+        assert_close(a, b, OTHER_DEVICE)
 
 
 # --- The pieces -------------------------------------------------------------
@@ -262,9 +235,9 @@ def test_fused_weight_stacks_query_key_value_head_by_head():
         for i, name in enumerate(('W_q', 'W_k', 'W_v')):
             rows = slice((3 * head + i) * 4, (3 * head + i + 1) * 4)
             assert_close(weight[rows], W[name][head * 4:(head + 1) * 4],
-                         atol=0)
+                         EXACT)
             assert_close(bias[rows], b[name][head * 4:(head + 1) * 4],
-                         atol=0)
+                         EXACT)
 
 
 @pytest.mark.parametrize('valid_lens', [None, [5, 2, 1]])
@@ -356,7 +329,7 @@ def test_books_train_bert_on_the_twin_trains_as_on_the_book_model(
              np.array([0, 1, 1], dtype='int32'))
     results = []
     for accelerated in (False, True):
-        mx.random.seed(0)
+        seed_all(0)
         net, loss = tiny_model(), gluon.loss.SoftmaxCELoss()
         if accelerated:
             net, loss = fast.accelerate(net), fast.accelerate(loss)

@@ -3,12 +3,10 @@
 
 The twin shares the book blocks' parameters and computes, with dropout
 off, what they compute: encodings at every position and the pooled
-vector.  Tolerances: float32 sums in another order (fused projections,
-compiled attention and AddNorm, oneDNN's fused FC + GELU) differ by a few
-units in the 6th digit on values of order 1; 1e-5 absolute leaves room
-for that and for nothing else.  Against all-MiniLM-L6-v2's real weights,
-whose hidden states reach about 10, 1e-4 (the bound issue 20 sets
-against transformers).
+vector, within `helpers.REORDERED` (float32 sums in another order: fused
+projections, compiled attention and AddNorm, oneDNN's fused FC + GELU).
+Against all-MiniLM-L6-v2's real weights, whose hidden states reach about
+10, 1e-4 (the bound issue 20 sets against transformers).
 """
 import importlib.util
 
@@ -21,12 +19,9 @@ from d2l_bert import fast, hf
 from d2l_bert.bert import ORIGINAL_BERT, BERTEncoder
 from d2l_bert.fast import _ops
 
-from conftest import TINY
+from helpers import TINY, assert_close, kernel_params
 
-KERNELS = [pytest.param(True, id='kernels', marks=pytest.mark.skipif(
-               not _ops.available(), reason='numba is missing or cannot '
-               'compile here: no compiled loops to test')),
-           pytest.param(False, id='mxnet-ops')]
+KERNELS = kernel_params()
 
 
 def tiny_pretrained(**overrides):
@@ -62,11 +57,6 @@ def batch(B=3, T=9, lens=(9, 5, 1), pairs=True, seed=0):
 def book(encoder, hidden, *inputs):
     encoded_X = encoder(*inputs)                             # (B, T, H)
     return encoded_X, hidden(encoded_X[:, 0, :])             # (B, H)
-
-
-def assert_close(a, b, atol=1e-5, rtol=1e-5):
-    onp.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=rtol,
-                                atol=atol)
 
 
 def assert_twin_matches_book(twin, encoder, hidden, *inputs):

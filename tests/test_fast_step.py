@@ -9,16 +9,11 @@ gradient is compared: with the compiled loops and with MXNet's operators
 (``kernels``), on one device and split over two CPU contexts, with padded
 predicted positions (weight 0) and valid lengths from 1 to T.
 
-Tolerances: float32 sums taken in another order (fused projections, an
-added mask, the compiled softmax cross-entropy) differ by a few units in
-the 6th digit on values of order 1, so 1e-5 for the losses; the
-gradients pass through the whole model and through a sum over every
-position, and W_k's bias has a zero gradient in exact arithmetic (a
-softmax ignores a constant added to every score), so only rounding is
-left there: 2e-5 absolute, 1e-4 relative, as in `test_fast_blocks.py`.
+Tolerances: `helpers.REORDERED` for the losses (float32 sums taken in
+another order: fused projections, an added mask, the compiled softmax
+cross-entropy), `helpers.GRADIENTS` for the gradients.
 """
 import mxnet as mx
-import numpy as onp
 import pytest
 from mxnet import autograd, gluon, init, np
 
@@ -27,12 +22,9 @@ from d2l_bert.bert import BERTModel
 from d2l_bert.fast import _ops
 from d2l_bert.pretraining import _get_batch_loss_bert
 
-from conftest import TINY
+from helpers import GRADIENTS, TINY, assert_close, kernel_params
 
-KERNELS = [pytest.param(True, id='kernels', marks=pytest.mark.skipif(
-               not _ops.available(), reason='numba is missing or cannot '
-               'compile here: no compiled loops to test')),
-           pytest.param(False, id='mxnet-ops')]
+KERNELS = kernel_params()
 
 DEVICES = [pytest.param([mx.cpu(0)], id='one-device'),
            pytest.param([mx.cpu(0), mx.cpu(1)], id='two-cpu-contexts')]
@@ -115,15 +107,13 @@ def test_one_graph_step_equals_the_books_losses_and_gradients(
     assert [len(losses) for losses in fast_losses] == [len(devices)] * 3
     assert all(0.5 < l < 50 for l in book_losses[0] + book_losses[1])
     for ours, theirs in zip(fast_losses, book_losses):
-        onp.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+        assert_close(ours, theirs)
     assert sorted(fast_grads) == sorted(book_grads)
     for name in book_grads:
         assert len(fast_grads[name]) == len(devices)
         for ours, theirs in zip(fast_grads[name], book_grads[name]):
             assert ours.ctx == theirs.ctx
-            onp.testing.assert_allclose(
-                ours.asnumpy(), theirs.asnumpy(), rtol=1e-4, atol=2e-5,
-                err_msg=name)
+            assert_close(ours, theirs, GRADIENTS, err_msg=name)
     # the MLM head's output layer gets a gradient (not all zeros)
     assert float(abs(book_grads['mlm.mlp.2.weight'][0]).sum()) > 0
 
@@ -179,11 +169,10 @@ def test_batches_with_other_numbers_of_predictions_share_the_step(kernels):
         book = losses_and_grads(
             lambda *s: _get_batch_loss_bert(net, loss, V, *s), net, shards)
         ours = losses_and_grads(step, net, shards)
-        onp.testing.assert_allclose(ours[0], book[0], rtol=1e-5, atol=1e-5)
+        assert_close(ours[0], book[0])
         for name, grads in book[1].items():
-            onp.testing.assert_allclose(
-                ours[1][name][0].asnumpy(), grads[0].asnumpy(), rtol=1e-4,
-                atol=2e-5, err_msg=f'{keep} {name}')
+            assert_close(ours[1][name][0], grads[0], GRADIENTS,
+                         err_msg=f'{keep} {name}')
     assert book[0][0] == [0.0]                      # no weighted prediction
 
 

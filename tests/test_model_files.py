@@ -15,14 +15,7 @@ from d2l_bert import BERTModel
 from d2l_bert.runs import model_files as M
 from d2l_bert.pretraining import get_bert_encoding, train_bert
 
-from conftest import write_small_corpus
-from tiny_runs import TINY, make_run
-
-
-@pytest.fixture(scope='module')
-def small_corpus(tmp_path_factory):
-    """60 training paragraphs (about 150 pairs) and 30 held-out ones."""
-    return write_small_corpus(tmp_path_factory.mktemp('small'), 60, 30)
+from helpers import make_run, run_config, tiny
 
 
 @pytest.fixture(scope='module')
@@ -32,7 +25,7 @@ def saved_model(small_corpus, tmp_path_factory):
     train_bert(train_iter, net, gluon.loss.SoftmaxCELoss(), len(vocab),
                [mx.cpu()], 2)
     model_dir = str(tmp_path_factory.mktemp('model'))
-    config = dict(TINY, vocab_size=len(vocab), dropout=0.0, max_len=1000)
+    config = run_config(vocab)
     M.save_pretrained(net, vocab, model_dir, config)
     return model_dir, net, vocab, config
 
@@ -128,14 +121,13 @@ def test_text_encoder_lowercases_and_marks_unknown_words(saved_model):
 def test_text_encoder_refuses_texts_longer_than_the_model(saved_model,
                                                           tmp_path):
     _, _, vocab, _ = saved_model
-    net = BERTModel(len(vocab), dropout=0.0, max_len=8, **TINY)
+    config = tiny(vocab_size=len(vocab), max_len=8)
+    net = BERTModel(**config)
     net.initialize(init.Xavier())
     # One forward pass gives the deferred parameters their shapes
     net(np.zeros((1, 4), dtype='int32'), np.zeros((1, 4), dtype='int32'),
         np.array([4.0]), np.array([[1]], dtype='int32'))
-    M.save_pretrained(net, vocab, str(tmp_path),
-                      dict(TINY, vocab_size=len(vocab), dropout=0.0,
-                           max_len=8))
+    M.save_pretrained(net, vocab, str(tmp_path), config)
     encoder = M.D2LTextEncoder(str(tmp_path))
     assert len(encoder.encode('a b c d e f')[0]) == 8
     with pytest.raises(ValueError, match='has 9 tokens with <cls> and '

@@ -15,14 +15,7 @@ from mxnet import gluon, init
 from d2l_bert import BERTModel
 from d2l_bert import pretraining as P
 
-from conftest import write_small_corpus
-from tiny_runs import make_run
-
-
-@pytest.fixture(scope='module')
-def small_corpus(tmp_path_factory):
-    """60 training paragraphs (about 150 pairs) and 30 held-out ones."""
-    return write_small_corpus(tmp_path_factory.mktemp('small'), 60, 30)
+from helpers import make_run
 
 
 def shards(batch, devices):

@@ -19,14 +19,8 @@ from d2l_bert import BERTModel
 from d2l_bert.runs import pretraining as T
 from d2l_bert.dataset import load_data_wiki
 
-from conftest import write_small_corpus
-from tiny_runs import TINY, make_run, seed_all
-
-
-@pytest.fixture(scope='module')
-def small_corpus(tmp_path_factory):
-    """60 training paragraphs (about 150 pairs) and 30 held-out ones."""
-    return write_small_corpus(tmp_path_factory.mktemp('small'), 60, 30)
+from helpers import (make_run, run_config, seed_all, tiny,
+                     write_small_corpus)
 
 
 @pytest.fixture(scope='module')
@@ -158,7 +152,7 @@ def test_two_cpu_contexts_train_like_one(capsys):
     results = []
     for devices in ([mx.cpu(0)], [mx.cpu(0), mx.cpu(1)]):
         seed_all(0)
-        net = BERTModel(vocab_size, dropout=0.0, **TINY)
+        net = BERTModel(**tiny(vocab_size=vocab_size))
         net.initialize(init.Xavier(), ctx=devices)
         history = T.train_bert_history(
             batches, net, gluon.loss.SoftmaxCELoss(), vocab_size, devices, 4,
@@ -190,7 +184,7 @@ def test_a_batch_smaller_than_the_device_count_is_skipped(capsys):
     batches = synthetic_batches(vocab_size, 3)
     batches[2] = tuple(elem[:1] for elem in batches[2])
     seed_all(0)
-    net = BERTModel(vocab_size, dropout=0.0, **TINY)
+    net = BERTModel(**tiny(vocab_size=vocab_size))
     net.initialize(init.Xavier(), ctx=[mx.cpu(0), mx.cpu(1)])
     history = T.train_bert_history(
         batches, net, gluon.loss.SoftmaxCELoss(), vocab_size,
@@ -215,7 +209,7 @@ def test_train_bert_on_a_gpu_like_on_the_cpu():
     results = []
     for devices in ([mx.cpu()], [mx.gpu(0)]):
         seed_all(0)
-        net = BERTModel(vocab_size, dropout=0.0, **TINY)
+        net = BERTModel(**tiny(vocab_size=vocab_size))
         net.initialize(init.Xavier(), ctx=devices)
         results.append(T.train_bert_history(
             batches, net, gluon.loss.SoftmaxCELoss(), vocab_size, devices, 2,
@@ -271,7 +265,7 @@ def test_checkpoint_round_trip_restores_params_trainer_and_rng(
     expected_python = random.random()
     # Another net and trainer, other random states: all come back
     seed_all(123)
-    other = BERTModel(len(vocab), dropout=0.0, **TINY)
+    other = BERTModel(**run_config(vocab))
     other.initialize(init.Xavier())
     trainer = T._make_trainer(other, 0.01)
     meta = T.load_checkpoint(str(path), other, trainer, [mx.cpu()])
@@ -292,7 +286,7 @@ def test_a_checkpoint_resumes_on_devices_that_update_themselves(
                          len(vocab), [mx.cpu()], 2, checkpoint=str(path),
                          progress=False)
     devices = [mx.cpu(0), mx.cpu(1)]
-    other = BERTModel(len(vocab), dropout=0.0, **TINY)
+    other = BERTModel(**run_config(vocab))
     other.initialize(init.Xavier(), ctx=devices)
     trainer = T._make_trainer(other, 0.01, mx.kv.create('device'))
     T.load_checkpoint(str(path), other, trainer, devices)

@@ -7,7 +7,7 @@ from mxnet import np
 from d2l_bert import (AddNorm, EncoderBlock, PositionWiseFFN,
                       TransformerEncoderBlock)
 
-from test_bert import assert_close, copy_params
+from helpers import assert_close, copy_params
 
 
 def _pair(ours, ref, *inputs):

@@ -34,6 +34,7 @@ import time
 import traceback
 import types
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 #: Modules of this package that are tools, not book sections
@@ -497,6 +498,9 @@ class Runner:
         Runner._count += 1
         module = types.ModuleType(f'__d2l_bert_cells_{Runner._count}__')
         sys.modules[module.__name__] = module
+        # and only while the runner lives: the namespace holds whatever
+        # the cells made (sec_bert's models, 150 MB a run)
+        weakref.finalize(self, sys.modules.pop, module.__name__, None)
         self.namespace = vars(module)
         self.namespace.update({'__builtins__': cell_builtins,
                                'd2l': self.d2l})

@@ -16,7 +16,8 @@ L the valid length of an example (its first L keys are attended).
 import numba
 import numpy as onp
 
-from ._loops import FASTMATH, _exp_shifted, _matmul, _pair_qkv, _row_max
+from ._loops import (FASTMATH, _matmul, _normalize_row, _pair_qkv,
+                     _softmax_row)
 
 
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
@@ -67,19 +68,7 @@ def self_attention_inference(qkv, lens, h, scale, O, r0, r1):
             W = buf[:T * L].reshape((T, L))                  # (T, L)
             _matmul(Q, False, K[:L], True, W, coef)          # (T, L)
             for q in range(T):
-                row = W[q]                                   # (L,)
-                m = _row_max(row)
-                if buf.itemsize == 4:    # float32: the vectorized exp
-                    _exp_shifted(row, m, dt.type(1.0), row, bits[:L])
-                else:                    # float64: exp to its precision
-                    for k in range(L):
-                        row[k] = onp.exp(row[k] - m)
-                total = dt.type(0.0)
-                for k in range(L):
-                    total += row[k]
-                inv = dt.type(1.0) / total
-                for k in range(L):
-                    row[k] *= inv
+                _softmax_row(W[q], W[q], bits)               # (L,)
         _matmul(W, False, V[:L], False,
                 O[b, :, i * d:(i + 1) * d], one)             # (T, d)
 
@@ -103,20 +92,11 @@ def add_norm_inference(X, Y, gamma, beta, epsilon, out, r0, r1):
         The rows to compute.
     """
     C = X.shape[1]
-    t = X.dtype.type                  # X's type: no float64 arithmetic
     z = onp.empty(C, X.dtype)
     for i in range(r0, r1):
-        s = t(0.0)
         for j in range(C):
             z[j] = X[i, j] + Y[i, j]
-            s += z[j]
-        m = s / t(C)
-        v = t(0.0)
-        for j in range(C):
-            v += (z[j] - m) * (z[j] - m)
-        inv = t(1.0) / onp.sqrt(v / t(C) + epsilon)
-        for j in range(C):
-            out[i, j] = (z[j] - m) * inv * gamma[j] + beta[j]
+        _normalize_row(z, gamma, beta, epsilon, out[i])
 
 
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
@@ -143,19 +123,10 @@ def embed_norm_inference(tokens, segments, token_W, segment_W, pos, gamma,
     """
     T = tokens.shape[1]
     C = token_W.shape[1]
-    t = token_W.dtype.type
     z = onp.empty(C, token_W.dtype)
     for n in range(r0, r1):
         b, p = n // T, n % T
         tok, seg = tokens[b, p], segments[b, p]
-        s = t(0.0)
         for j in range(C):
             z[j] = (token_W[tok, j] + segment_W[seg, j]) + pos[p, j]
-            s += z[j]
-        m = s / t(C)
-        v = t(0.0)
-        for j in range(C):
-            v += (z[j] - m) * (z[j] - m)
-        inv = t(1.0) / onp.sqrt(v / t(C) + epsilon)
-        for j in range(C):
-            out[n, j] = (z[j] - m) * inv * gamma[j] + beta[j]
+        _normalize_row(z, gamma, beta, epsilon, out[n])

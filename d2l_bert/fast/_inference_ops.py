@@ -24,22 +24,17 @@ def self_attention(F, qkv, valid_lens, num_heads):
 
     Parameters
     ----------
-    F : the operator namespace of `hybrid_forward`
-    qkv : shape (B, T, 3*H)
-        Queries, keys and values, head by head (`qkv_weight`'s layout).
-    valid_lens : shape (B,) or None
-    num_heads : int
+    F, qkv, valid_lens, num_heads
+        As `_ops.self_attention` takes them: the operator namespace, the
+        projection (B, T, 3*H), head by head, and the lengths (B,) or
+        None.
 
     Returns
     -------
     shape (B, T, H)
     """
-    args = [qkv.as_nd_ndarray()]
-    if valid_lens is not None:
-        args.append(valid_lens.as_nd_ndarray())
-    out = F.Custom(*args, heads=str(num_heads),
-                   has_lens=str(valid_lens is not None),
-                   op_type='d2l_bert_self_attention_inference')
+    out = _ops.attention_op(F, 'd2l_bert_self_attention_inference',
+                            [qkv.as_nd_ndarray()], valid_lens, num_heads)
     return out.as_np_ndarray()                               # (B, T, H)
 
 
@@ -51,13 +46,10 @@ def add_norm(F, X, Y, gamma, beta, epsilon):
 
     Parameters
     ----------
-    F : the operator namespace of `hybrid_forward`
-    X : shape (..., C)
-        The residual input.
-    Y : shape (..., C)
-        The sublayer's output.
-    gamma, beta : shape (C,)
-    epsilon : float
+    F, X, Y, gamma, beta, epsilon
+        As `_ops.add_norm` takes them (which adds `dropout`): the operator
+        namespace, the residual input and the sublayer's output (..., C),
+        the LayerNorm's parameters (C,) and its epsilon.
 
     Returns
     -------
@@ -186,22 +178,15 @@ class _SelfAttentionInference(_InferenceOp):
 
 
 @_ops._register('d2l_bert_self_attention_inference')
-class _SelfAttentionInferenceProp(mx.operator.CustomOpProp):
+class _SelfAttentionInferenceProp(_ops.AttentionProp):
     def __init__(self, heads, has_lens='True'):
-        super().__init__(need_top_grad=False)
-        self.heads = int(heads)
-        self.has_lens = has_lens == 'True'
-
-    def list_arguments(self):
-        return ['qkv'] + (['valid_lens'] if self.has_lens else [])
+        super().__init__(heads, has_lens, need_top_grad=False)
 
     def list_outputs(self):
         return ['output']
 
     def infer_shape(self, in_shape):
-        B, T, H3 = _ops._check_qkv_shapes(
-            in_shape[0], in_shape[1] if self.has_lens else None,
-            self.heads)                                      # (B, T, 3*H)
+        B, T, H3 = self.checked_qkv_shape(in_shape)          # (B, T, 3*H)
         return list(map(tuple, in_shape)), [(B, T, H3 // 3)], []
 
     def infer_type(self, in_type):

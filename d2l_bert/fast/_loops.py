@@ -100,6 +100,29 @@ def _row_max(row):
     return c if c > a else a
 
 
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True, inline='always')
+def _softmax_row(row, p, bits):
+    """``p = softmax(row)`` over one row of scores (`p` may be `row`
+    itself): the vectorized exp of `_exp_shifted` in float32, `np.exp`
+    (to float64's precision) otherwise; `bits` (at least the row's
+    length) is int32 scratch.  The attention loops of training and of
+    inference both call it."""
+    n = row.shape[0]
+    t = p.dtype.type
+    m = _row_max(row)
+    if p.itemsize == 4:      # float32: the vectorized exp
+        _exp_shifted(row, m, t(1.0), p, bits[:n])
+    else:                    # float64: exp to float64's precision
+        for k in range(n):
+            p[k] = onp.exp(row[k] - m)
+    total = t(0.0)
+    for k in range(n):
+        total += p[k]
+    inv = t(1.0) / total
+    for k in range(n):
+        p[k] *= inv
+
+
 # Columns per piece of a row in the softmax loops: a piece of scores, its
 # exponentials and their exponent bits stay in the L1 cache (6 KB)
 _TILE = 512
@@ -310,6 +333,16 @@ def _dropped(P, bh, seed, threshold, keep_scale, drop, Pd, Lk):
     return P[bh, :, :Lk]
 
 
+@numba.njit(nogil=True, cache=True, inline='always')
+def _pair_scratch(qkv, h, n):
+    """What the attention loops start a chunk of pairs from: T, d, the
+    BLAS coefficients ``[1, 0]`` in `qkv`'s type, and `n` (T, T) buffers
+    of that type, (n, T, T)."""
+    T = qkv.shape[1]
+    return (T, qkv.shape[2] // (3 * h), onp.array([1.0, 0.0], qkv.dtype),
+            onp.empty((n, T, T), qkv.dtype))
+
+
 # BLAS runs its products in panels of a few columns: a length rounded up
 # to a multiple of 8 keeps them whole (the extra keys' weights are 0).  On
 # one thread, a block of pretraining (T = 64): forward 14.4 ms unrounded,
@@ -342,13 +375,8 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
     changes no sum (with lengths spread over [12, T], about 40% of the
     attention's arithmetic).
     """
-    T = qkv.shape[1]
-    d = qkv.shape[2] // (3 * h)
-    dt = qkv.dtype
-    coef = onp.array([1.0, 0.0], dt)
-    S = onp.empty((T, T), dt)
-    Pd = onp.empty((T, T), dt)
-    drop = onp.empty((T, T), dt)
+    T, d, coef, work = _pair_scratch(qkv, h, 3)
+    S, Pd, drop = work[0], work[1], work[2]                  # (T, T) each
     bits = onp.empty(T, onp.int32)
     for bh in range(r0, r1):
         b, i = bh // h, bh % h
@@ -361,21 +389,10 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
                 for k in range(T):
                     P[bh, q, k] = 1.0 / T
                 continue
-            row, p = S[q, :L], P[bh, q, :L]
+            row = S[q, :L]
             for k in range(L):
                 row[k] *= scale
-            m = _row_max(row)
-            if P.itemsize == 4:      # float32: the vectorized exp
-                _exp_shifted(row, m, dt.type(1.0), p, bits[:L])
-            else:                    # float64: exp to float64's precision
-                for k in range(L):
-                    p[k] = onp.exp(row[k] - m)
-            total = dt.type(0.0)
-            for k in range(L):
-                total += p[k]
-            inv = dt.type(1.0) / total
-            for k in range(L):
-                p[k] *= inv
+            _softmax_row(row, P[bh, q, :L], bits)
             for k in range(L, T):
                 P[bh, q, k] = 0.0
         W = _dropped(P, bh, seed, threshold, keep_scale, drop, Pd,
@@ -399,14 +416,8 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
     As forward, the products skip the keys past the valid length, whose
     rows of dK and dV are 0.
     """
-    T = qkv.shape[1]
-    d = qkv.shape[2] // (3 * h)
-    dt = qkv.dtype
-    coef = onp.array([1.0, 0.0], dt)
-    Pd = onp.empty((T, T), dt)
-    drop = onp.empty((T, T), dt)
-    dP = onp.empty((T, T), dt)
-    dS = onp.empty((T, T), dt)
+    T, d, coef, work = _pair_scratch(qkv, h, 4)
+    Pd, drop, dP, dS = work[0], work[1], work[2], work[3]    # (T, T) each
     for bh in range(r0, r1):
         b, i = bh // h, bh % h
         q0, Q, K, V = _pair_qkv(qkv, b, i, d)        # Q, K, V: (T, d)
@@ -431,7 +442,7 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
             for k in range(Lk):
                 dP[q, k] += dW[bh, q, k]
         for q in range(T):
-            a = dt.type(0.0)
+            a = qkv.dtype.type(0.0)
             for k in range(L):
                 a += P[bh, q, k] * dP[q, k]
             for k in range(L):
@@ -451,6 +462,28 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
 # the mask and any split of the rows draws the same one.
 
 
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True, inline='always')
+def _normalize_row(z, gamma, beta, epsilon, out):
+    """``out = (z - mean) / std * gamma + beta`` for one row `z` (C,),
+    with ``std = sqrt(var + epsilon)`` as MXNet's LayerNorm gives it;
+    returns the row's mean and std.  The AddNorm loops of training and
+    of inference and the embeddings' LayerNorm call it."""
+    C = z.shape[0]
+    t = z.dtype.type                  # z's type: no float64 arithmetic
+    s = t(0.0)
+    for j in range(C):
+        s += z[j]
+    m = s / t(C)
+    v = t(0.0)
+    for j in range(C):
+        v += (z[j] - m) * (z[j] - m)
+    sd = onp.sqrt(v / t(C) + epsilon)
+    inv = t(1.0) / sd
+    for j in range(C):
+        out[j] = (z[j] - m) * inv * gamma[j] + beta[j]
+    return m, sd
+
+
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
 def add_norm_forward(X, Y, gamma, beta, epsilon, seed, threshold,
                      keep_scale, out, mean, std, r0, r1):
@@ -461,25 +494,13 @@ def add_norm_forward(X, Y, gamma, beta, epsilon, seed, threshold,
     = sqrt(var + epsilon)`` as MXNet's LayerNorm gives it.
     """
     C = X.shape[1]
-    t = X.dtype.type                  # X's type: no float64 arithmetic
     f = onp.empty(C, X.dtype)
     z = onp.empty(C, X.dtype)
     for i in range(r0, r1):
         _row_dropout(seed, threshold, keep_scale, i, f)
-        s = t(0.0)
         for j in range(C):
             z[j] = X[i, j] + Y[i, j] * f[j]
-            s += z[j]
-        m = s / t(C)
-        v = t(0.0)
-        for j in range(C):
-            v += (z[j] - m) * (z[j] - m)
-        sd = onp.sqrt(v / t(C) + epsilon)
-        inv = t(1.0) / sd
-        for j in range(C):
-            out[i, j] = (z[j] - m) * inv * gamma[j] + beta[j]
-        mean[i] = m
-        std[i] = sd
+        mean[i], std[i] = _normalize_row(z, gamma, beta, epsilon, out[i])
 
 
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)

@@ -297,13 +297,22 @@ def self_attention(F, qkv, valid_lens, num_heads, dropout):
     attention_weights : shape (B*h, T, T), before dropout
     """
     qkv = qkv.as_nd_ndarray()
-    args = [qkv, _dropout_seed(F, qkv)]
-    if valid_lens is not None:
-        args.append(valid_lens.as_nd_ndarray())
-    out = F.Custom(*args, heads=str(num_heads), dropout=repr(float(dropout)),
-                   has_lens=str(valid_lens is not None),
-                   op_type='d2l_bert_self_attention')
+    out = attention_op(F, 'd2l_bert_self_attention',
+                       [qkv, _dropout_seed(F, qkv)], valid_lens, num_heads,
+                       dropout=repr(float(dropout)))
     return out[0].as_np_ndarray(), out[1].as_np_ndarray()
+
+
+def attention_op(F, op_type, inputs, valid_lens, num_heads, **attributes):
+    """`F.Custom` of an attention operator (`op_type`, registered with an
+    `AttentionProp`): its `inputs` (legacy arrays, `qkv` first), then
+    `valid_lens` if not None, with the heads and whether lengths are
+    given among its `attributes`."""
+    if valid_lens is not None:
+        inputs = inputs + [valid_lens.as_nd_ndarray()]
+    return F.Custom(*inputs, heads=str(num_heads),
+                    has_lens=str(valid_lens is not None), op_type=op_type,
+                    **attributes)
 
 
 def add_norm(F, X, Y, gamma, beta, epsilon, dropout):
@@ -843,24 +852,48 @@ class _SelfAttention(mx.operator.CustomOp):
         _assign(in_grad[0], req[0], dX)
 
 
-@_register('d2l_bert_self_attention')
-class _SelfAttentionProp(mx.operator.CustomOpProp):
-    def __init__(self, heads, dropout='0.0', has_lens='True'):
-        super().__init__(need_top_grad=True)
+class AttentionProp(mx.operator.CustomOpProp):
+    """What the properties of the attention operators (training's here,
+    inference's in `_inference_ops`) share: the `heads` and `has_lens`
+    attributes, the arguments `leading` then ``valid_lens`` when given,
+    and their shapes checked.
+
+    Parameters
+    ----------
+    heads : str
+    has_lens : str
+        'True' or 'False'.
+    need_top_grad : bool
+    """
+    leading = ('qkv',)
+
+    def __init__(self, heads, has_lens='True', need_top_grad=True):
+        super().__init__(need_top_grad=need_top_grad)
         self.heads = int(heads)
-        self.dropout = float(dropout)
         self.has_lens = has_lens == 'True'
 
     def list_arguments(self):
-        return ['qkv', 'seed'] + (['valid_lens'] if self.has_lens else [])
+        return list(self.leading) + (['valid_lens'] if self.has_lens else [])
+
+    def checked_qkv_shape(self, in_shape):
+        """``(B, T, 3*H)``, once `_check_qkv_shapes` accepts the shapes."""
+        lens = in_shape[len(self.leading)] if self.has_lens else None
+        return _check_qkv_shapes(in_shape[0], lens, self.heads)
+
+
+@_register('d2l_bert_self_attention')
+class _SelfAttentionProp(AttentionProp):
+    leading = ('qkv', 'seed')
+
+    def __init__(self, heads, dropout='0.0', has_lens='True'):
+        super().__init__(heads, has_lens)
+        self.dropout = float(dropout)
 
     def list_outputs(self):
         return ['output', 'attention_weights', 'dropout_on']
 
     def infer_shape(self, in_shape):
-        B, T, H3 = _check_qkv_shapes(
-            in_shape[0], in_shape[2] if self.has_lens else None,
-            self.heads)                                      # (B, T, 3*H)
+        B, T, H3 = self.checked_qkv_shape(in_shape)          # (B, T, 3*H)
         return (list(map(tuple, in_shape)),
                 [(B, T, H3 // 3), (B * self.heads, T, T), (1,)], [])
 

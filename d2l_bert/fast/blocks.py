@@ -263,7 +263,12 @@ class _Checked(nn.HybridBlock):
     graph runs, and a new graph when an optional input turns None or
     back (a graph is traced for one pattern of given inputs)."""
 
-    def _prepare(self, optional):
+    def _prepare(self, encoder, tokens, segments, valid_lens, optional):
+        """Check the encoder's inputs as the book does (`encoder`: the
+        twin encoder, which has the book's sizes), then drop the graph if
+        the pattern of given `optional` inputs changed."""
+        check_encoder_inputs(tokens, segments, valid_lens,
+                             encoder.vocab_size, encoder.max_len)
         structure = tuple(arg is None for arg in optional)
         if getattr(self, '_input_structure', structure) != structure:
             self._clear_cached_op()
@@ -306,15 +311,16 @@ class FastBERTEncoder(_Checked):
     def forward(self, tokens, segments, valid_lens=None):
         """Check the inputs (arrays, not a graph's symbols), then encode."""
         if not isinstance(tokens, mx.sym.Symbol):
-            check_encoder_inputs(tokens, segments, valid_lens,
-                                 self.vocab_size, self.max_len)
-            self._prepare([valid_lens])
+            self._prepare(self, tokens, segments, valid_lens, [valid_lens])
         return super().forward(tokens, segments, valid_lens)
 
     def hybrid_forward(self, F, tokens, segments, valid_lens=None,
                        pos_embedding=None):
         """`tokens`, `segments` (B, T), `valid_lens` (B,) -> (B, T, H)."""
         positions = F.npx.arange_like(tokens, axis=1)        # (T,)
+        # The book's `BERTEncoder.forward` in a graph: the twin repeats
+        # its lines (the book's stay as the book writes them), the sum of
+        # the embeddings in one operator
         X = _ops.add_embeddings(
             F, self.token_embedding(tokens),                 # (B, T, H)
             self.segment_embedding(segments),                # (B, T, H)
@@ -382,12 +388,10 @@ class FastBERTModel(_Checked):
                 pred_positions=None):
         """Check the inputs (arrays), then run the graph."""
         if not isinstance(tokens, mx.sym.Symbol):
-            check_encoder_inputs(tokens, segments, valid_lens,
-                                 self.encoder.vocab_size,
-                                 self.encoder.max_len)
+            self._prepare(self.encoder, tokens, segments, valid_lens,
+                          [valid_lens, pred_positions])
             if pred_positions is not None:
                 check_pred_positions(pred_positions, *tokens.shape)
-            self._prepare([valid_lens, pred_positions])
         with warnings.catch_warnings():
             # Without `pred_positions` the graph leaves `mlm` out, as it
             # should; Gluon's warning about unused parameters would confuse
@@ -425,6 +429,8 @@ class FastBERTClassifier(_Checked):
     kernels : bool
         Use the compiled loops (else MXNet's operators).
     """
+    # Built and checked as `FastBERTModel` is: each twin mirrors its book
+    # class, and the book's `BERTClassifier` repeats `BERTModel` here
     def __init__(self, net, kernels):
         super().__init__()
         self.encoder = FastBERTEncoder(net.encoder, kernels)
@@ -435,9 +441,8 @@ class FastBERTClassifier(_Checked):
         """`inputs`: (tokens_X (B, T), segments_X (B, T), valid_lens_x
         (B,)).  Returns the class scores (B, C)."""
         tokens_X, segments_X, valid_lens_x = inputs
-        check_encoder_inputs(tokens_X, segments_X, valid_lens_x,
-                             self.encoder.vocab_size, self.encoder.max_len)
-        self._prepare([valid_lens_x])
+        self._prepare(self.encoder, tokens_X, segments_X, valid_lens_x,
+                      [valid_lens_x])
         return super().forward(tokens_X, segments_X, valid_lens_x)
 
     def hybrid_forward(self, F, tokens_X, segments_X, valid_lens_x=None):

@@ -37,7 +37,6 @@ import mxnet as mx
 from mxnet import autograd
 from mxnet.gluon import nn
 
-from ..checks import check_encoder_inputs
 from . import _inference_ops, _ops
 from .blocks import (FastAddNorm, FastBERTEncoder, FastSelfAttention,
                      FastTransformerEncoderBlock, _Checked, _param)
@@ -146,10 +145,8 @@ class InferenceBERT(_Checked):
     def forward(self, tokens, segments, valid_lens=None):
         """Check the inputs as `BERTEncoder` does, then run the graph."""
         if not isinstance(tokens, mx.sym.Symbol):
-            check_encoder_inputs(tokens, segments, valid_lens,
-                                 self.encoder.vocab_size,
-                                 self.encoder.max_len)
-            self._prepare([valid_lens])
+            self._prepare(self.encoder, tokens, segments, valid_lens,
+                          [valid_lens])
         return super().forward(tokens, segments, valid_lens)
 
     def hybrid_forward(self, F, tokens, segments, valid_lens=None):

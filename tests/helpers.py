@@ -1,0 +1,178 @@
+"""What the tests share: the tiny configuration, seeding, the tolerances
+of float comparisons and small runs on the embedded corpus.
+
+Test files import from here (``from helpers import TINY``), never from
+each other or from `conftest`, which holds the fixtures.
+"""
+import collections
+import json
+import os
+import pickle
+import random
+import zipfile
+
+import mxnet as mx
+import numpy as onp
+import pytest
+from mxnet import init
+
+#: A configuration small enough for fast tests (vocab 99, hidden 32, 2
+#: blocks), in the book's argument names
+TINY = dict(vocab_size=99, num_hiddens=32, ffn_num_hiddens=48, num_heads=4,
+            num_blks=2, dropout=0.0, max_len=16)
+
+#: The sequence length of the tiny pretraining runs (`make_run`)
+RUN_MAX_LEN = 64
+
+
+def tiny(**changes):
+    """`TINY` with some arguments changed, as a new dict."""
+    return dict(TINY, **changes)
+
+
+def seed_all(seed=0):
+    """Seed Python's, NumPy's and MXNet's generators."""
+    random.seed(seed)
+    onp.random.seed(seed)
+    mx.random.seed(seed)
+
+
+# --- Tolerances --------------------------------------------------------------
+#
+# Float32 sums taken in another order (fused projections, an added mask,
+# compiled loops, oneDNN's fused operators) differ by a few units in the
+# 6th digit on values of order 1: `REORDERED` leaves room for that and for
+# nothing else.  Gradients pass through the whole model and a sum over
+# every position, and W_k's bias has a zero gradient in exact arithmetic
+# (a softmax ignores a constant added to every score), so only rounding
+# is left there: `GRADIENTS`.  Another device (a GPU's kernels) rounds
+# differently again: `OTHER_DEVICE`.
+
+Tolerance = collections.namedtuple('Tolerance', 'rtol atol')
+EXACT = Tolerance(rtol=0, atol=0)
+REORDERED = Tolerance(rtol=1e-5, atol=1e-5)
+GRADIENTS = Tolerance(rtol=1e-4, atol=2e-5)
+OTHER_DEVICE = Tolerance(rtol=1e-5, atol=1e-4)
+
+
+def assert_close(actual, expected, tolerance=REORDERED, err_msg=''):
+    """Assert two arrays (MXNet's or NumPy's) equal within `tolerance`."""
+    onp.testing.assert_allclose(_numpy(actual), _numpy(expected),
+                                rtol=tolerance.rtol, atol=tolerance.atol,
+                                err_msg=err_msg)
+
+
+def _numpy(a):
+    return a.asnumpy() if hasattr(a, 'asnumpy') else onp.asarray(a)
+
+
+def copy_params(src, dst):
+    """Give `dst` the parameter values of `src`, matched by name."""
+    src_params = src._collect_params_with_prefix()
+    dst_params = dst._collect_params_with_prefix()
+    assert sorted(src_params) == sorted(dst_params)
+    for name, param in src_params.items():
+        dst_params[name].set_data(param.data())
+
+
+def kernel_params():
+    """``[True, False]`` as the parameters `kernels` of a fast-layer test:
+    the compiled loops (skipped where numba is missing or cannot compile)
+    and MXNet's own operators."""
+    from d2l_bert.fast import _ops
+    return [pytest.param(True, id='kernels', marks=pytest.mark.skipif(
+                not _ops.available(), reason='numba is missing or cannot '
+                'compile here: no compiled loops to test')),
+            pytest.param(False, id='mxnet-ops')]
+
+
+# --- Tiny pretraining runs on the embedded corpus ----------------------------
+
+
+def write_small_corpus(directory, num_train=60, num_valid=30):
+    """Write the first paragraphs of the embedded corpus's two splits to
+    `directory` (WikiText's file names) and return it as a string."""
+    from d2l_bert.data import corpus
+    os.makedirs(directory, exist_ok=True)
+    for split, count in (('train', num_train), ('valid', num_valid)):
+        name = corpus.FILE_NAMES[split]
+        with open(os.path.join(corpus.DATA_DIR, name),
+                  encoding='utf-8') as f:
+            lines = [line for line in f if len(line.split(' . ')) >= 2]
+        with open(os.path.join(directory, name), 'w',
+                  encoding='utf-8') as f:
+            f.writelines(lines[:count])
+    return str(directory)
+
+
+def run_config(vocab, dropout=0.0):
+    """The tiny BERT's arguments for a run on `vocab`'s data."""
+    return tiny(vocab_size=len(vocab), max_len=RUN_MAX_LEN, dropout=dropout)
+
+
+def make_run(corpus_dir, batch_size=32, dropout=0.0, devices=None,
+             seed=0):
+    """Data, vocabulary and a freshly initialized tiny BERT, all seeded."""
+    from d2l_bert import BERTModel
+    from d2l_bert.dataset import load_data_wiki
+    devices = devices or [mx.cpu()]
+    seed_all(seed)
+    train_iter, vocab = load_data_wiki(batch_size, RUN_MAX_LEN,
+                                       corpus=corpus_dir, seed=seed)
+    net = BERTModel(**run_config(vocab, dropout))
+    net.initialize(init.Xavier(), ctx=devices)
+    return train_iter, vocab, net
+
+
+# --- d2l-bert pretrain runs and their checkpoints ------------------------
+
+TINY_ARGS = ['--batch-size', '32', '--num-hiddens', '32',
+             '--ffn-num-hiddens', '48', '--num-heads', '2']
+
+
+JOB_ARGS = TINY_ARGS + ['--dropout', '0', '--checkpoint-every', '2']
+
+
+def checkpoint_state(path):
+    """``(meta, params, adam)`` of a checkpoint: its meta data, the
+    parameters by name and Adam's moments by index, as NumPy arrays."""
+    with zipfile.ZipFile(path) as z:
+        meta = json.loads(z.read('meta.json'))
+        params_bytes, states_bytes = (z.read('model.params'),
+                                      z.read('trainer.states'))
+    tmp = f'{path}.params'
+    with open(tmp, 'wb') as f:
+        f.write(params_bytes)
+    try:
+        params = {k: v.asnumpy() for k, v in mx.nd.load(tmp).items()}
+    finally:
+        os.remove(tmp)
+    states, _ = pickle.loads(states_bytes)
+    adam = {i: [a.asnumpy() for a in pair] for i, pair in states.items()}
+    return meta, params, adam
+
+
+def checkpoint_step(path):
+    """Steps done by the checkpoint at `path`; 0 while it is missing."""
+    from d2l_bert.runs.pretraining import read_checkpoint_meta
+    try:
+        return read_checkpoint_meta(path)['step']
+    except (OSError, ValueError):
+        return 0
+
+
+def assert_same_state(a, b):
+    """The same losses step by step, parameters and Adam moments, to the
+    last bit."""
+    (meta_a, params_a, adam_a), (meta_b, params_b, adam_b) = a, b
+    assert meta_a['step'] == meta_b['step']
+    assert meta_a['history']['mlm'] == meta_b['history']['mlm']
+    assert meta_a['history']['nsp'] == meta_b['history']['nsp']
+    assert sorted(params_a) == sorted(params_b)
+    for name in params_a:
+        onp.testing.assert_array_equal(params_a[name], params_b[name],
+                                       err_msg=name)
+    assert sorted(adam_a) == sorted(adam_b)
+    for i in adam_a:
+        for x, y in zip(adam_a[i], adam_b[i]):
+            onp.testing.assert_array_equal(x, y)
