@@ -48,7 +48,7 @@ def first_snli_pairs(data_dir, num_pairs, folder):
     FileNotFoundError
         If `data_dir` lacks one of the two files.
     """
-    check_positive_int('num_pairs', num_pairs)
+    num_pairs = check_positive_int('num_pairs', num_pairs)
     for file_name in SPLITS:
         source = os.path.join(data_dir, file_name)
         if not os.path.isfile(source):
