@@ -5,6 +5,7 @@
 
     python benchmarks/bench_chapter.py                 # the default run
     python benchmarks/bench_chapter.py -- --full       # options of chapter
+    python benchmarks/bench_chapter.py --offline       # the server has nothing
 
 The chapter's default run downloads `bert.small` and SNLI, as the book
 does, and fine-tunes on the first 1,000 pairs of each split.  This script
@@ -39,6 +40,9 @@ def parse_args(argv=None):
     p.add_argument('--work', default=os.path.join(
         tempfile.gettempdir(), 'd2l-bert-bench-chapter'),
         help='where the stand-in archives are written once and kept')
+    p.add_argument('--offline', action='store_true',
+                   help='the server answers 404: the run a machine without '
+                        'a network gets, for comparison')
     p.add_argument('chapter', nargs='*',
                    help='options of `d2l-bert chapter`, after --')
     return p.parse_args(argv)
@@ -126,15 +130,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def serve(paths, cache):
-    """Serve `paths` on 127.0.0.1 and point the hub there, with the empty
-    cache `cache`; return the server."""
+def serve(paths, cache, offline=False):
+    """Serve `paths` on 127.0.0.1 (nothing if `offline`) and point the
+    hub there, with the empty cache `cache`; return the server."""
     import d2l_bert
     from d2l_bert import hub
     for var in ('http_proxy', 'HTTP_PROXY', 'all_proxy', 'ALL_PROXY'):
         os.environ.pop(var, None)
     os.environ['D2L_BERT_DATA'] = cache
-    _Handler.files = paths
+    _Handler.files = {} if offline else paths
     httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     url = f'http://127.0.0.1:{httpd.server_address[1]}/'
@@ -163,7 +167,7 @@ def main(argv=None):
         print(f'{os.path.basename(path)}: {os.path.getsize(path) / 1e6:.0f}'
               ' MB served from 127.0.0.1')
     with tempfile.TemporaryDirectory(prefix='d2l-bert-cache-') as cache:
-        httpd = serve(paths, cache)
+        httpd = serve(paths, cache, args.offline)
         start = time.perf_counter()
         try:
             status = cli.main(['chapter', *args.chapter])
@@ -172,8 +176,10 @@ def main(argv=None):
             httpd.server_close()
         seconds = time.perf_counter() - start
     load = ', '.join(f'{x:.1f}' for x in os.getloadavg())
+    where = ('offline (the server had nothing)' if args.offline
+             else 'with the downloads from 127.0.0.1')
     print(f'd2l-bert chapter {" ".join(args.chapter)}: {seconds:.1f} s '
-          f'with the downloads from 127.0.0.1 (load average {load})')
+          f'{where} (load average {load})')
     return status
 
 
