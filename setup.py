@@ -6,29 +6,55 @@ fresh machine resolves exactly the same versions every time.
 """
 import sys
 
-SUPPORTED = ((3, 8), (3, 11))
+# The Pythons d2l-bert installs on.  3.8 to 3.11 get the book's exact
+# environment (NumPy 1.23.5, d2l 1.0.3's own pins); 3.12 and later get
+# today's NumPy 2, with MXNet 1.9.1 and d2l 1.0.3 installed without their
+# pins (`requirements/no-deps.txt`) and the few NumPy names MXNet still
+# reads given back by `d2l_bert/mxnet_compat.py`.  3.15 and later have no
+# lock file yet.
+SUPPORTED = ((3, 8), (3, 14))
 
 if not SUPPORTED[0] <= sys.version_info[:2] <= SUPPORTED[1]:
     sys.exit(
-        f"d2l-bert needs Python 3.8 to 3.11; this is Python "
-        f"{sys.version_info[0]}.{sys.version_info[1]}. MXNet 1.9.1 and "
-        "numpy 1.23.5 publish no wheels for newer Pythons. Install Python "
-        "3.11 (pyenv, uv, conda or python.org) and follow README.md: "
-        "`python3.11 run.py chapter`.")
+        f"d2l-bert installs on Python 3.8 to 3.14; this is Python "
+        f"{sys.version_info[0]}.{sys.version_info[1]}, for which it has no "
+        "tested set of versions (requirements/pyXY.txt). Use Python 3.13 "
+        "or 3.11 and follow README.md: `python3.13 run.py chapter`.")
 
 from setuptools import find_packages, setup  # noqa: E402  (after the check)
 
+#: Environment markers: the book's environment, and Python 3.12 and later
+BOOK = 'python_version < "3.12"'
+NEW = 'python_version >= "3.12"'
+
 INSTALL_REQUIRES = [
-    'mxnet==1.9.1',
-    'numpy==1.23.5',  # MXNet 1.9.1 breaks on numpy 1.24 and later
-    'd2l==1.0.3',
+    # Python 3.8 to 3.11: the book's versions
+    f'mxnet==1.9.1; {BOOK}',
+    f'numpy==1.23.5; {BOOK}',  # MXNet 1.9.1 reads names 1.24 removed
+    f'd2l==1.0.3; {BOOK}',
+    f'matplotlib==3.7.2; {BOOK}',  # the version d2l 1.0.3 pins
+    f'numba==0.58.1; {BOOK}',  # the last numba for Python 3.8
+    f'tokenizers==0.20.3; {BOOK}',
+    # Python 3.12 and later: NumPy 2.  MXNet 1.9.1 and d2l 1.0.3 pin
+    # versions that have no wheels there (numpy<2, numpy==1.23.5,
+    # pandas==2.0.3...), so run.py installs them with --no-deps from
+    # requirements/no-deps.txt; what they import is listed here
+    f'numpy==2.5.5; {NEW}',
+    f'setuptools==84.2.1; {NEW}',  # its shim provides distutils for MXNet
+    f'requests==2.32.5; {NEW}',  # MXNet and d2l
+    f'pandas==3.1.1; {NEW}',  # d2l
+    f'matplotlib==3.11.2; {NEW}',
+    f'matplotlib-inline==0.2.2; {NEW}',
+    f'jupyter==1.1.1; {NEW}',  # d2l declares it; runs the notebooks
+    f'numba==0.68.1; {NEW}',
+    # numba's `np.dot` calls SciPy's BLAS (the compiled attention); d2l
+    # declares SciPy too
+    f'scipy==1.18.1; {NEW}',
+    f'tokenizers==0.23.3; {NEW}',  # 0.20.3 has no wheels for 3.14
+    # every Python
     'tqdm==4.67.1',
-    'matplotlib==3.7.2',  # the version d2l 1.0.3 pins
     # read Hugging Face BERT checkpoints (weights, WordPiece) without torch
     'safetensors==0.5.3',
-    'tokenizers==0.20.3',
-    # compiles the CPU loops of the fast pretraining step (d2l_bert/fast)
-    'numba==0.58.1',  # the last numba for Python 3.8; numpy 1.22 to 1.26
     # reads notebook editions (`d2l-bert check-text FILE.ipynb`, chapter)
     'nbformat==5.10.4',
 ]
@@ -40,8 +66,12 @@ EXTRAS = {
         'ipykernel==6.29.5',
     ],
     'docs': [
-        'sphinx==7.1.2',  # the last Sphinx that runs on Python 3.8
-        'myst-parser==3.0.1',
+        # the last Sphinx that runs on Python 3.8; it needs `imghdr`,
+        # which Python 3.13 removed
+        f'sphinx==7.1.2; {BOOK}',
+        f'myst-parser==3.0.1; {BOOK}',
+        f'sphinx==8.1.3; {NEW}',
+        f'myst-parser==4.0.1; {NEW}',
     ],
 }
 
@@ -64,7 +94,7 @@ setup(
     include_package_data=True,
     package_data={'d2l_bert': ['data/*', 'data/embedded/*', 'data/**/*'],
                   'd2l_bert.notebooks': ['*.ipynb']},
-    python_requires='>=3.8,<3.12',
+    python_requires='>=3.8,<3.15',
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS,
     entry_points={'console_scripts': ['d2l-bert = d2l_bert.cli:main']},
@@ -73,5 +103,8 @@ setup(
         'Programming Language :: Python :: 3.9',
         'Programming Language :: Python :: 3.10',
         'Programming Language :: Python :: 3.11',
+        'Programming Language :: Python :: 3.12',
+        'Programming Language :: Python :: 3.13',
+        'Programming Language :: Python :: 3.14',
     ],
 )

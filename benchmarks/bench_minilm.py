@@ -2,7 +2,7 @@
 
 ::
 
-    python benchmarks/bench_minilm.py --torch-python /work/hfref/bin/python
+    python benchmarks/bench_minilm.py --torch-python PYTHON
     python benchmarks/bench_minilm.py --torch-python ... --isa avx2
     python benchmarks/bench_minilm.py --book          # + the book's blocks
     python benchmarks/bench_minilm.py --sorting 2000  # length-sorted batches

@@ -2,8 +2,8 @@
 
 sec_attention-scoring-functions gives `masked_softmax` and
 `DotProductAttention`; sec_multihead-attention gives `MultiHeadAttention`.
-They are plain Gluon `nn.Block`s with `forward`, line for line the book's
-code.  Their fused, compiled twin lives apart, in `d2l_bert.fast`.
+They are plain Gluon blocks (`nn.Block` with `forward`), line for line
+the book's code.  Their fused, compiled twin lives apart, in `d2l_bert.fast`.
 
 Dimension key used in the shape comments:
 

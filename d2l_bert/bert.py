@@ -1,8 +1,8 @@
 """sec_bert: the BERT model, read top to bottom in the book's order.
 
 `get_tokens_and_segments`, then `BERTEncoder`, `MaskLM`,
-`NextSentencePred` and `BERTModel`: plain Gluon `nn.Block`s with
-`forward`, the book's lines in the book's order.  Beyond the book, each
+`NextSentencePred` and `BERTModel`: plain Gluon blocks (`nn.Block`
+with `forward`), the book's lines in the book's order.  Beyond the book, each
 `forward` first checks its inputs (`d2l_bert.checks`), and keyword
 options give the original BERT's architecture (`ORIGINAL_BERT`), which
 the Hugging Face loader (`d2l_bert.hf`) uses.  The fast twins of these
@@ -68,9 +68,9 @@ class BERTEncoder(nn.Block):
     Parameters
     ----------
     vocab_size : int
-        V.
+        Size of the vocabulary (V in the shape comments).
     num_hiddens : int
-        H.
+        Size of each token's encoding (H in the shape comments).
     ffn_num_hiddens : int
         Hidden size of each block's position-wise FFN.
     num_heads : int
@@ -79,6 +79,8 @@ class BERTEncoder(nn.Block):
         Number of encoder blocks (`num_layers` in the 0.17 editions, also
         accepted as a keyword).
     dropout : float
+        Dropout rate in every encoder block (and on the embedding sum with
+        `embedding_norm`).
     max_len : int, default 1000
         Number of learnable positions: the longest input accepted.
     activation, epsilon, embedding_norm : keyword-only options
@@ -134,7 +136,8 @@ class MaskLM(nn.Block):
     Parameters
     ----------
     vocab_size : int
-        V.
+        Size of the vocabulary (V in the shape comments): one score
+        per token.
     num_hiddens : int
         H, the size of the MLP's hidden layer.
     activation, epsilon : keyword-only options
@@ -203,7 +206,9 @@ class BERTModel(nn.Block):
     vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks : int
         As for `BERTEncoder` (`num_layers` is accepted for `num_blks`).
     dropout : float
+        As for `BERTEncoder`.
     max_len : int, default 1000
+        Number of learnable positions, as for `BERTEncoder`.
     activation, epsilon, embedding_norm : keyword-only options
         As for `BERTEncoder`; see `ORIGINAL_BERT`.
     tie_weights : bool, keyword-only, default False
@@ -239,8 +244,12 @@ class BERTModel(nn.Block):
         Parameters
         ----------
         tokens, segments : int arrays, shape (B, T)
+            Token indices and segment ids (0 or 1) of each sequence.
         valid_lens : array, shape (B,), optional
+            Number of real tokens of each sequence; None: all T.
         pred_positions : int array, shape (B, P), optional
+            Positions whose tokens the MLM head predicts; None: no MLM
+            prediction.
 
         Returns
         -------

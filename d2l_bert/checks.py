@@ -54,7 +54,9 @@ def check_encoder_inputs(tokens, segments, valid_lens, vocab_size, max_len):
     Parameters
     ----------
     tokens, segments : arrays, shape (B, T)
+        The encoder's token indices and segment ids.
     valid_lens : array of shape (B,), or None
+        Number of real tokens of each sequence.
     vocab_size, max_len : int
         The encoder's vocabulary size and number of positions.
     """
@@ -103,6 +105,7 @@ def check_pred_positions(pred_positions, batch_size, seq_len):
     Parameters
     ----------
     pred_positions : array, shape (B, P)
+        Positions to predict, each in [0, T).
     batch_size, seq_len : int
         B and T of the encoded sequences.
     """

@@ -155,6 +155,7 @@ def worker_shards(batch, devices, rank=0, num_workers=1):
     devices : list of mxnet.Context
         This worker's D devices.
     rank, num_workers : int
+        This worker's index and the number of workers.
 
     Returns
     -------
@@ -183,6 +184,7 @@ class worker_rows:
     Parameters
     ----------
     data_iter : iterable of tuples of ndarray
+        Global batches, the same in every worker.
     kvstore : mxnet.kvstore.KVStore, optional
         The job's kvstore, which knows this worker's rank; default
         `create_kvstore()`.
@@ -234,6 +236,7 @@ class Workers:
         Parameters
         ----------
         values : list of float
+            This worker's values.
 
         Returns
         -------

@@ -1,7 +1,9 @@
 """Turn the command line's device strings into MXNet contexts.
 
-`--ctx` takes one device (`cpu`, `cpu:N`, `gpu`, `gpu:N`); `--devices`
-takes a comma-separated list of them, or `all-gpus`.  Asking for a GPU on a
+`--devices` (`--ctx`, its old spelling) takes one device (`cpu`,
+`cpu:N`, `gpu`, `gpu:N`), a comma-separated list of them, or `all-gpus`
+(`parse_devices`; `d2l_bert.cli._args` checks the form before `mxnet`
+is imported).  Asking for a GPU on a
 machine without one is a `ValueError` with a one-line message, never a
 CUDA traceback.
 """

@@ -215,12 +215,14 @@ def role_environment(role, *, scheduler, port, num_workers, num_servers,
     Parameters
     ----------
     role : {'scheduler', 'server', 'worker'}
+        The process's part in the job (``DMLC_ROLE``).
     scheduler : str
         The scheduler's address (``DMLC_PS_ROOT_URI``); the scheduler
         binds to it.
     port : int
         The scheduler's port.
     num_workers, num_servers : int
+        Number of workers and of servers of the job.
     node_host : str
         The address a server or a worker binds to (``DMLC_NODE_HOST``).
     num_threads : int
@@ -261,6 +263,7 @@ def local_roles(worker_argv, num_workers, num_servers, port, num_threads,
     worker_argv : list of str
         Each worker's command.
     num_workers, num_servers : int
+        Number of workers and of servers of the job.
     port : int
         The scheduler's port on 127.0.0.1.
     num_threads : int
@@ -476,6 +479,7 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
     Parameters
     ----------
     roles : list of Role
+        The processes to start, in order.
     prog : str
         Starts the message line (``d2l-bert pretrain: error: ...``).
     grace, finish, poll : float

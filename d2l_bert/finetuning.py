@@ -286,10 +286,10 @@ class SNLIBERTDataset(gluon.data.Dataset):
         Worker processes that pack the pairs (the book uses 4); 0 packs
         them in this process.
 
-    Items
+    Notes
     -----
-    (token_ids, segments, valid_len), label
-        ``(T,) int32``, ``(T,) int32``, ``() float32`` and ``() float32``.
+    Item ``i`` is ``((token_ids, segments, valid_len), label)``:
+    ``(T,) int32``, ``(T,) int32``, ``() float32`` and ``() float32``.
     """
     def __init__(self, dataset, max_len, vocab=None, num_workers=4):
         if vocab is None:
@@ -374,16 +374,11 @@ class BERTClassifier(nn.Block):
     bert : BERTModel
         Pretrained, as `load_pretrained_model` returns it.
 
-    Inputs
-    ------
-    inputs : tuple
-        ``(tokens_X, segments_X, valid_lens_x)``: ``(B, T)``, ``(B, T)``
-        and ``(B,)``.
-
-    Returns
-    -------
-    ndarray
-        ``(B, 3)`` scores of entailment, contradiction and neutral.
+    Notes
+    -----
+    Called on ``inputs = (tokens_X, segments_X, valid_lens_x)`` of
+    shapes ``(B, T)``, ``(B, T)`` and ``(B,)``, it returns the ``(B, 3)``
+    scores of entailment, contradiction and neutral.
     """
     def __init__(self, bert):
         super().__init__()
@@ -412,8 +407,11 @@ def cls_spread(bert, dataset, num_examples=64):
     Parameters
     ----------
     bert : BERTModel
+        The pretrained model to check.
     dataset : SNLIBERTDataset
+        Pairs to encode.
     num_examples : int
+        How many of its first examples to encode.
 
     Returns
     -------
@@ -442,11 +440,18 @@ def train_ch13_history(net, train_iter, test_iter, loss, trainer,
     Parameters
     ----------
     net : BERTClassifier
+        Initialized on every context of `devices`.
     train_iter, test_iter : gluon.data.DataLoader
+        Batches of ``(inputs, labels)`` for training and for the test
+        accuracy after each epoch.
     loss : gluon.loss.Loss
+        Per-example loss, as `d2l.train_ch13` takes it.
     trainer : gluon.Trainer
+        The optimizer of `net`'s parameters.
     num_epochs : int
+        Passes over `train_iter`.
     devices : list of mxnet.Context
+        Each batch is split over them.
     split_f : callable
         Splits a minibatch over `devices`.
     progress : bool

@@ -905,6 +905,7 @@ def set_parameters(block, arrays, ctx):
         One array per parameter, named as ``save_parameters`` names them
         (``'blks.0.attention.W_q.weight'``).
     ctx : mxnet.Context
+        Where the parameters are placed.
     """
     import mxnet as mx
     params = block._collect_params_with_prefix()
@@ -1015,7 +1016,9 @@ class PretrainedBERT:
         Parameters
         ----------
         text_a : str
+            The text, or the first text of a pair.
         text_b : str, optional
+            The second text of a pair.
 
         Returns
         -------
@@ -1036,6 +1039,7 @@ class PretrainedBERT:
         Parameters
         ----------
         texts : list of str or of (str, str or None)
+            Texts, or pairs of texts, to encode as one padded batch.
 
         Returns
         -------

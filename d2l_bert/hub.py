@@ -79,6 +79,7 @@ def file_hash(file_name, algorithm='sha1'):
     Parameters
     ----------
     file_name : str
+        Path of the file.
     algorithm : str, default 'sha1'
         A name `hashlib.new` knows: 'sha1' for the d2l hub and WikiText-2,
         'sha256' for the files of a pip package.

@@ -149,7 +149,9 @@ def save_pretrained(net, vocab, model_dir, config):
     Parameters
     ----------
     net : BERTModel
+        The model to save.
     vocab : Vocab
+        Its vocabulary.
     model_dir : str
         Created if missing.
     config : dict
@@ -222,7 +224,9 @@ class D2LTextEncoder:
     Parameters
     ----------
     model_dir : str
+        A directory as `save_pretrained` writes it.
     ctx : mxnet.Context, optional
+        Where the model runs; default the CPU.
     """
 
     def __init__(self, model_dir, ctx=None):

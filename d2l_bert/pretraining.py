@@ -125,9 +125,13 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps,
         Initialized on every context of `devices` (or its fast twin,
         `d2l_bert.fast.accelerate(net)`).
     loss : gluon.loss.SoftmaxCELoss
+        The loss of both tasks, the book's ``gluon.loss.SoftmaxCELoss()``.
     vocab_size : int
+        V, the number of classes of the MLM loss.
     devices : list of mxnet.Context
+        Where `net` is initialized; each batch is split over them.
     num_steps : int
+        Number of batches to train on (the book: 50).
     kvstore : str or mxnet.kvstore.KVStore, default 'device'
         Beyond the book: where `Trainer` sums the gradients of the
         devices.  In a worker of a ``dist_sync`` job (``d2l-bert
@@ -212,8 +216,11 @@ def get_bert_encoding(net, tokens_a, tokens_b=None, *, vocab=None,
     Parameters
     ----------
     net : BERTModel
+        A pretrained model.
     tokens_a : list of str
+        Tokens of the first text.
     tokens_b : list of str, optional
+        Tokens of the second text of a pair.
     vocab : Vocab, keyword-only
         The vocabulary `net` was trained with (required).
     devices : list of mxnet.Context, keyword-only, optional

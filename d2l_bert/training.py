@@ -68,12 +68,16 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
     net : BERTModel
         Initialized on every context of `devices`.
     loss : gluon.loss.SoftmaxCELoss
+        The loss of both tasks, as for the book's `train_bert`.
     vocab_size : int
+        V, the number of classes of the MLM loss.
     devices : list of mxnet.Context
+        Each batch is split over them.
     num_steps : int
         Total number of steps (a resumed run counts the steps done
         before).
     learning_rate : float, keyword-only, default 0.01
+        Adam's learning rate (the book's 0.01).
     plot : 'auto', bool or str, keyword-only
         'auto' draws the curves inline in a notebook and nothing
         elsewhere; True draws inline; a str saves a PNG there at the end.
@@ -86,6 +90,7 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
         before each step, so that a resumed run repeats an uninterrupted
         one.
     checkpoint_every : int, keyword-only, default 10
+        Steps between two checkpoints.
     resume : bool, keyword-only, default False
         Continue from `checkpoint` if the file exists.
     config : dict, keyword-only, optional
@@ -528,11 +533,15 @@ def save_checkpoint(path, net, trainer, step, history, *, data_state=None,
     Parameters
     ----------
     path : str
+        The zip file to write.
     net : gluon.Block
+        The model being trained.
     trainer : gluon.Trainer
+        Its trainer, whose optimizer state is saved.
     step : int
         Steps done.
     history : PretrainingHistory
+        The losses so far.
     data_state : dict, optional
         From `_DataPosition.state`.
     mx_seed : int, optional
@@ -651,10 +660,13 @@ def evaluate_bert(net, data_iter, vocab_size, devices):
     Parameters
     ----------
     net : BERTModel
+        The model to evaluate (dropout is off outside training).
     data_iter : iterable of 7-tuples of ndarray
         Batches as `train_iter` of `train_bert` gives them; walked once.
     vocab_size : int
+        V, the number of classes of the MLM head.
     devices : list of mxnet.Context
+        Each batch is split over them.
 
     Returns
     -------

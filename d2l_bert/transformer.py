@@ -1,7 +1,7 @@
 """The transformer encoder block that BERT stacks (sec_transformer).
 
 `PositionWiseFFN`, `AddNorm` and `TransformerEncoderBlock` as the book
-defines them: plain Gluon `nn.Block`s with `forward`.  Two keyword
+defines them: plain Gluon blocks (`nn.Block` with `forward`).  Two keyword
 options give the original BERT's architecture (the book's choice stays
 the default):
 
@@ -45,6 +45,8 @@ class PositionWiseFFN(nn.Block):
     ffn_num_outputs : int
         Size of the output (H in the encoder).
     activation : {'relu', 'gelu'}, default 'relu'
+        The nonlinearity between the two layers: ReLU as the book, GELU
+        as the original BERT.
     """
     def __init__(self, ffn_num_hiddens, ffn_num_outputs, activation='relu'):
         super().__init__()
@@ -88,16 +90,19 @@ class TransformerEncoderBlock(nn.Block):
     Parameters
     ----------
     num_hiddens : int
-        H.
+        Size of each token's encoding (H in the shape comments).
     ffn_num_hiddens : int
         F, the hidden size of the position-wise FFN.
     num_heads : int
         Attention heads; must divide `num_hiddens`.
     dropout : float
+        Dropout rate on the attention weights and in both AddNorm.
     use_bias : bool, default False
         Whether the attention projections have biases (BERT: True).
     activation : {'relu', 'gelu'}, default 'relu'
+        The FFN's nonlinearity (`PositionWiseFFN`).
     epsilon : float, default 1e-5
+        Both AddNorm's LayerNorm epsilon (1e-12 in the original BERT).
     """
     def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout,
                  use_bias=False, activation='relu', epsilon=1e-5):

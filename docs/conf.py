@@ -6,6 +6,7 @@ Build: ``python3 run.py docs`` (or, inside `.venv`,
 (autodoc + napoleon).
 """
 import os
+import re
 import sys
 
 from docutils import nodes
@@ -36,11 +37,17 @@ napoleon_use_rtype = False
 autodoc_member_order = 'bysource'
 autodoc_default_options = {'members': True}
 autodoc_typehints = 'none'
+# `name` in a docstring is code, as in the book's text, and a link when it
+# names a documented object
+default_role = 'py:obj'
 
 html_theme = 'alabaster'
 html_static_path = ['_static']
 html_theme_options = {'description': 'The BERT chapter of Dive into Deep '
-                                     'Learning, tested, in MXNet/Gluon'}
+                                     'Learning, tested, in MXNet/Gluon',
+                      # 1280 px screens: room for 90-column code lines
+                      'page_width': '1180px',
+                      'sidebar_width': '240px'}
 
 # ---------------------------------------------------------------------------
 # The book's cross-references in our docstrings
@@ -104,6 +111,36 @@ def cite_role(name, rawtext, text, lineno, inliner, options=None,
     return [nodes.emphasis(rawtext, f'[{text}]')], []
 
 
+# ---------------------------------------------------------------------------
+# The API reference: one heading per module
+#
+# `reference/api.md` lists the modules, one name a line, in fenced blocks
+# marked `{api-modules}`; before the page is parsed, each name becomes a
+# heading of its own followed by its `automodule`.  Adding a module to the
+# reference is adding its name to a list.
+
+API_MODULES = re.compile(r'^```\{api-modules\}\n(.*?)^```\n',
+                         re.MULTILINE | re.DOTALL)
+
+
+def api_module_sections(names):
+    """Markdown for `names` (one module per line): a heading and an
+    `automodule` block each."""
+    parts = []
+    for name in names.split():
+        parts.append(f'### `{name}`\n\n```{{eval-rst}}\n'
+                     f'.. automodule:: {name}\n```\n')
+    return '\n'.join(parts)
+
+
+def expand_api_modules(app, docname, source):
+    """Expand the `{api-modules}` lists of a page as it is read."""
+    source[0] = API_MODULES.sub(
+        lambda match: api_module_sections(match.group(1)), source[0])
+
+
 def setup(app):
     app.connect('missing-reference', book_reference)
+    app.connect('source-read', expand_api_modules)
     app.add_role('cite', cite_role)
+    app.add_css_file('d2l-bert.css')

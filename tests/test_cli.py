@@ -20,6 +20,25 @@ def fixture(name):
     return os.path.join(FIXTURES, name)
 
 
+def in_sec_bert(name, tmp_path):
+    """A copy of the fixture `name` labelled as a part of sec_bert (the
+    fixtures name sections of their own, which check-text refuses)."""
+    with open(fixture(name), encoding='utf-8') as f:
+        text = re.sub(r':label:`sec_fixture_\w+`', ':label:`sec_bert`',
+                      f.read())
+    path = tmp_path / name
+    path.write_text(text, encoding='utf-8')
+    return str(path)
+
+
+def run(argv):
+    """Run ``d2l-bert ARGV`` here; the exit status."""
+    try:
+        return cli.main(argv)
+    except SystemExit as e:  # a usage error found by argparse
+        return e.code
+
+
 def test_check_text_prints_each_cell_and_the_summary(capsys):
     assert cli.main(['check-text', fixture('bilingual.md')]) == 0
     out = capsys.readouterr().out
@@ -48,20 +67,25 @@ def test_check_text_places_an_excerpt_and_runs_what_it_leaves_out(
         '0 shown'
 
 
-def test_check_text_says_in_one_line_when_no_place_is_found(capsys,
-                                                           tmp_path):
+def test_check_text_refuses_a_file_of_no_bert_section(capsys, tmp_path):
     path = tmp_path / 'snippet.md'
     path.write_text('```{.python .input}\ntally = {"a": 1}\n```\n'
                     '```{.python .input}\ntally["a"]\n```\n')
-    assert cli.main(['check-text', str(path)]) == 0
+    other = tmp_path / 'transformer.md'
+    other.write_text(':label:`sec_transformer`\n\n```{.python .input}\n'
+                     'x = 1\n```\n')
+    assert cli.main(['check-text', str(path), str(other)]) == 2
     out, err = capsys.readouterr()
-    assert out.splitlines()[1] == (
-        "place not found: the file has no section label, and no section of "
+    assert out == ''
+    assert err.splitlines() == [
+        f'd2l-bert check-text: error: {path}: not a section of the BERT '
+        "chapter: the file has no section label, and no section of "
         "d2l-bert's holds its cells; closest section: sec_bert (0 of 2 "
-        "cells match); the cells run as the file has them")
-    assert out.splitlines()[-2] == \
-        '2 cells, 2 ran, 0 outputs documented: 0 compared, 0 shown'
-    assert 'Traceback' not in out + err
+        'cells match)',
+        f'd2l-bert check-text: error: {other}: not a section of the BERT '
+        'chapter: d2l-bert has no edition of sec_transformer, and no other '
+        "section of its holds these cells; closest section: sec_bert (0 of "
+        '1 cells match)']
 
 
 def test_check_text_help_says_it_runs_the_files_code(capsys):
@@ -77,7 +101,7 @@ def test_check_text_help_says_it_runs_the_files_code(capsys):
 def test_check_text_reports_a_cell_past_its_timeout_and_runs_the_rest(
         capsys, tmp_path):
     path = tmp_path / 'hangs.md'
-    path.write_text(':label:`sec_fixture_hangs`\n\n'
+    path.write_text(':label:`sec_bert`\n\n'
                     '```{.python .input}\nx = 1\n```\n'
                     '```{.python .input}\nwhile True:\n    pass\n```\n'
                     '```{.python .input}\nprint(x + 1)\n```\n')
@@ -85,7 +109,7 @@ def test_check_text_reports_a_cell_past_its_timeout_and_runs_the_rest(
     out = capsys.readouterr().out
     assert '    FAILED: TimeoutError: the cell ran for more than 1 s ' \
         '(--timeout)\n' in out
-    assert 'sec_fixture_hangs cell 3 (line 10): print(x + 1)\n    ran\n' \
+    assert 'sec_bert cell 3 (line 10): print(x + 1)\n    ran\n' \
         '    output:     2\n' in out
 
 
@@ -98,15 +122,17 @@ def test_check_text_timeout_must_be_seconds(capsys, value):
             f"no limit), got '{value}'") in capsys.readouterr().err
 
 
-def test_check_text_exits_1_on_a_failed_cell(capsys):
-    assert cli.main(['check-text', fixture('failing-cell.md')]) == 1
+def test_check_text_exits_1_on_a_failed_cell(capsys, tmp_path):
+    assert cli.main(['check-text',
+                     in_sec_bert('failing-cell.md', tmp_path)]) == 1
     assert "    FAILED: AttributeError: module 'd2l' has no attribute " \
         "'no_such_helper'" in capsys.readouterr().out
 
 
-def test_check_text_exits_1_on_a_mismatch_and_a_malformed_file(capsys):
+def test_check_text_exits_1_on_a_mismatch_and_a_malformed_file(capsys,
+                                                               tmp_path):
     assert cli.main(['check-text', fixture('mismatch.md'),
-                     fixture('unknown-tab.md')]) == 1
+                     in_sec_bert('unknown-tab.md', tmp_path)]) == 1
     out = capsys.readouterr().out
     assert '    MISMATCH (from the book\'s table, exact)' in out
     assert "    NOT RUN: unknown tab 'mxnett'" in out
@@ -120,10 +146,14 @@ def test_check_text_json_for_scripts(capsys):
     assert [c['status'] for c in report['cells']] == ['ran'] * 4
 
 
-def test_check_text_missing_file_exits_2(capsys, tmp_path):
+def test_check_text_missing_file_exits_2_before_running_any(capsys,
+                                                            tmp_path):
     missing = str(tmp_path / 'nowhere.md')
-    assert cli.main(['check-text', missing]) == 2
-    assert f'cannot read {missing}' in capsys.readouterr().err
+    assert run(['check-text', fixture('bilingual.md'), missing]) == 2
+    out, err = capsys.readouterr()
+    assert out == ''
+    assert err == (f"d2l-bert check-text: error: argument FILE: no such "
+                   f"file: '{missing}'\n")
 
 
 def test_check_text_malformed_notebook_is_one_line_and_exit_2(capsys,
@@ -132,8 +162,8 @@ def test_check_text_malformed_notebook_is_one_line_and_exit_2(capsys,
     path.write_text('{"cells": [')
     assert cli.main(['check-text', str(path)]) == 2
     assert capsys.readouterr().err == (
-        f'd2l-bert check-text: {path} is not a notebook: Expecting value: '
-        'line 1 column 12 (char 11)\n')
+        f'd2l-bert check-text: error: {path} is not a notebook: Expecting '
+        'value: line 1 column 12 (char 11)\n')
 
 
 @NO_GPU
@@ -146,8 +176,8 @@ def test_a_gpu_on_a_machine_without_one_is_one_line_and_exit_2(
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
-    assert err[0].startswith(f"d2l-bert {command}: device 'gpu:0' is not "
-                             'available')
+    assert err[0].startswith(f"d2l-bert {command}: error: --devices gpu:0: "
+                             "device 'gpu:0' is not available")
 
 
 def test_notebook_dir_prefers_the_environment(monkeypatch, tmp_path):

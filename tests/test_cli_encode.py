@@ -28,9 +28,11 @@ TEXTS = ['a crane is flying over the river bank near the old city',
 
 
 def run(argv):
-    """Parse ``d2l-bert encode ARGV`` and run it here; the exit status."""
-    args = cli.build_parser().parse_args(['encode'] + argv)
-    return encode.main(args)
+    """Run ``d2l-bert encode ARGV`` here; the exit status."""
+    try:
+        return cli.main(['encode'] + argv)
+    except SystemExit as e:  # a usage error found by argparse
+        return e.code
 
 
 @pytest.fixture(scope='module')
@@ -132,15 +134,15 @@ def test_bad_batch_size_is_one_line(tmp_path, capsys, value):
     assert run(['--model', 'minilm', '--file', str(path), '--out',
                 str(tmp_path / 'v.npy'), '--batch-size', value]) == 2
     assert capsys.readouterr().err == (
-        f"d2l-bert encode: error: --batch-size must be a positive integer, "
-        f"got '{value}'\n")
+        f"d2l-bert encode: error: argument --batch-size: must be a positive "
+        f"integer, got '{value}'\n")
 
 
 @pytest.mark.parametrize('argv, message', [
     (['--file', 'x.txt'], '--file needs --out PATH.npy, where the vectors '
                           'go'),
     (['--file', 'x.txt', '--out', 'v.txt'],
-     "--out must name a .npy file, got 'v.txt'"),
+     "argument --out: must name a .npy file, got 'v.txt'"),
     (['--file', 'x.txt', '--out', 'v.npy', 'hello'],
      '--file encodes the texts of a file: give no TEXT, --compare or --json '
      'with it'),
@@ -148,6 +150,9 @@ def test_bad_batch_size_is_one_line(tmp_path, capsys, value):
      '--out goes with --file (the vectors of many texts)'),
     ([], 'give TEXT (and TEXT_B), or --file PATH'),
 ])
-def test_misused_options_are_one_line(capsys, argv, message):
+def test_misused_options_are_one_line(capsys, tmp_path, monkeypatch, argv,
+                                      message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'x.txt').write_text('hello\n', encoding='utf-8')
     assert run(['--model', 'minilm'] + argv) == 2
     assert capsys.readouterr().err == f'd2l-bert encode: error: {message}\n'

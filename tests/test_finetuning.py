@@ -1,6 +1,6 @@
 """sec_natural-language-inference-bert: loading a pretrained model,
-packing SNLI pairs, the classifier, fine-tuning, and the command line."""
-import argparse
+packing SNLI pairs, the classifier and fine-tuning (the command line:
+test_cli_finetune.py)."""
 import hashlib
 import json
 import os
@@ -17,7 +17,6 @@ from d2l import mxnet as d2l
 from mxnet import gluon, np
 
 from d2l_bert import BERTModel, fast, finetuning as ft
-from d2l_bert.cli import finetune as finetune_cli
 from d2l_bert.model_files import save_pretrained
 from d2l_bert.snli_synthetic import make_snli_synthetic
 
@@ -397,58 +396,6 @@ def test_plot_history_writes_a_png(tmp_path):
     ft.plot_history(history, str(path))
     assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert os.listdir(tmp_path) == ['plot.png']
-
-
-# --- The command line --------------------------------------------------------
-
-def _cli_args(*argv):
-    parser = argparse.ArgumentParser()
-    finetune_cli.add_arguments(parser)
-    return parser.parse_args(argv)
-
-
-def test_cli_fine_tunes_and_saves_model_history_and_plot(
-        tmp_path, pretrained_dir, snli_dir, capsys):
-    out = tmp_path / 'out'
-    args = _cli_args('--model', pretrained_dir, '--data', snli_dir,
-                     '--epochs', '1', '--batch-size', '100', '--max-len',
-                     '28', '--lr', '1e-3', '--devices', 'cpu:0,cpu:1',
-                     '--num-workers', '0', '--out', str(out),
-                     '--no-progress')
-    assert finetune_cli.main(args) == 0
-    assert sorted(os.listdir(out)) == [
-        'config.json', 'finetune.png', 'finetuned.params', 'history.json',
-        'vocab.json']
-    with open(out / 'config.json') as f:
-        config = json.load(f)
-    assert config['num_hiddens'] == 32 and config['finetune_max_len'] == 28
-    assert config['devices'] == ['cpu(0)', 'cpu(1)']
-    with open(out / 'history.json') as f:
-        assert json.load(f)['test acc'] == [config['test_acc']]
-    printed = capsys.readouterr().out
-    assert 'read 1500 examples' in printed
-    assert re.search(r'test acc [\d.]+\n[\d.]+ examples/sec', printed)
-    # the saved classifier loads back
-    bert, _ = ft.load_pretrained_model(pretrained_dir, devices=mx.cpu(),
-                                       **TINY_NLI)
-    net = ft.BERTClassifier(bert)
-    net.load_parameters(str(out / 'finetuned.params'))
-
-
-@pytest.mark.parametrize('argv, message', [
-    (['--max-len', '64'], '--max-len 64 is longer than the 32 positions'),
-    (['--epochs', '0'], '--epochs must be at least 1, got 0'),
-    (['--devices', 'gpu:7'], "device 'gpu:7' is not available"),
-])
-def test_cli_errors_are_one_line(pretrained_dir, snli_dir, tmp_path, capsys,
-                                 argv, message):
-    args = _cli_args('--model', pretrained_dir, '--data', snli_dir,
-                     '--out', str(tmp_path / 'out'), *argv)
-    assert finetune_cli.main(args) == 1
-    err = capsys.readouterr().err
-    assert err.startswith('d2l-bert finetune: error: ')
-    assert message in err
-    assert not os.path.exists(tmp_path / 'out')
 
 
 # --- The notebook ------------------------------------------------------------

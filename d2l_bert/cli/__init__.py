@@ -4,15 +4,22 @@ Each subcommand lives in its own module of this package and provides
 ``add_arguments(parser)`` and ``main(args) -> int``.  The modules are
 imported only when their command runs, so `d2l-bert --help` stays fast.
 
+The options of every command come from one vocabulary (`_args`): a
+usage error is one line, ``d2l-bert CMD: error: ...``, and exit status
+2, whether argparse finds it or the command does (`_args.UsageError`);
+an error of the run itself (a download that fails, say) is one line too,
+and exit status 1 (`_args.RunError`).
+
 Before any command imports `mxnet`, `main` makes the process's thread
 choices with one explicit call (`d2l_bert.threads.set_threads`); the
 commands that train print what it chose (``args.threads``).  The model
 modules turn on MXNet's NumPy semantics when a command imports them, as
 the book's first cell does.
 """
-import argparse
 import importlib
 import sys
+
+from ._args import Parser, RunError, UsageError, os_error
 
 # name -> (module, one-line help)
 COMMANDS = {
@@ -33,13 +40,13 @@ COMMANDS = {
 
 def build_parser():
     """Return the top-level argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog='d2l-bert',
         description="The BERT chapter of Dive into Deep Learning, runnable.")
     sub = parser.add_subparsers(dest='command', metavar='COMMAND')
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(_module=module_name)
+        p.set_defaults(_module=module_name, _name=name)
         importlib.import_module(module_name).add_arguments(p)
     return parser
 
@@ -48,7 +55,7 @@ def main(argv=None):
     """Entry point of the `d2l-bert` console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
+    if getattr(args, '_module', None) is None:
         parser.print_help()
         return 2
     # Before `mxnet` is imported: every core (or `--threads`), idle
@@ -57,8 +64,15 @@ def main(argv=None):
     from ..threads import set_threads
     args.threads = set_threads(getattr(args, 'num_threads', None))
     module = importlib.import_module(args._module)
+    prog = f'd2l-bert {args._name}'
     try:
         return module.main(args)
+    except (UsageError, RunError) as e:
+        print(f'{prog}: error: {e}', file=sys.stderr)
+        return 2 if isinstance(e, UsageError) else 1
+    except OSError as e:  # a file the run cannot read or write
+        print(f'{prog}: error: {os_error(e)}', file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print('interrupted', file=sys.stderr)
+        print(f'{prog}: interrupted', file=sys.stderr)
         return 130

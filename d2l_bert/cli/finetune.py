@@ -22,6 +22,11 @@ import os
 import sys
 import time
 
+from ._args import (RunError, UsageError, add_devices, at_least, examples,
+                    in_options, name_or_dir, non_negative_int, option,
+                    output_dir, positive_float, positive_int, rate,
+                    resolve_devices)
+
 DEFAULT_OUT = 'finetuned-bert'
 
 # Defaults of the options left out: the book's run on SNLI (550k pairs,
@@ -34,170 +39,236 @@ COLLAPSED_SPREAD = 1e-3
 
 def add_arguments(parser):
     """Add the options of `d2l-bert finetune` to `parser`."""
-    parser.add_argument(
-        '--model', default='bert.small', metavar='DIR|bert.small|bert.base',
-        help="pretrained BERT: a d2l hub name (downloaded, checked by "
-             "SHA-1) or a directory with pretrained.params and vocab.json "
-             "(as `d2l-bert pretrain --out DIR` writes); default bert.small")
-    parser.add_argument(
-        '--data', default='snli', metavar='snli|synthetic|PATH',
-        help="'snli' downloads SNLI; 'synthetic' writes a small SNLI-format "
-             "corpus, no network needed; PATH is a directory with "
-             "snli_1.0_train.txt and snli_1.0_test.txt; default snli")
-    parser.add_argument(
-        '--epochs', type=int, default=None,
-        help='number of epochs (default 5, the book; 3 with synthetic data)')
-    parser.add_argument(
-        '--batch-size', type=int, default=None,
-        help='minibatch size (default 512, the book; 64 with synthetic data)')
-    parser.add_argument(
-        '--max-len', type=int, default=None,
-        help='length of each BERT input (default 128, the book; 32 with '
-             'synthetic data, whose pairs are at most 25 tokens long)')
-    parser.add_argument(
-        '--lr', type=float, default=None,
-        help="Adam's learning rate (default 1e-4, the book; 1e-3 with "
-             'synthetic data)')
-    parser.add_argument('--dropout', type=float, default=0.1,
-                        help='dropout while fine-tuning (default 0.1)')
-    parser.add_argument(
-        '--devices', default=None, metavar='cpu|gpu:0,gpu:1|all-gpus',
-        help='devices to train on (default: every GPU, else the CPU)')
-    parser.add_argument(
-        '--num-workers', type=int, default=None,
-        help='worker processes that prepare the data (default 4 as the '
-             'book, 0 on Windows)')
+    parser.epilog = examples(
+        "d2l-bert finetune                    # the book's run: bert.small,"
+        ' SNLI',
+        'd2l-bert pretrain --lr 0.001 --out my-bert',
+        'd2l-bert finetune --model my-bert --data synthetic')
+    # the first name is the default
+    for flag, names, holds, text in (
+            ('--model', ('bert.small', 'bert.base'),
+             'pretrained.params and vocab.json',
+             'pretrained BERT: a d2l hub name (downloaded, checked by '
+             'SHA-1) or a directory with pretrained.params and vocab.json '
+             '(as `d2l-bert pretrain --out DIR` writes)'),
+            ('--data', ('snli', 'synthetic'),
+             'snli_1.0_train.txt and snli_1.0_test.txt',
+             'snli downloads SNLI; synthetic writes a small SNLI-format '
+             'corpus, no network needed; DIR holds snli_1.0_train.txt and '
+             'snli_1.0_test.txt')):
+        parser.add_argument(
+            flag, default=names[0], metavar='|'.join(('DIR',) + names),
+            type=name_or_dir(names, f'a directory holding {holds}'),
+            help=text)
+    for name, metavar, check, text in (
+            ('epochs', 'N', positive_int, 'number of epochs'),
+            ('batch_size', 'B', positive_int, 'minibatch size'),
+            ('max_len', 'T', at_least(3, ' (<cls> and two <sep>)'),
+             'length of each BERT input, max_len'),
+            ('lr', 'LR', positive_float, "Adam's learning rate")):
+        parser.add_argument(
+            option(name), type=check, default=None, metavar=metavar,
+            help=f'{text} (default: {BOOK_SETTINGS[name]:g}, the '
+                 f"book's; {SYNTHETIC_SETTINGS[name]:g} with --data "
+                 'synthetic)')
+    parser.add_argument('--dropout', type=rate, default=0.1, metavar='P',
+                        help='dropout while fine-tuning')
+    add_devices(parser, None)
+    parser.add_argument('--num-workers', type=non_negative_int,
+                        default=None, metavar='K',
+                        help='worker processes that prepare the data '
+                             '(default: 4, as the book; 0 on Windows)')
     parser.add_argument('--seed', type=int, default=0,
-                        help='random seed (default 0)')
+                        help='random seed')
     parser.add_argument('--out', default=DEFAULT_OUT, metavar='DIR',
-                        help=f'output directory (default {DEFAULT_OUT})')
+                        type=output_dir, help='output directory')
     parser.add_argument('--no-progress', action='store_true',
                         help='no progress bars')
 
 
-def _fill_defaults(args):
-    """Give the options left out their default for `args.data`."""
-    settings = (SYNTHETIC_SETTINGS if args.data == 'synthetic'
+def settings_of(args):
+    """Every setting of the run, composed once: the options given, and
+    for those left out the defaults of ``--data``."""
+    defaults = (SYNTHETIC_SETTINGS if args.data == 'synthetic'
                 else BOOK_SETTINGS)
-    for name, value in settings.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-
-
-def _check_args(args):
-    """Raise ValueError for options out of range."""
-    for name in ('epochs', 'batch_size'):
-        if getattr(args, name) < 1:
-            raise ValueError(f'--{name.replace("_", "-")} must be at least '
-                             f'1, got {getattr(args, name)}')
-    if args.max_len < 3:
-        raise ValueError(f'--max-len must be at least 3 (<cls> and two '
-                         f'<sep>), got {args.max_len}')
-    if not args.lr > 0:
-        raise ValueError(f'--lr must be positive, got {args.lr}')
-    if not 0 <= args.dropout < 1:
-        raise ValueError(f'--dropout must be in [0, 1), got {args.dropout}')
-    if args.num_workers is not None and args.num_workers < 0:
-        raise ValueError(
-            f'--num-workers must be 0 or more, got {args.num_workers}')
-
-
-def _default_devices():
-    """Every GPU, else the CPU (`d2l.try_all_gpus`)."""
-    import mxnet as mx
-    from d2l_bert.devices import num_gpus
-    return [mx.gpu(i) for i in range(num_gpus())] or [mx.cpu()]
+    settings = {name: getattr(args, name) for name in defaults}
+    settings.update({name: value for name, value in defaults.items()
+                     if settings[name] is None})
+    num_workers = (args.num_workers if args.num_workers is not None
+                   else 0 if sys.platform.startswith('win') else 4)
+    return dict(settings, model=str(args.model), data=str(args.data),
+                dropout=args.dropout, num_workers=num_workers,
+                seed=args.seed, out=args.out,
+                progress=not args.no_progress)
 
 
 def run(args):
     """Fine-tune as the options say; return the history dict."""
-    import json
+    settings = settings_of(args)
+    devices = resolve_devices(args.devices)
+    _seed_everything(settings['seed'])
+    start = time.time()
+    config, bert, vocab = _load_model(settings, devices)
+    train_set, test_set = _load_data(settings, vocab)
+    net, history = _train(settings, bert, train_set, test_set, devices)
+    seconds = time.time() - start
+    _save(settings, net, vocab, history, dict(
+        config, vocab_size=len(vocab), model=settings['model'],
+        data=settings['data'], epochs=settings['epochs'],
+        batch_size=settings['batch_size'],
+        finetune_max_len=settings['max_len'], lr=settings['lr'],
+        seed=settings['seed'], devices=[str(d) for d in devices],
+        seconds=round(seconds, 1), test_acc=history['test acc'][-1]))
+    print(f'{seconds:.1f} s in all; saved the fine-tuned model, history and '
+          f'{os.path.join(settings["out"], "finetune.png")}')
+    return history
+
+
+def _seed_everything(seed):
     import random
 
     import mxnet as mx
     import numpy as onp
+    random.seed(seed)
+    onp.random.seed(seed)
+    mx.random.seed(seed)
+
+
+def _load_model(settings, devices):
+    """The pretrained model's sizes (with ``--dropout``), the model and
+    its vocabulary."""
+    from .. import finetuning as ft
+    from ..hub import DownloadError
+    model = settings['model']
+    try:
+        config = ft.load_pretrained_config(model)
+        if settings['max_len'] > config['max_len']:
+            raise UsageError(
+                f'--max-len {settings["max_len"]} is longer than the '
+                f"{config['max_len']} positions of the pretrained model "
+                f'{model!r}; use --max-len {config["max_len"]} or less')
+        config['dropout'] = settings['dropout']
+        bert, vocab = ft.load_pretrained_model(model, devices=devices,
+                                               **config)
+    except DownloadError as e:
+        raise RunError(f'--model {model}: {e}') from None
+    except (ValueError, FileNotFoundError) as e:
+        raise UsageError(f'--model {model}: {e}') from None
+    return config, bert, vocab
+
+
+def _load_data(settings, vocab):
+    """The training and test sets of ``--data``, packed to ``--max-len``,
+    after warning of a batch larger than the data or pairs cut short."""
+    from .. import finetuning as ft
+    from ..hub import DownloadError
+    data = settings['data']
+    try:
+        data_dir = ft.snli_data_dir(data)
+        train, test = ft.read_snli(data_dir, True), ft.read_snli(data_dir,
+                                                                 False)
+    except DownloadError as e:
+        raise RunError(f'--data {data}: {e}') from None
+    except (ValueError, FileNotFoundError) as e:
+        raise UsageError(in_options(f'--data {data}: {e}')) from None
+    for warning in data_warnings(settings, train):
+        print(f'd2l-bert finetune: warning: {warning}', file=sys.stderr)
+    return tuple(ft.SNLIBERTDataset(split, settings['max_len'], vocab,
+                                    settings['num_workers'])
+                 for split in (train, test))
+
+
+def data_warnings(settings, train):
+    """What makes a run end near chance: a batch larger than the
+    training set, or ``--max-len`` cutting most pairs.
+
+    Parameters
+    ----------
+    settings : dict
+        `settings_of`'s.
+    train : (premises, hypotheses, labels)
+        As `read_snli` returns the training set.
+
+    Returns
+    -------
+    list of str
+        One line a warning.
+    """
+    premises, hypotheses, _ = train
+    count, warnings = len(premises), []
+    batch_size, max_len = settings['batch_size'], settings['max_len']
+    if batch_size > count:
+        warnings.append(
+            f'--batch-size {batch_size} exceeds the {count:,} training '
+            'examples: each epoch is one step; use --batch-size '
+            f'{max(1, count // 10)} or so for ten steps an epoch')
+    # <cls>, two <sep> and the words of both texts
+    lengths = [len(p.split()) + len(h.split()) + 3
+               for p, h in zip(premises, hypotheses)]
+    cut = sum(length > max_len for length in lengths)
+    if 2 * cut > count:
+        warnings.append(
+            f'--max-len {max_len} cuts {cut:,} of the {count:,} training '
+            f'pairs short (the longest needs {max(lengths)} tokens): use '
+            f'--max-len {max(lengths)} to keep every pair whole')
+    return warnings
+
+
+def _train(settings, bert, train_set, test_set, devices):
+    """Fine-tune `bert` with a new classifier; return it and the
+    history."""
     from mxnet import gluon
 
-    from d2l_bert import fast
-    from d2l_bert import finetuning as ft
-    from d2l_bert.devices import parse_devices
-    from d2l_bert.files import atomic_write
-
-    _fill_defaults(args)
-    _check_args(args)
-    devices = (parse_devices(args.devices) if args.devices
-               else _default_devices())
-    num_workers = (args.num_workers if args.num_workers is not None
-                   else 0 if sys.platform.startswith('win') else 4)
-    random.seed(args.seed)
-    onp.random.seed(args.seed)
-    mx.random.seed(args.seed)
-
-    config = ft.load_pretrained_config(args.model)
-    if args.max_len > config['max_len']:
-        raise ValueError(
-            f'--max-len {args.max_len} is longer than the '
-            f"{config['max_len']} positions of the pretrained model "
-            f'{args.model!r}; use --max-len {config["max_len"]} or less')
-    config['dropout'] = args.dropout
-    start = time.time()
-    bert, vocab = ft.load_pretrained_model(args.model, devices=devices,
-                                           **config)
-    data_dir = ft.snli_data_dir(args.data)
-    train_set = ft.SNLIBERTDataset(ft.read_snli(data_dir, True),
-                                   args.max_len, vocab, num_workers)
-    test_set = ft.SNLIBERTDataset(ft.read_snli(data_dir, False),
-                                  args.max_len, vocab, num_workers)
-    train_iter = gluon.data.DataLoader(train_set, args.batch_size,
-                                       shuffle=True, num_workers=num_workers)
-    test_iter = gluon.data.DataLoader(test_set, args.batch_size,
-                                      num_workers=num_workers)
-    spread = ft.cls_spread(bert, train_set)
-    if spread < COLLAPSED_SPREAD:
-        print(f'warning: {args.model} encodes every input alike (spread '
-              f'{spread:.1e} of the <cls> encoding across examples): its '
-              'pretraining collapsed, and fine-tuning will likely stay '
-              'near chance. Short pretraining at the learning rate 0.01 '
-              'does this; pretrain with a smaller one (d2l-bert pretrain '
-              '--lr 0.001) or use bert.small', file=sys.stderr)
+    from .. import fast
+    from .. import finetuning as ft
+    _warn_if_collapsed(settings['model'], ft.cls_spread(bert, train_set))
+    loaders = [gluon.data.DataLoader(
+        dataset, settings['batch_size'], shuffle=shuffle,
+        num_workers=settings['num_workers'])
+        for dataset, shuffle in ((train_set, True), (test_set, False))]
     net = ft.BERTClassifier(bert)
     net.output.initialize(ctx=devices)
     # The fast layer: the same parameters, one graph, compiled loops
     twin = fast.accelerate(net)
     print(f'path: {fast.describe(twin)}')
     trainer = gluon.Trainer(twin.collect_params(), 'adam',
-                            {'learning_rate': args.lr})
+                            {'learning_rate': settings['lr']})
     loss = gluon.loss.SoftmaxCrossEntropyLoss()
-    history = ft.train_ch13_history(twin, train_iter, test_iter, loss,
-                                    trainer, args.epochs, devices,
-                                    progress=not args.no_progress)
-    seconds = time.time() - start
+    history = ft.train_ch13_history(twin, *loaders, loss, trainer,
+                                    settings['epochs'], devices,
+                                    progress=settings['progress'])
+    return net, history
 
-    os.makedirs(args.out, exist_ok=True)
-    atomic_write(os.path.join(args.out, 'finetuned.params'),
+
+def _warn_if_collapsed(model, spread):
+    if spread < COLLAPSED_SPREAD:
+        print(f'd2l-bert finetune: warning: {model} encodes every input '
+              f'alike (spread {spread:.1e} of the <cls> encoding across '
+              'examples): its pretraining collapsed, and fine-tuning will '
+              'likely stay near chance. Short pretraining at the learning '
+              'rate 0.01 does this; pretrain with a smaller one (d2l-bert '
+              'pretrain --lr 0.001) or use bert.small', file=sys.stderr)
+
+
+def _save(settings, net, vocab, history, config):
+    """Write the classifier, its vocabulary, `config` (sizes, settings
+    and numbers), the history and its plot into ``--out``, each whole or
+    not at all."""
+    import json
+
+    from .. import finetuning as ft
+    from ..files import atomic_write
+    out = settings['out']
+    os.makedirs(out, exist_ok=True)
+    atomic_write(os.path.join(out, 'finetuned.params'),
                  net.save_parameters)
-    config = dict(
-        config, vocab_size=len(vocab), model=str(args.model),
-        data=str(args.data), epochs=args.epochs, batch_size=args.batch_size,
-        finetune_max_len=args.max_len, lr=args.lr, seed=args.seed,
-        devices=[str(d) for d in devices], seconds=round(seconds, 1),
-        test_acc=history['test acc'][-1])
     for name, obj in (('vocab.json', vocab.idx_to_token),
                       ('history.json', history), ('config.json', config)):
-        atomic_write(os.path.join(args.out, name), json.dumps(obj, indent=2))
-    plot = os.path.join(args.out, 'finetune.png')
-    ft.plot_history(history, plot)
-    print(f'{seconds:.1f} s in all; saved the fine-tuned model, history and '
-          f'{plot}')
-    return history
+        atomic_write(os.path.join(out, name), json.dumps(obj, indent=2))
+    ft.plot_history(history, os.path.join(out, 'finetune.png'))
 
 
 def main(args):
     """Run `d2l-bert finetune`; return the exit code."""
-    from d2l_bert.hub import DownloadError
-    try:
-        run(args)
-    except (ValueError, FileNotFoundError, DownloadError) as e:
-        print(f'd2l-bert finetune: error: {e}', file=sys.stderr)
-        return 1
+    run(args)
     return 0

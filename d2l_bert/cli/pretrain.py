@@ -31,83 +31,109 @@ import random
 import sys
 import time
 
+from ._args import (RunError, UsageError, add_devices, add_job_arguments,
+                    add_threads, examples, in_options, option, output_dir,
+                    plural, positive_float, positive_int, rate,
+                    resolve_devices)
+
 CHECKPOINT_FILE, PLOT_FILE = 'checkpoint.zip', 'loss.png'
+CORPUS_FILES = ('wiki.train.tokens', 'wiki.valid.tokens')
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
+def corpus(text):
+    """``--corpus``: embedded, wikitext-2, or a directory holding
+    `CORPUS_FILES` (or the training file, the other beside it)."""
+    if text in ('embedded', 'wikitext-2'):
+        return text
+    usage = ('give --corpus embedded, --corpus wikitext-2, or a directory '
+             f'holding {CORPUS_FILES[0]} and {CORPUS_FILES[1]}')
+    if not os.path.exists(text):
         raise argparse.ArgumentTypeError(
-            f'must be a positive integer, got {text!r}')
-    return value
-
-
-def _rate(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value < 1.0:
+            f'no such file or directory: {text!r}; {usage}')
+    folder = text if os.path.isdir(text) else os.path.dirname(text) or '.'
+    wanted = CORPUS_FILES if os.path.isdir(text) else CORPUS_FILES[1:]
+    missing = [name for name in wanted
+               if not os.path.isfile(os.path.join(folder, name))]
+    if missing:
         raise argparse.ArgumentTypeError(
-            f'must be a number in [0, 1), got {text!r}')
-    return value
+            f'{folder!r} holds no {" and no ".join(missing)}; {usage}')
+    return text
 
 
 def add_arguments(parser):
+    parser.epilog = examples(
+        "d2l-bert pretrain                    # the book's settings, 50 "
+        'steps',
+        'd2l-bert pretrain --steps 200 --devices cpu:0,cpu:1 --out my-bert',
+        'd2l-bert pretrain --steps 400 --out my-bert --resume',
+        'd2l-bert pretrain --workers 2 --steps 20   # 2 processes, one '
+        'model')
     data = parser.add_argument_group('data')
     data.add_argument(
-        '--corpus', default='embedded', metavar='embedded|wikitext-2|PATH',
-        help="'embedded' (shipped with d2l-bert, the default), "
-             "'wikitext-2' (the book's corpus, if you have it) or a "
-             'directory holding wiki.train.tokens and wiki.valid.tokens')
-    data.add_argument('--batch-size', type=_positive_int, default=512,
-                      metavar='B', help='sentence pairs per step (512)')
-    data.add_argument('--max-len', type=_positive_int, default=64,
-                      metavar='L', help='tokens per BERT input (64)')
-    model = parser.add_argument_group("model (the book's small BERT)")
-    model.add_argument('--num-hiddens', type=_positive_int, default=128)
-    model.add_argument('--ffn-num-hiddens', type=_positive_int,
-                       default=256)
-    model.add_argument('--num-heads', type=_positive_int, default=2)
-    model.add_argument('--num-blks', type=_positive_int, default=2)
-    model.add_argument('--dropout', type=_rate, default=0.2)
-    train = parser.add_argument_group('training')
-    train.add_argument('--steps', type=_positive_int, default=50,
-                       metavar='N', help='steps in total (50)')
-    train.add_argument('--lr', type=float, default=0.01,
-                       help="Adam's learning rate (0.01)")
-    train.add_argument(
-        '--devices', default=None, metavar='DEVICES',
-        help='cpu, cpu:0,cpu:1, gpu, gpu:0,gpu:1 or all-gpus (default: '
-             'all GPUs, or the CPU if there is none, as the book)')
-    train.add_argument('--seed', type=int, default=0,
-                       help='seed of every random choice (0)')
-    train.add_argument('--out', default='bert-pretrained', metavar='DIR',
-                       help='where the model, plot and checkpoint go '
-                            '(./bert-pretrained)')
-    train.add_argument('--resume', action='store_true',
-                       help=f'continue from DIR/{CHECKPOINT_FILE} if it '
-                            'exists')
-    train.add_argument('--checkpoint-every', type=_positive_int,
-                       default=10, metavar='K',
-                       help='save a checkpoint every K steps (10)')
-    train.add_argument('--threads', type=_positive_int, default=None,
-                       metavar='K', dest='num_threads',
-                       help='CPU threads of each process (default: every '
-                            'core; with --workers N, cores // N)')
-    from .launch import add_job_arguments
+        '--corpus', default='embedded', type=corpus,
+        metavar='embedded|wikitext-2|DIR',
+        help='embedded (shipped with d2l-bert), wikitext-2 (the book\'s '
+             'corpus, downloaded if need be) or a directory holding '
+             'wiki.train.tokens and wiki.valid.tokens')
+    data.add_argument('--batch-size', type=positive_int, default=512,
+                      metavar='B', help='sentence pairs per step')
+    data.add_argument('--max-len', type=positive_int, default=64,
+                      metavar='T', help='tokens per BERT input (max_len)')
+    _add_model_arguments(parser)
+    _add_training_arguments(parser)
     job = parser.add_argument_group(
         "several processes (MXNet's parameter server, the dist_sync "
         'kvstore)')
     add_job_arguments(job, 'train in N worker processes, each on its '
                            'share of every batch, with the numbers of one '
-                           'process that has all their devices (default '
-                           'with --hosts: one per machine)')
+                           'process that has all their devices (default: '
+                           'one process; with --hosts, one per machine)')
     # Set by the launcher in each worker's command, not by hand
     job.add_argument('--kvstore', default=None, help=argparse.SUPPRESS)
+
+
+#: The model's options: `BERTModel`'s arguments, the book's small BERT
+#: by default (`pretraining.BOOK_BERT_CONFIG`)
+MODEL_OPTIONS = (
+    ('num_hiddens', 'H', positive_int, 128,
+     "the size of each token's vector in every block"),
+    ('ffn_num_hiddens', 'F', positive_int, 256,
+     "the hidden size of each block's position-wise feed-forward network"),
+    ('num_heads', 'N', positive_int, 2,
+     'attention heads of each block; they must divide --num-hiddens'),
+    ('num_blks', 'N', positive_int, 2, 'transformer encoder blocks'),
+    ('dropout', 'P', rate, 0.2,
+     'the probability that dropout zeroes a value while training'))
+
+
+def _add_model_arguments(parser):
+    model = parser.add_argument_group(
+        "model (the book's small BERT, BERTModel's arguments)")
+    for name, metavar, check, default, text in MODEL_OPTIONS:
+        model.add_argument(option(name), type=check, default=default,
+                           metavar=metavar, help=f'{name}: {text}')
+
+
+def _add_training_arguments(parser):
+    train = parser.add_argument_group('training')
+    train.add_argument('--steps', type=positive_int, default=50,
+                       metavar='N', help='steps in total')
+    train.add_argument('--lr', type=positive_float, default=0.01,
+                       metavar='LR', help="Adam's learning rate")
+    add_devices(train, None, 'every GPU, else the CPU, as the book')
+    train.add_argument('--seed', type=int, default=0,
+                       help='seed of every random choice')
+    train.add_argument('--out', default='bert-pretrained', metavar='DIR',
+                       type=output_dir,
+                       help='where the model, plot and checkpoint go')
+    train.add_argument('--resume', action='store_true',
+                       help=f'continue from DIR/{CHECKPOINT_FILE} if it '
+                            'exists')
+    train.add_argument('--checkpoint-every', type=positive_int,
+                       default=10, metavar='K',
+                       help='save a checkpoint every K steps')
+    add_threads(train, 'CPU threads of each process (default: every core; '
+                       'with --workers N, cores // N)')
 
 
 #: The options a worker gets as they are; the others make the job
@@ -124,69 +150,93 @@ def _worker_argv(args, num_threads):
     argv = [sys.executable, '-m', 'd2l_bert', 'pretrain']
     for name in FORWARDED:
         value = getattr(args, name)
-        option = '--' + name.replace('_', '-')
         # (`is`, not `in (None, False)`: 0 and 0.0 equal False)
         if value is True:
-            argv.append(option)
+            argv.append(option(name))
         elif value is not None and value is not False:
-            argv += [option, str(value)]
+            argv += [option(name), str(value)]
     return argv + ['--kvstore', 'dist_sync', '--threads', str(num_threads)]
 
 
 def _num_devices(text):
     """How many devices `--devices` names, without importing `mxnet`
     (the workers check the names): 1 for the default and 'all-gpus'."""
-    if text is None or text.strip().lower() == 'all-gpus':
+    if text is None or text == 'all-gpus':
         return 1
-    return max(1, len([p for p in text.split(',') if p.strip()]))
-
-
-def _fail(message):
-    print(f'd2l-bert pretrain: error: {message}', file=sys.stderr)
-    return 2
+    return len(text.split(','))
 
 
 def _check(args):
-    """The checks that need no `mxnet`: an error message, or None."""
+    """The checks that need no `mxnet`."""
     if args.num_hiddens % args.num_heads:
-        return (f'--num-heads {args.num_heads} must divide --num-hiddens '
-                f'{args.num_hiddens}')
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        return f'--out {args.out!r} exists and is not a directory'
-    return None
+        raise UsageError(f'--num-heads {args.num_heads} must divide '
+                         f'--num-hiddens {args.num_hiddens}')
 
 
 def _launch(args):
     """Start the job of ``--workers``/``--hosts`` and wait for it."""
     from .. import distributed
-    problem = _check(args)
-    if problem:
-        return _fail(problem)
+    if args.kvstore:
+        raise UsageError('--kvstore is for the workers a job starts, not '
+                         'with --workers or --hosts')
+    _check(args)
     try:
         job = distributed.prepare_job(
             lambda num_threads: _worker_argv(args, num_threads),
             num_workers=args.workers, num_servers=args.servers,
             hosts=args.hosts, port=args.port, num_threads=args.num_threads)
     except distributed.LaunchError as e:
-        return _fail(e)
-    num_shards = job.num_workers * _num_devices(args.devices)
+        raise UsageError(e) from None
+    per_worker = _num_devices(args.devices)
+    num_shards = job.num_workers * per_worker
     if args.batch_size < num_shards:
-        return _fail(
+        raise UsageError(
             f'--batch-size {args.batch_size} is less than one sentence '
             f'pair for each of the {num_shards} shards of a batch '
-            f'({job.num_workers} workers x {_num_devices(args.devices)} '
-            f'device(s)): use --batch-size {num_shards} or more, or fewer '
-            'workers')
+            f'({job.num_workers} workers x {per_worker} device(s)): use '
+            f'--batch-size {num_shards} or more, or fewer workers')
     print(job.description, flush=True)
     return distributed.run_job(job.roles, prog='d2l-bert pretrain')
 
 
-def _devices(text):
-    from ..devices import num_gpus, parse_devices
-    import mxnet as mx
-    if text is None:
-        return ([mx.gpu(i) for i in range(num_gpus())] or [mx.cpu()])
-    return parse_devices(text)
+def main(args):
+    """Run ``d2l-bert pretrain``; return the exit status."""
+    if args.workers is not None or args.hosts is not None:
+        return _launch(args)
+    for name in ('servers', 'port'):
+        if getattr(args, name) is not None:
+            raise UsageError(f'--{name} makes sense with --workers N or '
+                             '--hosts FILE only')
+    devices = resolve_devices(args.devices)
+    _check(args)
+    kvstore = _join_job(args.kvstore)
+    if kvstore is None:
+        return _pretrain(args, devices, kvstore)
+    # Worker 0 alone prints (errors still go to stderr)
+    with open(os.devnull, 'w') as devnull, (
+            contextlib.redirect_stdout(devnull) if kvstore.rank != 0
+            else contextlib.nullcontext()):
+        try:
+            status = _pretrain(args, devices, kvstore)
+        except UsageError as e:
+            print(f'd2l-bert pretrain: error: {e}', file=sys.stderr)
+            status = 2
+    if status:
+        from ..data_parallel import leave_job
+        leave_job(status)
+    return status
+
+
+def _join_job(name):
+    """The kvstore of ``--kvstore`` (None without); waits until every
+    process of the job has joined."""
+    if not name:
+        return None
+    from ..data_parallel import create_kvstore
+    try:
+        return create_kvstore(name)
+    except ValueError as e:
+        raise UsageError(f'--kvstore: {e}') from None
 
 
 def _seed_everything(seed):
@@ -197,60 +247,43 @@ def _seed_everything(seed):
     mx.random.seed(seed)
 
 
-def main(args):
-    """Run ``d2l-bert pretrain``; return the exit status."""
-    if args.workers is not None or args.hosts is not None:
-        if args.kvstore:
-            return _fail('--kvstore is for the workers a job starts, not '
-                         'with --workers or --hosts')
-        return _launch(args)
-    for name in ('servers', 'port'):
-        if getattr(args, name) is not None:
-            return _fail(f'--{name} makes sense with --workers N or '
-                         '--hosts FILE only')
-    try:
-        devices = _devices(args.devices)
-    except ValueError as e:
-        return _fail(f'--devices: {e}')
-    problem = _check(args)
-    if problem:
-        return _fail(problem)
-    kvstore = None
-    if args.kvstore:
-        from ..data_parallel import create_kvstore
-        try:
-            # Waits until every process of the job has joined
-            kvstore = create_kvstore(args.kvstore)
-        except ValueError as e:
-            return _fail(f'--kvstore: {e}')
-    if kvstore is None:
-        return _pretrain(args, devices, kvstore)
-    # Worker 0 alone prints (errors still go to stderr)
-    with open(os.devnull, 'w') as devnull, (
-            contextlib.redirect_stdout(devnull) if kvstore.rank != 0
-            else contextlib.nullcontext()):
-        status = _pretrain(args, devices, kvstore)
-    if status:
-        from ..data_parallel import leave_job
-        leave_job(status)
-    return status
-
-
 def _pretrain(args, devices, kvstore):
-    """Pretrain in this process (alone, or as a worker of a job)."""
-    fail, out = _fail, args.out
-    from mxnet import gluon, init, npx
-
-    from .. import fast
-    from ..bert import BERTModel
-    from ..dataset import load_data_wiki
-    from ..model_files import save_pretrained
-    from ..training import evaluate_bert, train_bert_history
+    """Pretrain in this process (alone, or as a worker of a job): load,
+    build, train, evaluate and save."""
+    from mxnet import npx
 
     # The book's first cell: every block is written for NumPy semantics
     npx.set_np()
     _seed_everything(args.seed)
     print(args.threads)
+    train_iter, valid_iter, vocab = _load_corpus(args)
+    # What a resumed run must share with the run it continues (not the
+    # step count: resuming with more steps trains on)
+    model = dict(vocab_size=len(vocab), num_hiddens=args.num_hiddens,
+                 ffn_num_hiddens=args.ffn_num_hiddens,
+                 num_heads=args.num_heads, num_blks=args.num_blks,
+                 dropout=args.dropout, max_len=1000)
+    run = dict(corpus=args.corpus, batch_size=args.batch_size,
+               seq_len=args.max_len, learning_rate=args.lr, seed=args.seed)
+    net, loss, batch_loss = _build(model, devices)
+    history = _train(args, train_iter, (net, loss, batch_loss), devices,
+                     kvstore, dict(model, **run))
+    if kvstore is not None and kvstore.rank != 0:
+        return 0
+    accuracy = _evaluate(batch_loss.graph.net, valid_iter, len(vocab),
+                         devices)
+    pretraining = dict(run, num_steps=history.num_steps,
+                       mlm_loss=history.mlm_loss, nsp_loss=history.nsp_loss,
+                       mlm_accuracy=accuracy.mlm_accuracy,
+                       nsp_accuracy=accuracy.nsp_accuracy)
+    _save(args.out, net, vocab, dict(model, pretraining=pretraining))
+    return 0
+
+
+def _load_corpus(args):
+    """The training and held-out minibatches of ``--corpus``, and the
+    vocabulary."""
+    from ..dataset import load_data_wiki
     print(f'loading the {args.corpus} corpus (batch size '
           f'{args.batch_size}, max_len {args.max_len}) ...', flush=True)
     start = time.perf_counter()
@@ -261,68 +294,80 @@ def _pretrain(args, devices, kvstore):
         valid_iter, _ = load_data_wiki(
             args.batch_size, args.max_len, corpus=args.corpus,
             split='valid', vocab=vocab)
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
-        return fail(f'--corpus: {e}')
+    except RuntimeError as e:  # WikiText-2 cannot be downloaded
+        raise RunError(in_options(e)) from None
+    except (ValueError, FileNotFoundError) as e:
+        message = in_options(e)
+        if '--' not in message:
+            message = f'--corpus {args.corpus}: {message}'
+        raise UsageError(message) from None
     print(f'{len(train_iter._dataset)} training pairs, '
           f'{len(valid_iter._dataset)} held-out pairs, vocabulary of '
           f'{len(vocab)} tokens ({time.perf_counter() - start:.1f} s)')
+    return train_iter, valid_iter, vocab
 
-    config = dict(vocab_size=len(vocab), num_hiddens=args.num_hiddens,
-                  ffn_num_hiddens=args.ffn_num_hiddens,
-                  num_heads=args.num_heads, num_blks=args.num_blks,
-                  dropout=args.dropout, max_len=1000)
-    # What a resumed run must share with the run it continues (not the
-    # step count: resuming with more steps trains on)
-    settings = dict(config, corpus=args.corpus, batch_size=args.batch_size,
-                    seq_len=args.max_len, learning_rate=args.lr,
-                    seed=args.seed)
-    net = BERTModel(len(vocab), args.num_hiddens, args.ffn_num_hiddens,
-                    args.num_heads, args.num_blks, args.dropout)
+
+def _build(model, devices):
+    """The book's `BERTModel` of the sizes `model`, and the fast layer's
+    one-graph step over it (the model and both losses)."""
+    from mxnet import gluon, init
+
+    from .. import fast
+    from ..bert import BERTModel
+    net = BERTModel(model['vocab_size'], model['num_hiddens'],
+                    model['ffn_num_hiddens'], model['num_heads'],
+                    model['num_blks'], model['dropout'])
     net.initialize(init.Xavier(), ctx=devices)
     loss = gluon.loss.SoftmaxCELoss()
+    # The book model's parameters are trained in place
+    batch_loss = fast.batch_loss(net, loss, model['vocab_size'])
+    print(f'path: {fast.describe(batch_loss.graph.net)}, model and losses '
+          'in one graph (d2l_bert.fast.batch_loss)')
+    print(fast.describe_loops(devices))
+    return net, loss, batch_loss
 
-    leader = kvstore is None or kvstore.rank == 0
-    if leader:
-        os.makedirs(out, exist_ok=True)
-    checkpoint = os.path.join(out, CHECKPOINT_FILE)
+
+def _train(args, train_iter, model, devices, kvstore, settings):
+    """Train `model` (`_build`'s three) for ``--steps`` with checkpoints;
+    return the history."""
+    from ..training import train_bert_history
+    net, loss, batch_loss = model
+    if kvstore is None or kvstore.rank == 0:
+        os.makedirs(args.out, exist_ok=True)
+    checkpoint = os.path.join(args.out, CHECKPOINT_FILE)
     if args.resume and not os.path.exists(checkpoint):
         print(f'no checkpoint at {checkpoint}: starting from step 0')
-    # The fast layer: the model and both losses as one graph, the book
-    # model's parameters trained in place
-    batch_loss = fast.batch_loss(net, loss, len(vocab))
-    twin = batch_loss.graph.net
-    print(f'path: {fast.describe(twin)}, model and losses in one graph '
-          '(d2l_bert.fast.batch_loss)')
-    print(fast._ops.describe(devices))
     where = devices if kvstore is None else \
         f'{kvstore.num_workers} workers x {devices}'
-    print(f'pretraining {args.steps} steps on {where} ...', flush=True)
-    plot = os.path.join(out, PLOT_FILE)
+    print(f'pretraining {plural(args.steps, "step")} on {where} ...',
+          flush=True)
     try:
-        history = train_bert_history(
-            train_iter, net, loss, len(vocab), devices, args.steps,
-            learning_rate=args.lr, plot=plot, checkpoint=checkpoint,
-            checkpoint_every=args.checkpoint_every, resume=args.resume,
-            config=settings, batch_loss=batch_loss, kvstore=kvstore)
+        return train_bert_history(
+            train_iter, net, loss, settings['vocab_size'], devices, args.steps,
+            learning_rate=args.lr, plot=os.path.join(args.out, PLOT_FILE),
+            checkpoint=checkpoint, checkpoint_every=args.checkpoint_every,
+            resume=args.resume, config=settings, batch_loss=batch_loss,
+            kvstore=kvstore)
     except ValueError as e:
-        return fail(e)
-    if not leader:
-        return 0
+        raise UsageError(in_options(str(e))) from None
 
-    accuracy = evaluate_bert(twin, valid_iter, len(vocab), devices)
+
+def _evaluate(twin, valid_iter, vocab_size, devices):
+    """Print and return the held-out accuracies."""
+    from ..training import evaluate_bert
+    accuracy = evaluate_bert(twin, valid_iter, vocab_size, devices)
     print(f'held-out MLM accuracy {accuracy.mlm_accuracy:.3f} '
           f'({accuracy.num_masked} masked tokens), NSP accuracy '
           f'{accuracy.nsp_accuracy:.3f} ({accuracy.num_pairs} pairs)')
-    pretraining = dict(settings, num_steps=history.num_steps,
-                       mlm_loss=history.mlm_loss, nsp_loss=history.nsp_loss,
-                       mlm_accuracy=accuracy.mlm_accuracy,
-                       nsp_accuracy=accuracy.nsp_accuracy)
-    for key in config:
-        pretraining.pop(key)
-    save_pretrained(net, vocab, out, dict(config, pretraining=pretraining))
+    return accuracy
+
+
+def _save(out, net, vocab, config):
+    """Write the model in bert.small's layout, and say what is where."""
+    from ..model_files import save_pretrained
+    save_pretrained(net, vocab, out, config)
     print(f'saved the model to {out}/ (pretrained.params, vocab.json, '
           'config.json)')
-    print(f'saved the loss curves to {plot}')
-    print(f'checkpoint: {checkpoint} (continue with --resume '
-          '--steps MORE)')
-    return 0
+    print(f'saved the loss curves to {os.path.join(out, PLOT_FILE)}')
+    print(f'checkpoint: {os.path.join(out, CHECKPOINT_FILE)} (continue '
+          'with --resume --steps MORE)')

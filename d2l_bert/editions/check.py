@@ -128,6 +128,7 @@ def check_edition(edition, runner, progress=None, edition_outputs=True,
     Parameters
     ----------
     edition : Edition
+        The parsed file.
     runner : runner.Runner or child.ChildRunner
         Fresh runner: the cells share its namespace.
     progress : callable, optional

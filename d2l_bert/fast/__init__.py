@@ -4,7 +4,7 @@
     loss = d2l_bert.fast.accelerate(loss)
 
 The first returns a twin of a book model (`BERTModel`, `BERTEncoder`, or the
-fine-tuning section's `BERTClassifier`) that shares its `Parameter`s,
+fine-tuning section's `BERTClassifier`) that shares its parameters,
 runs as one hybridized graph and, on the CPU, computes self-attention,
 AddNorm and the LayerNorm gradients with compiled loops (`blocks`).  It
 is called exactly as the book's model is, so the book's own `train_bert`
@@ -28,6 +28,7 @@ oracle (`tests/test_fast_blocks.py`, `tests/test_fast_step.py`).
 from mxnet import autograd, gluon, np
 
 from . import _ops
+from ._ops import describe as describe_loops  # noqa: F401
 from .blocks import (FastBERTClassifier, FastBERTEncoder,  # noqa: F401
                      FastBERTModel, _Checked)
 from .inference import InferenceBERT, inference  # noqa: F401

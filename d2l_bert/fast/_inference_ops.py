@@ -77,7 +77,7 @@ def embed_norm(F, tokens, segments, token_W, segment_W, pos, gamma, beta,
     """``LayerNorm((token_W[tokens] + segment_W[segments]) + pos[:T])``:
     the original BERT's input encoding at inference (embeddings summed in
     the book's order, then its embedding LayerNorm), one custom operator
-    in place of two `Embedding`s, the sum and the LayerNorm.
+    in place of two `Embedding` blocks, the sum and the LayerNorm.
 
     Parameters
     ----------

@@ -114,8 +114,25 @@ def describe(devices=None):
     return f'compiled attention, AddNorm, LayerNorm and MLM-loss loops: {why}'
 
 
+class _OpenBLAS:
+    """An OpenBLAS library, whatever prefix its symbols carry: SciPy 1.10
+    bundles a plain ``libopenblas`` (``openblas_set_num_threads``), SciPy
+    1.13 and later ``libscipy_openblas`` (``scipy_openblas_...``)."""
+
+    def __init__(self, lib, prefix):
+        self.lib, self.prefix = lib, prefix
+
+    def set_num_threads(self, n):
+        getattr(self.lib, self.prefix + 'openblas_set_num_threads')(n)
+
+    def corename(self):
+        function = getattr(self.lib, self.prefix + 'openblas_get_corename')
+        function.restype = ctypes.c_char_p
+        return function().decode()
+
+
 def _scipy_openblas():
-    """SciPy's OpenBLAS libraries (`ctypes.CDLL`), which the attention
+    """SciPy's OpenBLAS libraries (`_OpenBLAS`), which the attention
     loops call through numba's `np.dot`; none if SciPy uses another
     BLAS."""
     import glob
@@ -123,14 +140,17 @@ def _scipy_openblas():
     root = os.path.dirname(os.path.abspath(scipy.__file__))
     found = []
     for pattern in ('../scipy.libs/libopenblas*', '.dylibs/libopenblas*',
-                    '.libs/libopenblas*', '../scipy.libs/libopenblas*.dll'):
+                    '.libs/libopenblas*', '../scipy.libs/libopenblas*.dll',
+                    '../scipy.libs/libscipy_openblas*',
+                    '.dylibs/libscipy_openblas*'):
         for path in glob.glob(os.path.join(root, pattern)):
+            prefix = 'scipy_' if 'libscipy_openblas' in path else ''
             try:
                 lib = ctypes.CDLL(path)
-                lib.openblas_set_num_threads     # an OpenBLAS?
+                getattr(lib, prefix + 'openblas_set_num_threads')
             except (OSError, AttributeError):
                 continue   # another BLAS: only the speed differs
-            found.append(lib)
+            found.append(_OpenBLAS(lib, prefix))
     return found
 
 
@@ -143,7 +163,7 @@ def _single_threaded_blas():
     threads.  Returns the libraries set."""
     libs = _scipy_openblas()
     for lib in libs:
-        lib.openblas_set_num_threads(1)
+        lib.set_num_threads(1)
     return libs
 
 
@@ -153,11 +173,9 @@ def blas_kernels():
     None if SciPy uses another BLAS."""
     for lib in _scipy_openblas():
         try:
-            name = lib.openblas_get_corename
+            return lib.corename()
         except AttributeError:
             continue
-        name.restype = ctypes.c_char_p
-        return name().decode()
     return None
 
 

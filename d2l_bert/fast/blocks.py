@@ -3,9 +3,10 @@
 Each twin is a Gluon `HybridBlock` built from a book block (`d2l_bert.bert`,
 `d2l_bert.transformer`, `d2l_bert.attention`).  It holds the book block's
 own leaf layers (`nn.Dense`, `nn.Embedding`, `nn.Dropout`) and its own
-`Parameter`s, so the twin and the book model train the same weights, and
-`save_parameters` names them the same way (``encoder.blks.0.attention.
-W_q.weight``).  What differs is how the arithmetic runs:
+parameters (`Parameter` objects), so the twin and the book model train
+the same weights, and `save_parameters` names them the same way
+(``encoder.blks.0.attention.W_q.weight``).  What differs is how the
+arithmetic runs:
 
 - the whole model is one hybridized graph with static memory;
 - self-attention projects queries, keys and values with one matrix
@@ -79,7 +80,9 @@ class FastAddNorm(nn.HybridBlock):
     Parameters
     ----------
     addnorm : AddNorm
+        The book's block, whose layers the twin holds.
     kernels : bool
+        Use the compiled loop (else MXNet's operators).
     """
     def __init__(self, addnorm, kernels):
         super().__init__()
@@ -105,6 +108,7 @@ class FastSelfAttention(nn.HybridBlock):
     Parameters
     ----------
     attention : MultiHeadAttention
+        The book's block, whose projections the twin holds.
     kernels : bool
         Attend with the compiled loops; otherwise with MXNet's interleaved
         attention operators.
@@ -279,7 +283,9 @@ class FastBERTEncoder(_Checked):
     Parameters
     ----------
     encoder : BERTEncoder
+        The book's encoder, whose layers and parameters the twin holds.
     kernels : bool
+        Use the compiled loops (else MXNet's operators).
     """
     def __init__(self, encoder, kernels):
         # The book encoder's prefix and parameters: `pos_embedding` is its
@@ -361,7 +367,9 @@ class FastBERTModel(_Checked):
     Parameters
     ----------
     net : BERTModel
+        The book's model, whose blocks the twin holds.
     kernels : bool
+        Use the compiled loops (else MXNet's operators).
     """
     def __init__(self, net, kernels):
         super().__init__()
@@ -413,7 +421,9 @@ class FastBERTClassifier(_Checked):
     Parameters
     ----------
     net : BERTClassifier
+        The fine-tuning section's classifier, whose blocks the twin holds.
     kernels : bool
+        Use the compiled loops (else MXNet's operators).
     """
     def __init__(self, net, kernels):
         super().__init__()

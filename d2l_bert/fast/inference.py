@@ -8,7 +8,7 @@
 run it; ``bert.encoder`` and ``bert.hidden`` stay the book's blocks, and
 ``load_pretrained_bert(..., fast=False)`` calls them instead.
 
-The twin holds the book blocks' own layers and `Parameter`s (nothing is
+The twin holds the book blocks' own layers and parameters (nothing is
 copied) and computes what they compute, with dropout off:
 
 - one hybridized graph with static memory, from the token ids to the
@@ -50,7 +50,9 @@ class InferenceSelfAttention(FastSelfAttention):
     Parameters
     ----------
     attention : MultiHeadAttention
+        The book's block, whose projections the twin holds.
     kernels : bool
+        Use the compiled loop (else MXNet's interleaved attention).
     """
 
     def _compiled_attention(self, F, qkv, valid_lens):
@@ -67,7 +69,9 @@ class InferenceAddNorm(FastAddNorm):
     Parameters
     ----------
     addnorm : AddNorm
+        The book's block, whose LayerNorm the twin holds.
     kernels : bool
+        Use the compiled loop (else MXNet's operators).
     """
 
     def hybrid_forward(self, F, X, Y):
@@ -126,6 +130,7 @@ class InferenceBERT(_Checked):
     Parameters
     ----------
     encoder : BERTEncoder
+        The pretrained encoder, whose layers the twin holds.
     hidden : nn.Dense
         The pooler, applied to the encoding of ``<cls>`` (position 0).
     kernels : bool

@@ -45,7 +45,9 @@ class FastBatchLoss(nn.HybridBlock):
     twin : FastBERTModel
         The fast twin of the model (`d2l_bert.fast.accelerate`).
     loss : gluon.loss.SoftmaxCELoss
+        The book's ``gluon.loss.SoftmaxCELoss()``, used for both tasks.
     vocab_size : int
+        V, the number of classes of the MLM loss.
     kernels : bool
         Compute the MLM loss with the compiled loops (when `loss` is a
         plain `SoftmaxCELoss`).
@@ -85,8 +87,11 @@ class FastBatchLoss(nn.HybridBlock):
         Parameters
         ----------
         pred_positions_X : ndarray, int, shape (B, P)
+            The predicted positions of each sequence.
         mlm_weights_X : ndarray, float32, shape (B, P)
+            1 for a real prediction, 0 for padding.
         mlm_Y : ndarray, int, shape (B, P)
+            The tokens to predict.
 
         Returns
         -------
@@ -145,7 +150,9 @@ def batch_loss(net, loss, vocab_size, kernels=None, row_multiple=8):
     net : BERTModel or FastBERTModel
         The book model (made fast here) or its twin.
     loss : gluon.loss.SoftmaxCELoss
+        The book's ``gluon.loss.SoftmaxCELoss()``, used for both tasks.
     vocab_size : int
+        V, the number of classes of the MLM loss.
     kernels : bool, optional
         As for `accelerate`.
     row_multiple : int, default 8

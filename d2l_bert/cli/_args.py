@@ -1,0 +1,371 @@
+"""The command line's one vocabulary: shared options, validators, errors.
+
+Every command builds its options from here, so that an option means the
+same in each: ``--devices`` (``--ctx`` is its old spelling, still
+accepted) takes the same values everywhere, sizes are checked by the
+same validators, and each help line ends with its default written one
+way, ``(default: 512)``.
+
+A usage error is one line, ``d2l-bert CMD: error: ...``, naming the
+option and the value, and exit status 2, whether argparse finds it while
+parsing (`Parser.error`) or the command finds it later (`UsageError`,
+which `d2l_bert.cli.main` reports).
+
+Nothing here imports `mxnet`: the options are parsed before the process
+chooses its threads (`d2l_bert.threads`).
+"""
+import argparse
+import os
+import re
+import textwrap
+
+#: What ``--devices`` takes, in every command
+DEVICES_VALUES = ('cpu, cpu:N, gpu, gpu:N, a comma-separated list of them '
+                  '(cpu:0,cpu:1) or all-gpus')
+
+_DEVICE = re.compile(r'(cpu|gpu)(:\d+)?$')
+
+
+class UsageError(Exception):
+    """The command line asks for what cannot be done; `cli.main` prints
+    ``d2l-bert CMD: error: MESSAGE`` and exits with status 2."""
+
+
+class RunError(Exception):
+    """The run itself failed (a download, a file that cannot be read):
+    `cli.main` prints ``d2l-bert CMD: error: MESSAGE``, exit status 1."""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs as written (their examples keep their
+    lines); each option's default at the end of its help, as
+    ``(default: X)``, unless the help already says it."""
+
+    def _get_help_string(self, action):
+        text, default = action.help or '', action.default
+        # (`is`: 0 and 0.0 equal False, and are defaults to show)
+        if '(default: ' in text or not action.option_strings or \
+                default is None or default is False or default == [] or \
+                default is argparse.SUPPRESS:
+            return text
+        return f'{text} (default: %(default)s)'
+
+
+class Parser(argparse.ArgumentParser):
+    """An `ArgumentParser` whose usage errors are one line, exit 2."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault('formatter_class', HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        self.exit(2, f'{self.prog}: error: {message}\n')
+
+
+def examples(*lines, note=None):
+    """An epilog: the command lines `lines`, then `note` wrapped."""
+    text = 'examples:\n' + '\n'.join(f'  {line}' for line in lines)
+    if note:
+        text += '\n\n' + textwrap.fill(note, 79)
+    return text
+
+
+# --- validators: argparse `type=` functions --------------------------------
+
+def _number(text, kind):
+    try:
+        return kind(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def positive_int(text):
+    """An int of at least 1."""
+    return at_least(1)(text)
+
+
+def at_least(low, why=''):
+    """A validator of ints of at least `low` (`why`: the reason, said in
+    the message)."""
+    def check(text):
+        value = _number(text, int)
+        if value is None or value < low:
+            wanted = 'a positive integer' if low == 1 else \
+                f'an integer of at least {low}{why}'
+            raise argparse.ArgumentTypeError(f'must be {wanted}, got '
+                                             f'{text!r}')
+        return value
+    check.__name__ = 'positive_int' if low == 1 else f'int>={low}'
+    return check
+
+
+def non_negative_int(text):
+    """An int of at least 0."""
+    value = _number(text, int)
+    if value is None or value < 0:
+        raise argparse.ArgumentTypeError(
+            f'must be an integer of at least 0, got {text!r}')
+    return value
+
+
+def positive_float(text):
+    """A finite number above 0 (a learning rate)."""
+    value = _number(text, float)
+    if value is None or not 0 < value < float('inf'):
+        raise argparse.ArgumentTypeError(
+            f'must be a number above 0, got {text!r}')
+    return value
+
+
+def rate(text):
+    """A probability in [0, 1) (a dropout rate)."""
+    value = _number(text, float)
+    if value is None or not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(
+            f'must be a number in [0, 1), got {text!r}')
+    return value
+
+
+def seconds(text):
+    """A number of seconds >= 0 (0: no limit)."""
+    value = _number(text, float)
+    if value is None or not 0 <= value < float('inf'):
+        raise argparse.ArgumentTypeError(
+            f'must be a number of seconds >= 0 (0 for no limit), got '
+            f'{text!r}')
+    return value
+
+
+def port(text):
+    """A TCP port, 1 to 65535."""
+    value = _number(text, int)
+    if value is None or not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(
+            f'must be a port number from 1 to 65535, got {text!r}')
+    return value
+
+
+def existing_file(text):
+    """The path of a file that exists and can be read."""
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f'no such file: {text!r}')
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(
+            f'{text!r} is a directory, not a file')
+    if not os.access(text, os.R_OK):
+        raise argparse.ArgumentTypeError(f'cannot read {text!r}: '
+                                         'permission denied')
+    return text
+
+
+def existing_file_or_stdin(text):
+    """An existing file, or '-' for standard input."""
+    return text if text == '-' else existing_file(text)
+
+
+def existing_dir(text):
+    """The path of a directory that exists."""
+    if not os.path.isdir(text):
+        what = 'not a directory' if os.path.exists(text) else \
+            'no such directory'
+        raise argparse.ArgumentTypeError(f'{what}: {text!r}')
+    return text
+
+
+def output_dir(text):
+    """A directory to write into: one that exists, or one that can be
+    made in the nearest directory above it that exists."""
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(
+            f'{text!r} exists and is not a directory')
+    _check_writable(text)
+    return text
+
+
+def output_file(suffix):
+    """A validator of a file to write, named with `suffix` (``'.npy'``)."""
+    def check(text):
+        if not text.endswith(suffix):
+            raise argparse.ArgumentTypeError(
+                f'must name a {suffix} file, got {text!r}')
+        if os.path.isdir(text):
+            raise argparse.ArgumentTypeError(
+                f'{text!r} is a directory, not a {suffix} file')
+        _check_writable(os.path.dirname(os.path.abspath(text)))
+        return text
+    check.__name__ = f'{suffix} file'
+    return check
+
+
+def _check_writable(path):
+    """Raise unless the nearest existing directory at or above `path`
+    can be written to."""
+    above = os.path.abspath(path)
+    while not os.path.exists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        raise argparse.ArgumentTypeError(
+            f'cannot write {path!r}: {above!r} is not a directory')
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(
+            f'cannot write {path!r}: permission denied in {above!r}')
+
+
+def name_or_dir(names, what):
+    """A validator of a value that is one of `names` or an existing
+    directory (`what`: what the directory must hold, said in the
+    message)."""
+    def check(text):
+        if text in names:
+            return text
+        try:
+            return existing_dir(text)
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(
+                f'{e}; give {", ".join(names)} or {what}') from None
+    check.__name__ = 'name or directory'
+    return check
+
+
+def devices_text(text):
+    """A device list as ``--devices`` takes it (see `DEVICES_VALUES`),
+    normalized; checked for its form only, without importing `mxnet`
+    (`resolve_devices` checks that the devices exist)."""
+    value = str(text).strip().lower()
+    parts = [p.strip() for p in value.split(',')]
+    if value != 'all-gpus' and not all(_DEVICE.match(p) for p in parts):
+        raise argparse.ArgumentTypeError(
+            f'must be {DEVICES_VALUES}, got {text!r}')
+    if len(set(parts)) != len(parts):
+        raise argparse.ArgumentTypeError(
+            f'must name each device once, got {text!r}')
+    return ','.join(parts)
+
+
+# --- shared options ---------------------------------------------------------
+
+def add_devices(parser, default, default_text=None, one=False):
+    """``--devices`` (alias ``--ctx``): the devices a command runs on.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser or argument group
+    default : str or None
+        None: every GPU, else the CPU (`default_devices`).
+    default_text : str, optional
+        How `--help` says the default, when `default` is None.
+    one : bool, default False
+        The command runs on one device (`resolve_devices` checks it).
+    """
+    default_text = default_text or 'every GPU, else the CPU'
+    help_text = f'the devices to run on: {DEVICES_VALUES}'
+    if one:
+        help_text += '; this command runs on one'
+    if default is None:
+        help_text += f' (default: {default_text})'
+    parser.add_argument('--devices', '--ctx', dest='devices',
+                        type=devices_text, default=default,
+                        metavar='DEVICES', help=help_text)
+
+
+def default_devices():
+    """Every GPU MXNet can use, else the CPU, as d2l's `try_all_gpus`."""
+    import mxnet as mx
+
+    from ..devices import num_gpus
+    return [mx.gpu(i) for i in range(num_gpus())] or [mx.cpu()]
+
+
+def resolve_devices(text, one=None):
+    """The contexts of a ``--devices`` value (None: `default_devices`).
+
+    Parameters
+    ----------
+    text : str or None
+    one : str, optional
+        The command, when it runs on one device only.
+
+    Returns
+    -------
+    list of mxnet.Context
+
+    Raises
+    ------
+    UsageError
+        A device this machine does not have, or several for `one`.
+    """
+    from ..devices import parse_devices
+    if text is None:
+        devices = default_devices()
+    else:
+        try:
+            devices = parse_devices(text)
+        except ValueError as e:
+            raise UsageError(f'--devices {text}: {e}') from None
+    if one and len(devices) > 1:
+        raise UsageError(f'--devices {text}: {one} runs on one device, '
+                         f'got {len(devices)}; give one, such as cpu or '
+                         'gpu:0')
+    return devices
+
+
+def add_threads(parser, help_text):
+    """``--threads K``: CPU threads of each process."""
+    parser.add_argument('--threads', type=positive_int, default=None,
+                        metavar='K', dest='num_threads', help=help_text)
+
+
+def add_job_arguments(parser, workers_help):
+    """``--workers``, ``--servers``, ``--hosts`` and ``--port``: the
+    options of a job on MXNet's parameter server, in ``d2l-bert launch``
+    and ``d2l-bert pretrain``."""
+    parser.add_argument('--workers', type=positive_int, default=None,
+                        metavar='N', help=workers_help)
+    parser.add_argument('--servers', type=positive_int, default=None,
+                        metavar='S',
+                        help='parameter servers, which sum the gradients '
+                             '(default: 1; with --hosts, one per machine)')
+    parser.add_argument('--hosts', type=existing_file, default=None,
+                        metavar='FILE',
+                        help='run over ssh on the machines of FILE, one '
+                             '[USER@]ADDRESS[:SSH_PORT] a line (see the '
+                             'docs\' "Several processes and machines")')
+    parser.add_argument('--port', type=port, default=None, metavar='PORT',
+                        help="the scheduler's port (default: a free one on "
+                             '127.0.0.1; 9091 with --hosts)')
+
+
+#: Python's spelling of an argument -> the option that sets it
+_SPELLINGS = {'corpus': '--corpus', 'max_len': '--max-len',
+              'batch_size': '--batch-size', 'num_steps': '--steps',
+              'data': '--data', 'num_workers': '--num-workers'}
+
+
+def in_options(message):
+    """`message` of a library error in the command line's spelling:
+    ``corpus='x'`` becomes ``--corpus 'x'``, ``max_len=8`` ``--max-len
+    8``."""
+    names = '|'.join(_SPELLINGS)
+    message = re.sub(rf'\b({names})=', lambda m: _SPELLINGS[m.group(1)]
+                     + ' ', str(message))
+    return re.sub(rf'\b({names})(?= [<>]=? )',
+                  lambda m: _SPELLINGS[m.group(1)], message)
+
+
+def os_error(error):
+    """One line for an `OSError` of the run: the file and the reason,
+    never a bare errno."""
+    if error.filename is not None and error.strerror:
+        return f'{error.filename}: {error.strerror}'
+    return str(error) or type(error).__name__
+
+
+def option(name):
+    """``'batch_size'`` -> ``'--batch-size'``."""
+    return '--' + name.replace('_', '-')
+
+
+def plural(count, noun):
+    """``plural(1, 'step')`` -> ``'1 step'``; ``plural(2, 'step')`` ->
+    ``'2 steps'``."""
+    return f'{count:,} {noun}{"" if count == 1 else "s"}'

@@ -1,0 +1,148 @@
+"""The command line's one vocabulary (d2l_bert/cli/_args.py): the same
+device option in every command, help and defaults written one way, and
+the validators."""
+import argparse
+import os
+
+import pytest
+
+from d2l_bert import cli
+from d2l_bert.cli import _args
+
+
+def subparsers():
+    parser = cli.build_parser()
+    [action] = [a for a in parser._actions
+                if isinstance(a, argparse._SubParsersAction)]
+    return action.choices
+
+
+def options(parser):
+    return [a for a in parser._actions
+            if a.option_strings and a.dest != 'help'
+            and a.help is not argparse.SUPPRESS]
+
+
+def test_every_command_but_launch_has_one_devices_option_with_its_alias():
+    for name, parser in subparsers().items():
+        devices = [a for a in parser._actions if a.dest == 'devices']
+        if name == 'launch':  # each worker's command chooses its own
+            assert devices == []
+            continue
+        [action] = devices
+        assert action.option_strings == ['--devices', '--ctx'], name
+        assert action.metavar == 'DEVICES' and \
+            action.type is _args.devices_text, name
+        assert _args.DEVICES_VALUES in action.help, name
+
+
+def test_every_option_has_help_and_its_default_written_one_way():
+    for name, parser in subparsers().items():
+        formatter = parser._get_formatter()
+        for action in options(parser):
+            text = formatter._expand_help(action)
+            where = f'{name} {action.option_strings[0]}'
+            assert len(text) > 10, where
+            assert '(default ' not in text and 'default:' not in \
+                text.replace('(default: ', ''), where
+            if action.default not in (None, False, []):
+                assert '(default: ' in text, where
+
+
+def test_pretrain_help_explains_the_model_sizes(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(['pretrain', '--help'])
+    out = ' '.join(capsys.readouterr().out.split())
+    for line in ["--num-hiddens H num_hiddens: the size of each token's "
+                 'vector in every block (default: 128)',
+                 '--ffn-num-hiddens F ffn_num_hiddens: the hidden size of '
+                 "each block's position-wise feed-forward network "
+                 '(default: 256)',
+                 '--num-heads N num_heads: attention heads of each block; '
+                 'they must divide --num-hiddens (default: 2)',
+                 '--num-blks N num_blks: transformer encoder blocks '
+                 '(default: 2)',
+                 '--dropout P dropout: the probability that dropout zeroes '
+                 'a value while training (default: 0.2)']:
+        assert line in out
+
+
+@pytest.mark.parametrize('check, good, bad', [
+    (_args.positive_int, [('1', 1), ('512', 512)], ['0', '-1', '2.5', 'x']),
+    (_args.non_negative_int, [('0', 0)], ['-1', 'x']),
+    (_args.positive_float, [('1e-4', 1e-4)], ['0', '-1', 'inf', 'x']),
+    (_args.rate, [('0', 0.0), ('0.2', 0.2)], ['1', '-0.1', 'nan']),
+    (_args.seconds, [('0', 0.0), ('1.5', 1.5)], ['-1', 'inf', 'soon']),
+    (_args.port, [('9091', 9091)], ['0', '65536', 'http']),
+    (_args.devices_text, [('CPU', 'cpu'), ('cpu:0, cpu:1', 'cpu:0,cpu:1'),
+                          ('all-gpus', 'all-gpus'), ('gpu:3', 'gpu:3')],
+     ['tpu', 'cpu:x', 'cpu,cpu', '', 'all-gpus,cpu']),
+])
+def test_validators_take_what_they_name_and_refuse_the_rest(check, good,
+                                                            bad):
+    for text, value in good:
+        assert check(text) == value
+    for text in bad:
+        with pytest.raises(argparse.ArgumentTypeError,
+                           match=f'got {text!r}'):
+            check(text)
+
+
+def test_path_validators(tmp_path):
+    (tmp_path / 'f.txt').write_text('x')
+    path, folder = str(tmp_path / 'f.txt'), str(tmp_path)
+    assert _args.existing_file(path) == path
+    assert _args.existing_file_or_stdin('-') == '-'
+    assert _args.existing_dir(folder) == folder
+    assert _args.output_dir(str(tmp_path / 'new' / 'dir'))
+    assert _args.output_file('.npy')(str(tmp_path / 'v.npy'))
+    for check, text, message in [
+            (_args.existing_file, folder, 'is a directory, not a file'),
+            (_args.existing_file, folder + '/no', 'no such file'),
+            (_args.existing_dir, path, 'not a directory'),
+            (_args.existing_dir, folder + '/no', 'no such directory'),
+            (_args.output_dir, path, 'exists and is not a directory'),
+            (_args.output_dir, path + '/below', 'is not a directory'),
+            (_args.output_file('.npy'), path, 'must name a .npy file')]:
+        with pytest.raises(argparse.ArgumentTypeError, match=message):
+            check(text)
+
+
+@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, 'geteuid') else True,
+                    reason='root may write anywhere')
+def test_an_output_directory_must_be_writable(tmp_path):
+    locked = tmp_path / 'locked'
+    locked.mkdir(mode=0o500)
+    try:
+        with pytest.raises(argparse.ArgumentTypeError,
+                           match='permission denied'):
+            _args.output_dir(str(locked / 'out'))
+    finally:
+        locked.chmod(0o700)
+
+
+def test_an_os_error_is_its_file_and_reason_never_a_bare_errno():
+    error = FileNotFoundError(2, 'No such file or directory', 'texts.txt')
+    assert _args.os_error(error) == 'texts.txt: No such file or directory'
+    assert _args.os_error(OSError('disk full')) == 'disk full'
+    assert _args.os_error(OSError()) == 'OSError'
+
+
+def test_a_run_that_fails_on_a_file_is_one_line_and_exit_1(
+        capsys, monkeypatch):
+    from d2l_bert.cli import chapter
+
+    def unreadable():
+        raise PermissionError(13, 'Permission denied', 'notebooks')
+    monkeypatch.setattr(chapter, 'notebook_dir', unreadable)
+    assert cli.main(['chapter']) == 1
+    assert capsys.readouterr().err == (
+        'd2l-bert chapter: error: notebooks: Permission denied\n')
+
+
+def test_library_spelling_becomes_the_options():
+    assert _args.in_options(
+        "max_len=8 is too small; use max_len >= 12; corpus='x'") == \
+        "--max-len 8 is too small; use --max-len >= 12; --corpus 'x'"
+    assert _args.plural(1, 'step') == '1 step'
+    assert _args.plural(1200, 'step') == '1,200 steps'

@@ -1,0 +1,205 @@
+"""The NumPy names MXNet 1.9.1 reads, given back on NumPy 1.24 and later.
+
+The logic is tested on stand-in `numpy` modules (this suite runs on the
+book's NumPy 1.23.5 and on NumPy 2); the hook itself is tested in child
+interpreters, the way a user meets it.
+"""
+import math
+import os
+import subprocess
+import sys
+import types
+
+import numpy
+import pytest
+
+from d2l_bert import mxnet_compat
+
+REMOVED = ('PZERO', 'NZERO', 'PINF', 'NINF', 'NaN', 'NAN', 'Inf',
+           'alltrue', 'sometrue', 'product', 'cumproduct', 'round_',
+           'row_stack', 'trapz', 'in1d', 'msort', 'compat', 'bool')
+
+
+def fake_numpy(version, drop=REMOVED + mxnet_compat.EXPIRED):
+    """A stand-in `numpy` of `version` without the names in `drop`, its
+    functions taken from the real NumPy."""
+    module = types.ModuleType('numpy')
+    for name in dir(numpy):
+        if name not in drop and not name.startswith('__'):
+            try:
+                setattr(module, name, getattr(numpy, name))
+            except AttributeError:  # an expired name of NumPy 1.23
+                pass
+    module.__version__ = version
+    if not hasattr(module, 'trapezoid'):  # NumPy 2's name
+        module.trapezoid = numpy.trapz
+    return module
+
+
+@pytest.fixture
+def numpy2(monkeypatch):
+    module = fake_numpy('2.5.5')
+    module.printoptions_set = []
+    module.set_printoptions = lambda **kw: module.printoptions_set.append(kw)
+    monkeypatch.setitem(sys.modules, 'numpy', module)
+    return module
+
+
+def test_every_removed_name_comes_back_with_numpy2s_meaning(numpy2):
+    added = mxnet_compat.give_back()
+    assert added == tuple(sorted(REMOVED + mxnet_compat.EXPIRED))
+    assert numpy2.product is numpy2.prod
+    assert numpy2.cumproduct is numpy2.cumprod
+    assert numpy2.alltrue is numpy2.all
+    assert numpy2.sometrue is numpy2.any
+    assert numpy2.round_ is numpy2.round
+    assert numpy2.row_stack is numpy2.vstack
+    assert numpy2.trapz is numpy2.trapezoid
+    assert numpy2.bool is numpy2.bool_
+    assert numpy2.compat.basestring is str
+    assert (numpy2.PZERO, numpy2.PINF, numpy2.NINF) == (0.0, math.inf,
+                                                        -math.inf)
+    assert math.copysign(1.0, numpy2.NZERO) == -1.0
+    assert math.isnan(numpy2.NaN) and math.isnan(numpy2.NAN)
+    assert numpy2.printoptions_set == [{'legacy': '1.25'}]
+
+
+def test_in1d_and_msort_compute_what_numpy_1_23_computed(numpy2):
+    mxnet_compat.give_back()
+    a = numpy.array([[3, 1], [2, 5]])
+    assert numpy2.in1d(a, [1, 5]).tolist() == [False, True, False, True]
+    assert numpy2.in1d(a, [1, 5], invert=True).tolist() == [
+        True, False, True, False]
+    assert numpy2.msort(a).tolist() == [[2, 1], [3, 5]]
+
+
+def test_financial_functions_raise_an_error_naming_themselves(numpy2):
+    mxnet_compat.give_back()
+    assert numpy2.npv.__name__ == 'npv'
+    with pytest.raises(RuntimeError, match=r'numpy\.npv was removed in '
+                       r'NumPy 1\.20 .* numpy-financial package has npv'):
+        numpy2.npv(0.1, [1, 2])
+
+
+def test_names_numpy_still_has_are_left_alone(monkeypatch):
+    mine = object()
+    module = fake_numpy('1.26.4')
+    for name in REMOVED + mxnet_compat.EXPIRED:
+        if name not in ('bool', 'npv'):
+            setattr(module, name, mine)
+    monkeypatch.setitem(sys.modules, 'numpy', module)
+    assert mxnet_compat.give_back() == ('bool', 'npv')
+    assert module.product is mine
+
+
+def test_mxnet_gets_numpy_integers_in_lists_of_operator_arguments(
+        tmp_path):
+    # split_and_load computes its split points with NumPy: on NumPy 2
+    # they printed as 'np.int64(2)' before give_back set legacy printing
+    code = ('import mxnet as mx, numpy; from mxnet import np, npx, gluon; '
+            'npx.set_np(); x = np.arange(10).reshape(5, 2); '
+            'parts = gluon.utils.split_and_load(x, [mx.cpu(0), mx.cpu(1)], '
+            'even_split=False); print([p.shape[0] for p in parts], '
+            'str([numpy.int64(2)]))')
+    result = run_child(code, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ['[3,', '2]', '[2]']
+
+
+def test_nothing_changes_on_numpy_1_23(monkeypatch):
+    module = fake_numpy('1.23.5')
+    monkeypatch.setitem(sys.modules, 'numpy', module)
+    before = dict(vars(module))
+    assert mxnet_compat.give_back() == ()
+    assert vars(module) == before
+
+
+@pytest.mark.parametrize('version,old', [
+    ('1.23.5', True), ('1.16.0', True), ('1.24.0rc1', False),
+    ('1.26.4', False), ('2.0.0', False), ('2.5.5', False)])
+def test_numpy_is_old(version, old):
+    assert mxnet_compat.numpy_is_old(version) is old
+
+
+def test_the_hook_is_added_once_and_removes_itself(monkeypatch):
+    monkeypatch.setattr(sys, 'meta_path', list(sys.meta_path))
+    monkeypatch.delitem(sys.modules, 'mxnet', raising=False)
+    calls = []
+    monkeypatch.setattr(mxnet_compat, 'give_back',
+                        lambda: calls.append('give_back'))
+    monkeypatch.setattr(mxnet_compat, 'fork_default', lambda: None)
+    mxnet_compat.add_hook()
+    mxnet_compat.add_hook()
+    hooks = [f for f in sys.meta_path
+             if isinstance(f, mxnet_compat.MXNetHook)]
+    assert len(hooks) == 1 and sys.meta_path[0] is hooks[0]
+    assert hooks[0].find_spec('numpy') is None and calls == []
+    assert hooks[0].find_spec('mxnet') is None
+    assert calls == ['give_back']
+    assert not any(isinstance(f, mxnet_compat.MXNetHook)
+                   for f in sys.meta_path)
+
+
+@pytest.mark.parametrize('version,platform,chosen,sets', [
+    ((3, 14), 'linux', None, True), ((3, 15), 'linux', None, True),
+    ((3, 13), 'linux', None, False), ((3, 14), 'darwin', None, False),
+    ((3, 14), 'linux', 'spawn', False)])
+def test_fork_is_the_default_again_on_linux_from_python_3_14(
+        monkeypatch, version, platform, chosen, sets):
+    import multiprocessing
+    calls = []
+    monkeypatch.setattr(multiprocessing, 'get_start_method',
+                        lambda allow_none=False: chosen)
+    monkeypatch.setattr(multiprocessing, 'set_start_method', calls.append)
+    assert mxnet_compat.fork_default(version, platform) is sets
+    assert calls == (['fork'] if sets else [])
+
+
+def test_a_python_without_distutils_is_told_to_install_setuptools(
+        monkeypatch):
+    monkeypatch.setattr(mxnet_compat.importlib.util, 'find_spec',
+                        lambda name: None)
+    with pytest.raises(ImportError, match=r'MXNet 1\.9\.1 imports '
+                       r'distutils, .*install setuptools'):
+        mxnet_compat.check_distutils()
+
+
+def test_install_writes_the_pth_file_whole(monkeypatch, tmp_path):
+    path = tmp_path / mxnet_compat.PTH_NAME
+    monkeypatch.setattr(mxnet_compat, 'pth_path', lambda: str(path))
+    assert mxnet_compat.install() == str(path)
+    assert path.read_text() == mxnet_compat.PTH_LINE
+    assert os.listdir(str(tmp_path)) == [mxnet_compat.PTH_NAME]
+
+
+def run_child(code, *flags, cwd=None):
+    return subprocess.run(
+        [sys.executable, *flags, '-c', code], cwd=cwd,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        universal_newlines=True, timeout=120)
+
+
+def test_the_pth_line_is_harmless_where_d2l_bert_is_gone(tmp_path):
+    # -S: no site-packages, so no d2l-bert to find
+    result = run_child(mxnet_compat.PTH_LINE, '-S', cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ''
+
+
+def test_the_set_up_installed_the_hook_in_this_environment():
+    assert os.path.exists(mxnet_compat.pth_path()), (
+        'run `python -m d2l_bert.mxnet_compat --install` (run.py does)')
+    with open(mxnet_compat.pth_path()) as f:
+        assert f.read() == mxnet_compat.PTH_LINE
+
+
+def test_import_mxnet_first_thing_in_a_fresh_interpreter(tmp_path):
+    code = ('import mxnet, numpy; from mxnet import np, npx; '
+            'npx.set_np(); x = np.ones((2, 3)); '
+            'print(mxnet.__version__, x.sum().item(), '
+            'numpy.__version__.split(".")[0])')
+    result = run_child(code, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    version, total, numpy_major = result.stdout.split()
+    assert (version, float(total)) == ('1.9.1', 6.0)
+    assert numpy_major == numpy.__version__.split('.')[0]
