@@ -363,6 +363,7 @@ def fine_tuning_note(namespace, train_iter, num_epochs):
     train_iter : iterable
         The training batches (a DataLoader: its data set is counted).
     num_epochs : int
+        The epochs ``train_ch13`` was asked for.
 
     Returns
     -------
