@@ -369,7 +369,7 @@ def fine_tuning_note(namespace, train_iter, num_epochs):
     -------
     str or None
         One line, such as ``fine-tuned bert.small on 1,000 SNLI pairs, 5
-        epochs; --full for the book's 549,367``; None outside that
+        epoch(s); --full for the book's 549,367``; None outside that
         notebook.
     """
     if 'PRETRAINED' not in namespace or 'SMALL' not in namespace:
