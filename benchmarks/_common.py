@@ -23,8 +23,10 @@ imported (and loads OpenBLAS, which picks its kernels then).
 - `start_step_benchmark`: the threads and the machine, printed;
 - `timed`, `take_turns`: time functions here and turns of a PyTorch
   child in rounds, with a pause between turns;
-- `find_torch_python`, `TorchChild`, `serve_torch`: the PyTorch side in a
-  child process, driven through a pipe (both ends of the protocol);
+- `find_torch_python`, `Child`, `serve`, `serve_torch`: a side of a
+  benchmark (PyTorch, or one MXNet model alone) in a child process,
+  driven through a pipe (both ends of the protocol); `in_processes`:
+  MXNet steps, each in its own process, taking turns;
 - `ours_step`: d2l_bert's training step, as ``d2l-bert pretrain`` runs it;
   `book_loop_step`: the book's loop on the accelerated model.
 """
@@ -292,13 +294,14 @@ def find_torch_python(path):
     return None
 
 
-class TorchChild:
-    """The PyTorch side, in a child process driven through a pipe: `script`
-    run with ``--worker``, which calls `serve_torch`."""
+class Child:
+    """One side of a benchmark in a child process driven through a pipe:
+    `script` run with ``--worker`` and `worker_args`, which calls `serve`
+    (the PyTorch side, or one MXNet model alone in its process)."""
 
-    def __init__(self, python, script):
+    def __init__(self, python, script, *worker_args):
         self.proc = subprocess.Popen(
-            [python, os.path.abspath(script), '--worker'],
+            [python, os.path.abspath(script), '--worker', *worker_args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def ask(self, *command):
@@ -310,7 +313,7 @@ class TorchChild:
         try:
             answer = pickle.load(self.proc.stdout)
         except EOFError:
-            raise RuntimeError('the PyTorch process ended (see its '
+            raise RuntimeError('the child process ended (see its '
                                'messages above)') from None
         if answer[0] == 'error':
             raise RuntimeError(answer[1])
@@ -329,15 +332,25 @@ class TorchChild:
             self.proc.wait()
 
 
+#: The PyTorch side (`bench_torch.py`, `bench_minilm.py`)
+TorchChild = Child
+
+
 def serve_torch(setup):
-    """Serve a `TorchChild`: read pickled commands on stdin, answer on
-    stdout.  Runs in the child, which imports no MXNet.
+    """`serve` for the PyTorch side: exit status 2 if torch or
+    transformers cannot be imported.  Runs in the child, which imports no
+    MXNet."""
+    return serve(setup, needs=('torch', 'transformers'))
+
+
+def serve(setup, needs=()):
+    """Serve a `Child`: read pickled commands on stdin, answer on stdout.
 
     Commands: ``('setup', *args)``, answered ``('ready', info)`` where
     ``fns, info = setup(*args)``; the name of a function of `fns`,
     answered ``(name, wall seconds, CPU seconds of this process,
     result)``, timed here; ``('quit',)``.  Returns the exit status (2 if
-    torch or transformers cannot be imported).
+    a module of `needs` cannot be imported).
     """
     # Keep stdout for answers: whatever a library prints goes to stderr
     out = os.fdopen(os.dup(1), 'wb')
@@ -349,8 +362,8 @@ def serve_torch(setup):
         out.flush()
 
     try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
+        for module in needs:
+            importlib.import_module(module)
     except ImportError as e:
         send('error', f'{type(e).__name__}: {e}')
         return 2
@@ -372,6 +385,63 @@ def serve_torch(setup):
             return 0
         else:
             send('error', f'unknown command {command[0]!r}')
+
+
+def in_processes(script, sides, worker_args, repeats, warmup=1,
+                 pause=0.2):
+    """Time MXNet steps, each side in a process of its own, taking turns.
+
+    In one process, what one model leaves behind (memory the kernel must
+    zero again, idle OpenMP threads, numba's threads) slows the next:
+    d2l 1.0.3's pretraining step took 4.2 s alternating with ours and 3.0
+    s alone.  Here every side runs alone in its process, as a user runs
+    it; the turns (with `pause` seconds of idle between them) still share
+    the machine's load alike.
+
+    Parameters
+    ----------
+    script : str
+        The benchmark, run as ``script --worker SIDE *worker_args``; its
+        worker calls `serve` with a setup giving ``{'step': f}``.
+    sides : sequence of str
+    worker_args : list of str
+        The options each worker gets (threads, instruction set, sizes).
+    repeats, warmup : int
+    pause : float
+
+    Returns
+    -------
+    res : dict of side -> (median wall s, list of wall s, median CPU s)
+        As `alternate` returns them.
+    infos : dict of side -> what its setup returned
+    """
+    children = {}
+    try:
+        for side in sides:
+            children[side] = Child(sys.executable, script, side,
+                                   *worker_args)
+        infos = {side: child.ask('setup')[1]
+                 for side, child in children.items()}
+        turns = {side: (lambda child=child: child.ask('step')[1:3])
+                 for side, child in children.items()}
+        times, wall, cpu = take_turns(turns, repeats, warmup, pause)
+    finally:
+        for child in children.values():
+            child.close()
+    res = {side: (wall[side], [w for w, _ in times[side]], cpu[side])
+           for side in times}
+    return res, infos
+
+
+def waited(f):
+    """`f`, then wait until MXNet has finished all its work (a step's
+    update included), for `serve` to time."""
+    def run():
+        from mxnet import npx
+        result = f()
+        npx.waitall()
+        return result
+    return run
 
 
 def print_step_table(res, flops, gemm_flops, batch_size, labels):

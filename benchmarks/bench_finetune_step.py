@@ -4,6 +4,7 @@ d2l_bert's accelerated one.
 ::
 
     python benchmarks/bench_finetune_step.py --isa avx2     # all cores
+    python benchmarks/bench_finetune_step.py --one-process  # the old way
     python benchmarks/bench_finetune_step.py --profile      # where time goes
 
 At the NLI section's settings (sec_natural-language-inference-bert:
@@ -16,13 +17,18 @@ one step is d2l's `train_batch_ch13` with `split_batch_multi_inputs`, as
 the section's `BERTClassifier` on d2l 1.0.3's `BERTModel`; ours runs
 ``d2l_bert.fast.accelerate(BERTClassifier(bert))`` (what ``d2l-bert
 finetune`` trains) on d2l_bert's.  Both start from the same parameters
-(random: the arithmetic does not depend on them) on the same random
-batch.
+(random: the arithmetic does not depend on them) on the same batch: 512
+synthetic pairs in SNLI's format (`d2l_bert.snli_synthetic`, 18 to 27
+tokens, about the lengths of SNLI's pairs) packed by the book's
+`SNLIBERTDataset`, or ``--batch random``.
 
 The two steps and a float32 GEMM of the MLM output layer's shape (the
-GEMM rate of `bench_pretrain_step.py`) take turns in one process with the
-same thread settings; medians are reported.
+GEMM rate of `bench_pretrain_step.py`) each run in a process of their
+own, as a user runs them, taking turns with the same thread settings
+(`_common.in_processes`; ``--one-process``: alternating in this process);
+medians are reported.
 """
+import argparse
 import os
 import sys
 
@@ -34,7 +40,72 @@ def parse_args(argv=None):
     p = _common.arg_parser(__doc__, repeats=5,
                            batch_size=_common.FINETUNE['batch_size'])
     _common.add_profile_options(p)
+    p.add_argument('--batch', choices=('snli', 'random'), default='snli',
+                   help="pairs in SNLI's format packed by the book's "
+                        '`SNLIBERTDataset` (default: the synthetic corpus '
+                        "of d2l_bert.snli_synthetic, 18 to 27 tokens, about "
+                        "SNLI's lengths), or random tokens of lengths "
+                        'spread from 12 to 128')
+    p.add_argument('--one-process', action='store_true',
+                   help='time the steps alternating in this process, not '
+                        'each in its own')
+    p.add_argument('--pause', type=float, default=0.2,
+                   help='seconds of idle between turns (0.2)')
+    p.add_argument('--worker', default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
+
+
+def worker_args(args):
+    """The options a worker process gets from this run's `args`."""
+    options = ['--isa', args.isa, '--batch-size', str(args.batch_size),
+               '--batch', args.batch]
+    if args.threads is not None:
+        options += ['--threads', str(args.threads)]
+    return options
+
+
+def worker(args):
+    """One side in this process, served to the parent (`_common.serve`):
+    its step, or the GEMM."""
+    threads = _common.set_threads(args.threads, isa=args.isa)
+
+    def setup():
+        if args.worker == 'gemm':
+            gemm, gemm_flops = _common.gemm_rate()
+            return {'step': _common.waited(gemm)}, dict(
+                flops=gemm_flops, threads=threads)
+        d2l_step, ours_step, losses, cfg = build(args)
+        step, loss = ((d2l_step, losses[0]) if args.worker == 'd2l'
+                      else (ours_step, losses[1]))
+        return ({'step': _common.waited(step)},
+                dict(loss=loss, cfg=cfg, threads=threads))
+    return _common.serve(setup)
+
+
+def finetune_batch(args, cfg):
+    """The batch of the run, as numpy arrays ``(tokens, segments,
+    valid_lens, labels)``: synthetic SNLI pairs packed by the book's
+    `SNLIBERTDataset` (their ids below the model's vocabulary size), or
+    `_common.finetune_batch`'s random one."""
+    if args.batch == 'random':
+        return _common.finetune_batch(cfg['batch_size'], cfg['max_len'],
+                                      cfg['vocab_size'], cfg['num_classes'])
+    import tempfile
+
+    from d2l import mxnet as d2l
+
+    from d2l_bert.finetuning import SNLIBERTDataset, read_snli
+    from d2l_bert.snli_synthetic import make_snli_synthetic
+    with tempfile.TemporaryDirectory() as tmp:
+        data = read_snli(make_snli_synthetic(
+            tmp, num_train=cfg['batch_size'], num_dev=1, num_test=1), True)
+    words = [w for text in data[0] + data[1] for w in text.lower().split()]
+    vocab = d2l.Vocab(words, reserved_tokens=['<pad>', '<mask>', '<cls>',
+                                              '<sep>'])
+    dataset = SNLIBERTDataset(data, cfg['max_len'], vocab, num_workers=0)
+    return (dataset.all_token_ids.asnumpy(), dataset.all_segments.asnumpy(),
+            dataset.valid_lens.asnumpy().astype('float32'),
+            dataset.labels.asnumpy().astype('float32'))
 
 
 def build(args):
@@ -66,9 +137,7 @@ def build(args):
 
     cfg = dict(_common.FINETUNE, batch_size=args.batch_size)
     tokens, segments, valid_lens, y = [np.array(a) for a in
-                                       _common.finetune_batch(
-        cfg['batch_size'], cfg['max_len'], cfg['vocab_size'],
-        cfg['num_classes'])]
+                                       finetune_batch(args, cfg)]
     features = [tokens, segments, valid_lens]
     model_args = (cfg['vocab_size'], cfg['num_hiddens'],
                   cfg['ffn_num_hiddens'], cfg['num_heads'], cfg['num_blks'],
@@ -119,26 +188,52 @@ def build(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    _common.start_step_benchmark(args)
-    d2l_step, ours_step, losses, cfg = build(args)
-    print(f'loss before training, dropout off: d2l {losses[0]:.6f}; '
-          f'accelerated {losses[1]:.6f}')
+    if args.worker:
+        return worker(args)
+    if args.one_process or args.profile:
+        _common.start_step_benchmark(args)
+    else:
+        print(_common.hold_isa(args.isa))
+        print(_common.machine())
+        print('each step in a process of its own, taking turns')
     if args.profile:
+        d2l_step, ours_step, losses, cfg = build(args)
         _common.profile(d2l_step, "d2l 1.0.3 BERTClassifier step",
                         args.top)
         _common.profile(ours_step,
                         'd2l_bert accelerated BERTClassifier step', args.top)
         return 0
-    gemm, gemm_flops = _common.gemm_rate()
-    res = _common.alternate({'d2l': d2l_step, 'ours': ours_step,
-                             'gemm': gemm}, repeats=args.repeats)
+    res, losses, gemm_flops, cfg = _time(args)
+    print(f'loss before training, dropout off: d2l {losses[0]:.6f}; '
+          f'accelerated {losses[1]:.6f}')
     flops = _common.finetune_step_flops(**cfg)
     peak = _common.print_step_table(
         res, flops, gemm_flops, cfg['batch_size'],
         (('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert accelerated')))
     print(f"speed-up over d2l 1.0.3: {res['d2l'][0] / res['ours'][0]:.2f}x")
     _common.print_fastest_step(res, flops, peak)
+    print(f'load average at the end: '
+          + ', '.join(f'{x:.1f}' for x in os.getloadavg()))
     return 0
+
+
+def _time(args):
+    """Time both steps and the GEMM, in one process or each in its own;
+    return `alternate`'s results, the losses before training, the GEMM's
+    arithmetic and the settings."""
+    if args.one_process:
+        d2l_step, ours_step, losses, cfg = build(args)
+        gemm, gemm_flops = _common.gemm_rate()
+        res = _common.alternate({'d2l': d2l_step, 'ours': ours_step,
+                                 'gemm': gemm}, repeats=args.repeats)
+        return res, losses, gemm_flops, cfg
+    res, infos = _common.in_processes(
+        __file__, ('d2l', 'ours', 'gemm'), worker_args(args), args.repeats,
+        pause=args.pause)
+    print('each process: ' + infos['d2l']['threads'].replace(
+        '\n', '\n              '))
+    losses = [infos['d2l']['loss'], infos['ours']['loss']]
+    return res, losses, infos['gemm']['flops'], infos['d2l']['cfg']
 
 
 if __name__ == '__main__':

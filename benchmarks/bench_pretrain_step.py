@@ -2,8 +2,9 @@
 
 ::
 
-    python benchmarks/bench_pretrain_step.py               # all cores
+    python benchmarks/bench_pretrain_step.py --isa avx2    # all cores
     python benchmarks/bench_pretrain_step.py --threads 1
+    python benchmarks/bench_pretrain_step.py --one-process # the old way
     python benchmarks/bench_pretrain_step.py --profile     # where time goes
 
 At the book's settings (batch 512, max_len 64, the small BERT, vocabulary
@@ -16,12 +17,19 @@ are two: the command line's step (``d2l-bert pretrain``:
 own loop (`_get_batch_loss_bert`, as `train_bert` and the pretraining
 notebook run it) on ``d2l_bert.fast.accelerate(net)`` with
 ``d2l_bert.fast.accelerate(loss)``.  All three models
-start from the same parameters.
+start from the same parameters, on the same batch: by default the first
+batch of WikiText (the embedded corpus: its sentence pairs, lengths,
+masks and predictions; the model keeps the book's 20256 outputs), or
+``--batch random``, lengths spread evenly.
 
-The three steps and a float32 GEMM of the MLM output layer's shape take
-turns, in one process with the same thread settings, so that a machine
-shared with other work slows them alike; medians are reported.
+Each step and a float32 GEMM of the MLM output layer's shape run in a
+process of their own, as a user runs them, taking turns (`in_processes`),
+so that a machine shared with other work slows them alike; medians are
+reported.  In one process (``--one-process``), d2l's step runs slower
+after ours (4.2 s against 3.0 s alone): what slows it is in
+docs/performance.md, "Pretraining step".
 """
+import argparse
 import os
 import sys
 
@@ -32,11 +40,44 @@ import _common  # noqa: E402  (before mxnet: sets the thread count)
 def parse_args(argv=None):
     p = _common.arg_parser(__doc__, repeats=5, batch_size=512)
     _common.add_profile_options(p)
+    p.add_argument('--batch', choices=('wikitext', 'random'),
+                   default='wikitext',
+                   help='the first batch of the embedded WikiText corpus '
+                        '(default), or random tokens of spread lengths')
+    p.add_argument('--one-process', action='store_true',
+                   help='time the steps alternating in this process, not '
+                        'each in its own')
+    p.add_argument('--pause', type=float, default=0.2,
+                   help='seconds of idle between turns (0.2)')
+    p.add_argument('--worker', default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
-def build(args):
-    """Return the two step functions, sharing parameters and the batch."""
+def worker_args(args):
+    """The options a worker process gets from this run's `args`."""
+    options = ['--isa', args.isa, '--batch-size', str(args.batch_size),
+               '--batch', args.batch]
+    if args.threads is not None:
+        options += ['--threads', str(args.threads)]
+    return options
+
+
+def book_batch(args, cfg):
+    """The batch of the run: the first of the embedded WikiText corpus at
+    the book's sizes, or `_common.book_batch`'s random one."""
+    if args.batch == 'random':
+        return _common.book_batch(cfg['batch_size'], cfg['max_len'],
+                                  cfg['vocab_size'], cfg['num_preds'])
+    from d2l_bert.dataset import load_data_wiki
+    data_iter, _ = load_data_wiki(cfg['batch_size'], cfg['max_len'],
+                                  corpus='embedded', seed=0)
+    return [a.asnumpy() for a in next(iter(data_iter))]
+
+
+def build(args, sides=('d2l', 'ours', 'book')):
+    """Return the step functions of `sides` (d2l's, the command line's,
+    the book loop's), sharing the starting parameters and the batch, their
+    losses before training and the settings."""
     import mxnet as mx
     from mxnet import autograd, gluon, init, np, npx
     from d2l import mxnet as d2l
@@ -47,18 +88,21 @@ def build(args):
 
     cfg = dict(_common.BOOK, batch_size=args.batch_size)
     V = cfg['vocab_size']
-    batch = [np.array(a) for a in _common.book_batch(
-        cfg['batch_size'], cfg['max_len'], V, cfg['num_preds'])]
+    batch = [np.array(a) for a in book_batch(args, cfg)]
     loss = gluon.loss.SoftmaxCELoss()
     model_args = (V, cfg['num_hiddens'], cfg['ffn_num_hiddens'],
                   cfg['num_heads'], cfg['num_blks'], cfg['dropout'])
 
+    # d2l's model gives every side its starting parameters
     mx.random.seed(0)
     ref = d2l.BERTModel(*model_args)
     ref.initialize(init.Xavier())
     ref(*batch[:2], batch[2], batch[3])       # finish deferred shapes
-    nets = []
-    for _ in range(2):
+    steps, losses = {}, {}
+    for side in sides:
+        if side == 'd2l':
+            steps[side], losses[side] = _d2l_step(d2l, ref, loss, V, batch)
+            continue
         ours = d2l_bert.BERTModel(*model_args)
         ours.initialize(init.Xavier())
         ours(*batch[:2], batch[2], batch[3])
@@ -66,10 +110,20 @@ def build(args):
         ours_params = ours._collect_params_with_prefix()
         for name, p in ref._collect_params_with_prefix().items():
             ours_params[name].set_data(p.data())
-        nets.append(ours)
+        make = (_common.ours_step if side == 'ours'
+                else _common.book_loop_step)
+        steps[side], losses[side] = make(ours, V, batch)
+    return steps, losses, cfg
+
+
+def _d2l_step(d2l, ref, loss, V, batch):
+    """The book's `train_bert` body on d2l's model, one device; and its
+    losses before training, dropout off."""
+    from mxnet import autograd, gluon
+    ref_trainer = gluon.Trainer(ref.collect_params(), 'adam',
+                                {'learning_rate': 0.01})
 
     def d2l_step():
-        # The book's `train_bert` body, one device
         with autograd.record():
             mlm_ls, nsp_ls, ls = d2l._get_batch_loss_bert(
                 ref, loss, V, *[[b] for b in batch])
@@ -77,36 +131,53 @@ def build(args):
             l.backward()
         ref_trainer.step(1)
         return float(mlm_ls[0]), float(nsp_ls[0])
-    ref_trainer = gluon.Trainer(ref.collect_params(), 'adam',
-                                {'learning_rate': 0.01})
-    ours_step, ours_l = _common.ours_step(nets[0], V, batch)
-    book_step, book_l = _common.book_loop_step(nets[1], V, batch)
 
-    # The same numbers: both losses with dropout off, before training
     mlm, nsp, _ = d2l._get_batch_loss_bert(ref, loss, V,
                                            *[[b] for b in batch])
-    ref_l = float(mlm[0]), float(nsp[0])
-    return d2l_step, ours_step, book_step, ref_l, ours_l, book_l, cfg
+    return d2l_step, (float(mlm[0]), float(nsp[0]))
+
+
+def worker(args):
+    """One side in this process, served to the parent (`_common.serve`):
+    its step, or the GEMM."""
+    threads = _common.set_threads(args.threads, isa=args.isa)
+
+    def setup():
+        if args.worker == 'gemm':
+            gemm, gemm_flops = _common.gemm_rate()
+            return {'step': _common.waited(gemm)}, dict(
+                flops=gemm_flops, threads=threads)
+        steps, losses, cfg = build(args, (args.worker,))
+        return ({'step': _common.waited(steps[args.worker])},
+                dict(losses=losses[args.worker], cfg=cfg, threads=threads))
+    return _common.serve(setup)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    _common.start_step_benchmark(args)
-    d2l_step, ours_step, book_step, ref_l, ours_l, book_l, cfg = build(args)
-    print(f'losses before training, dropout off (mlm, nsp): d2l '
-          f'{ref_l[0]:.5f}, {ref_l[1]:.5f}; command line {ours_l[0]:.5f}, '
-          f'{ours_l[1]:.5f}; book loop, accelerated {book_l[0]:.5f}, '
-          f'{book_l[1]:.5f}')
+    if args.worker:
+        return worker(args)
+    if args.one_process or args.profile:
+        _common.start_step_benchmark(args)
+    else:
+        print(_common.hold_isa(args.isa))
+        print(_common.machine())
+    print(f'batch: {args.batch}; '
+          + ('all in this process' if args.one_process or args.profile
+             else 'each step in a process of its own, taking turns'))
     if args.profile:
-        _common.profile(d2l_step, "d2l 1.0.3 BERTModel step", args.top)
-        _common.profile(ours_step, 'd2l_bert command-line step', args.top)
-        _common.profile(book_step, "book's loop on the accelerated model",
+        steps, losses, cfg = build(args)
+        _common.profile(steps['d2l'], "d2l 1.0.3 BERTModel step", args.top)
+        _common.profile(steps['ours'], 'd2l_bert command-line step',
                         args.top)
+        _common.profile(steps['book'],
+                        "book's loop on the accelerated model", args.top)
         return 0
-    gemm, gemm_flops = _common.gemm_rate()
-    res = _common.alternate({'d2l': d2l_step, 'ours': ours_step,
-                             'book': book_step, 'gemm': gemm},
-                            repeats=args.repeats)
+    res, losses, gemm_flops, cfg = _time(args)
+    print(f'losses before training, dropout off (mlm, nsp): d2l '
+          f"{losses['d2l'][0]:.5f}, {losses['d2l'][1]:.5f}; command line "
+          f"{losses['ours'][0]:.5f}, {losses['ours'][1]:.5f}; book loop, "
+          f"accelerated {losses['book'][0]:.5f}, {losses['book'][1]:.5f}")
     flops = _common.pretrain_step_flops(**cfg)
     peak = _common.print_step_table(
         res, flops, gemm_flops, cfg['batch_size'],
@@ -116,7 +187,29 @@ def main(argv=None):
           f"{res['d2l'][0] / res['ours'][0]:.2f}x, book's loop on the "
           f"accelerated model and loss {res['d2l'][0] / res['book'][0]:.2f}x")
     _common.print_fastest_step(res, flops, peak)
+    print(f'load average at the end: '
+          + ', '.join(f'{x:.1f}' for x in os.getloadavg()))
     return 0
+
+
+def _time(args):
+    """Time the three steps and the GEMM, in one process or each in its
+    own; return `alternate`'s results, the losses before training, the
+    GEMM's arithmetic and the settings."""
+    sides = ('d2l', 'ours', 'book')
+    if args.one_process:
+        steps, losses, cfg = build(args, sides)
+        gemm, gemm_flops = _common.gemm_rate()
+        res = _common.alternate(dict(steps, gemm=gemm),
+                                repeats=args.repeats)
+        return res, losses, gemm_flops, cfg
+    res, infos = _common.in_processes(
+        __file__, sides + ('gemm',), worker_args(args), args.repeats,
+        pause=args.pause)
+    print('each process: ' + infos['d2l']['threads'].replace(
+        '\n', '\n              '))
+    losses = {side: infos[side]['losses'] for side in sides}
+    return res, losses, infos['gemm']['flops'], infos['d2l']['cfg']
 
 
 if __name__ == '__main__':

@@ -150,3 +150,30 @@ def test_finetune_step_flops_counts_the_section_step():
         num_blks=2, num_classes=3) == expected
     assert _common.finetune_step_flops(**_common.FINETUNE) == pytest.approx(
         464e9, rel=0.01)
+
+
+def test_chapter_benchmark_downloads_from_127_0_0_1(tmp_path):
+    # Tiny stand-ins already in --work: the script serves them instead of
+    # writing archives of the real sizes
+    import zipfile
+
+    from d2l_bert import runner
+    from d2l_bert.snli_synthetic import make_snli_synthetic
+    model = str(tmp_path / 'bert.small')
+    runner._save_untrained_bert(model, runner.OFFLINE_STAND_INS['bert.small'])
+    snli = make_snli_synthetic(str(tmp_path / 'snli'), num_train=30,
+                               num_dev=2, num_test=10)
+    for archive, folder, name in (('bert.small.zip', model, 'bert.small'),
+                                  ('snli_1.0.zip', snli, 'snli_1.0')):
+        with zipfile.ZipFile(tmp_path / archive, 'w') as z:
+            for file_name in os.listdir(folder):
+                z.write(os.path.join(folder, file_name),
+                        f'{name}/{file_name}')
+    out = _bench('bench_chapter.py', '--work', str(tmp_path), '--',
+                 '--section', 'sec_natural-language-inference-bert')
+    assert ('note (sec_natural-language-inference-bert): fine-tuned '
+            "bert.small on 30 SNLI pairs, 5 epoch(s); --full for the "
+            "book's 549,367") in out.splitlines(), out
+    assert re.search(r'^d2l-bert chapter --section \S+: \d+\.\d s with the '
+                     r'downloads from 127\.0\.0\.1 \(load average ', out,
+                     re.M), out

@@ -249,10 +249,83 @@ def test_train_ch13_at_small_sizes_trains_one_epoch_on_five_small_batches(
         'examples' in hooks.used
 
 
-def test_train_ch13_is_left_alone_at_book_sizes_and_for_notebooks():
-    assert 'train_ch13' not in DataHooks(small=False).overrides({})
-    assert 'train_ch13' not in DataHooks(small=True,
-                                         steps=None).overrides({})
+def _record_train_ch13(monkeypatch):
+    from d2l_bert.chapter.runner import _real_d2l
+    calls = []
+    monkeypatch.setattr(_real_d2l(), 'train_ch13',
+                        lambda *args: calls.append(args))
+    return calls
+
+
+@pytest.mark.parametrize('small, steps', [(False, 2), (True, None)])
+def test_train_ch13_passes_five_batches_on_at_book_sizes_and_for_notebooks(
+        monkeypatch, small, steps):
+    calls = _record_train_ch13(monkeypatch)
+    hooks = DataHooks(small=small, steps=steps)
+    train_iter = [('X', 'y')] * 5
+    hooks.overrides({})['train_ch13']('net', train_iter, 'test', 'loss',
+                                      'trainer', 5, 'devices', 'split')
+    assert calls == [('net', train_iter, 'test', 'loss', 'trainer', 5,
+                      'devices', 'split')]
+    assert hooks.used == set()
+
+
+def test_train_ch13_gets_an_epoch_of_two_batches_in_five(monkeypatch):
+    from mxnet import np
+    calls = _record_train_ch13(monkeypatch)
+    hooks = DataHooks(small=False)
+    # 1,000 pairs at the book's batch 512 are 2 batches: d2l's loop takes
+    # `num_batches // 5`, 0, modulo
+    features = [np.arange(20).reshape(10, 2), np.arange(10)]
+    train_iter = [(features, np.arange(10)),
+                  ([f[:3] for f in features], np.arange(3))]
+    hooks.overrides({})['train_ch13']('net', train_iter, 'test', 'loss',
+                                      'trainer', 5, 'devices')
+    [(_, recut, test, *_)] = calls
+    assert test == 'test' and len(recut) == 5
+    batches = list(recut)
+    assert [len(y) for _, y in batches] == [2, 3, 2, 3, 3]
+    assert np.concatenate([y for _, y in batches]).tolist() == (
+        list(range(10)) + [0, 1, 2])
+    assert batches[0][0][0].tolist() == [[0, 1], [2, 3]]
+    assert any(note.startswith('d2l.train_ch13 got each epoch in 5 '
+                               'batches') for note in hooks.used)
+
+
+@pytest.mark.parametrize('settings, pairs, note', [
+    (dict(SMALL=False, PRETRAINED='bert.small', SNLI_DATA='/c/snli-first',
+          SNLI_PAIRS=1000), 1000,
+     "fine-tuned bert.small on 1,000 SNLI pairs, 5 epoch(s); --full for "
+     "the book's 549,367"),
+    (dict(SMALL=False, PRETRAINED='bert.small', SNLI_DATA='/c/SNLI',
+          SNLI_PAIRS=0), 549367,
+     'fine-tuned bert.small on 549,367 SNLI pairs, 5 epoch(s)'),
+    (dict(SMALL=True, PRETRAINED='/c/small/tiny-bert',
+          SNLI_DATA='/c/small/snli_1.0', SNLI_PAIRS=1000,
+          SMALL_DIR='/c/small'), 1000,
+     'fine-tuned a tiny BERT pretrained here on 1,000 synthetic '
+     'SNLI-format pairs, 5 epoch(s)'),
+    (dict(SMALL=False, PRETRAINED='/m', SNLI_DATA='/d', SNLI_PAIRS=0), 7,
+     'fine-tuned the model in /m on 7 SNLI pairs, 5 epoch(s)'),
+])
+def test_fine_tuning_note_says_what_the_settings_chose(settings, pairs,
+                                                       note):
+    from d2l_bert.chapter.runner import fine_tuning_note
+
+    class Loader:
+        _dataset = [None] * pairs
+    assert fine_tuning_note(settings, Loader(), 5) == note
+
+
+def test_fine_tuning_note_is_none_outside_the_fine_tuning_notebook():
+    from d2l_bert.chapter.runner import fine_tuning_note
+    assert fine_tuning_note({'x': 1}, [], 5) is None
+
+
+def test_runner_gives_its_hooks_the_cells_namespace():
+    runner_ = Runner()
+    runner_.run('PRETRAINED = "bert.small"')
+    assert runner_.hooks.namespace['PRETRAINED'] == 'bert.small'
 
 
 def test_notebooks_get_the_pretrained_model_the_books_cells_get(

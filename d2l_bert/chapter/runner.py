@@ -54,8 +54,20 @@ SMALL_ENV = 'D2L_BERT_SMALL'
 #: pretrained model (a hub name or a directory)
 PRETRAINED_ENV = 'D2L_BERT_PRETRAINED'
 
+#: Environment variable that has the fine-tuning notebook read only the
+#: first pairs of each SNLI split (`d2l-bert chapter` without ``--full``)
+SNLI_PAIRS_ENV = 'D2L_BERT_SNLI_PAIRS'
+
+#: The pairs `d2l-bert chapter` fine-tunes on unless asked for the book's
+#: run, and the pairs of the book's run (SNLI's training split)
+CHAPTER_SNLI_PAIRS, BOOK_SNLI_PAIRS = 1000, 549367
+
 #: Step count that ``train_bert(...)`` calls are capped to at small sizes
 SMALL_STEPS = 2
+
+#: Batches an epoch below which d2l 1.0.3's ``train_ch13`` fails (it
+#: takes the batch count's fifth modulo); fewer are cut again into this many
+MIN_BATCHES = 5
 
 #: At small sizes, ``d2l.train_ch13`` trains one epoch on this many
 #: batches of at most `SMALL_BATCH` examples, and tests on one batch
@@ -224,12 +236,19 @@ class DataHooks:
     `SMALL_BATCHES` batches of at most `SMALL_BATCH` examples cut from the
     first batch, and tests on one such batch (d2l's loop divides by a
     fifth of the batch count, which a small data set leaves at 0).
+    Otherwise it gets an epoch of fewer than `MIN_BATCHES` batches (1,000
+    pairs at the book's 512) cut again into `MIN_BATCHES`, for the same
+    reason.  In the fine-tuning notebook, ``d2l.train_ch13`` also says
+    what it fine-tunes (`fine_tuning_note`).
     """
 
     def __init__(self, small=None, steps=SMALL_STEPS):
         self.small = small_sizes() if small is None else bool(small)
         self.steps = steps
         self.used = set()  # short descriptions of the hooks that acted
+        # the cells' namespace (`Runner` sets it), where `train_ch13`
+        # reads what the fine-tuning notebook's settings chose
+        self.namespace = {}
 
     def overrides(self, package):
         """Return the `d2l` names these hooks answer, given `package_names`.
@@ -240,8 +259,7 @@ class DataHooks:
         load = package.get('load_data_wiki')
         if load is not None and _accepts(load, 'corpus'):
             hooks['load_data_wiki'] = self._wrap_load(load)
-        if self.small and self.steps is not None:
-            hooks['train_ch13'] = self._train_ch13
+        hooks['train_ch13'] = self._train_ch13
         return hooks
 
     def notebook_environment(self):
@@ -258,6 +276,15 @@ class DataHooks:
 
     def _train_ch13(self, net, train_iter, test_iter, loss, trainer,
                     num_epochs, *args, **kwargs):
+        note = fine_tuning_note(self.namespace, train_iter, num_epochs)
+        if note:
+            self.used.add(note)
+        if not self.small or self.steps is None:
+            if _len_or_none(train_iter) in range(1, MIN_BATCHES):
+                train_iter = self._recut(train_iter)
+            return _real_d2l().train_ch13(net, train_iter, test_iter, loss,
+                                          trainer, num_epochs, *args,
+                                          **kwargs)
         self.used.add(f'd2l.train_ch13 trained 1 epoch on {SMALL_BATCHES} '
                       f'batches of at most {SMALL_BATCH} examples')
         with warnings.catch_warnings():
@@ -267,6 +294,16 @@ class DataHooks:
                 net, _FewBatches(train_iter, SMALL_BATCHES, SMALL_BATCH),
                 _FewBatches(test_iter, 1, SMALL_BATCH), loss, trainer,
                 min(num_epochs, 1), *args, **kwargs)
+
+    def _recut(self, train_iter):
+        """`train_iter`'s examples in `MIN_BATCHES` batches an epoch."""
+        examples = _len_or_none(getattr(train_iter, '_dataset', None))
+        size = f' of about {examples // MIN_BATCHES}' if examples else ''
+        self.used.add(
+            f'd2l.train_ch13 got each epoch in {MIN_BATCHES} batches{size} '
+            f'(d2l 1.0.3 divides by a fifth of the batch count, 0 below '
+            f'{MIN_BATCHES} batches)')
+        return _Recut(train_iter, MIN_BATCHES)
 
     def _no_workers(self):
         self.used.add('data loaders run without worker processes')
@@ -333,6 +370,50 @@ class DataHooks:
         return ast.fix_missing_locations(tree)
 
 
+def fine_tuning_note(namespace, train_iter, num_epochs):
+    """Say what the fine-tuning notebook's ``d2l.train_ch13`` call trains.
+
+    Parameters
+    ----------
+    namespace : dict
+        The cells' namespace: the notebook's settings cell has set
+        `SMALL`, `PRETRAINED`, `SNLI_PAIRS` and `SMALL_DIR` there.
+    train_iter : iterable
+        The training batches (a DataLoader: its data set is counted).
+    num_epochs : int
+        The epochs ``train_ch13`` was asked for.
+
+    Returns
+    -------
+    str or None
+        One line, such as ``fine-tuned bert.small on 1,000 SNLI pairs, 5
+        epoch(s); --full for the book's 549,367``; None outside that
+        notebook.
+    """
+    if 'PRETRAINED' not in namespace or 'SMALL' not in namespace:
+        return None
+    pretrained = str(namespace['PRETRAINED'])
+    small_dir = str(namespace.get('SMALL_DIR', '\0'))
+    if pretrained in ('bert.small', 'bert.base'):
+        model = pretrained
+    elif namespace['SMALL'] and pretrained.startswith(small_dir):
+        model = 'a tiny BERT pretrained here'
+    else:
+        model = f'the model in {pretrained}'
+    data = ('synthetic SNLI-format' if namespace['SMALL'] and str(
+        namespace.get('SNLI_DATA')).startswith(small_dir) else 'SNLI')
+    dataset = getattr(train_iter, '_dataset', train_iter)
+    try:
+        pairs = f'{len(dataset):,} '
+    except TypeError:
+        pairs = ''
+    note = (f'fine-tuned {model} on {pairs}{data} pairs, {num_epochs} '
+            f'epoch(s)')
+    if namespace.get('SNLI_PAIRS') and not namespace['SMALL']:
+        note += f"; --full for the book's {BOOK_SNLI_PAIRS:,}"
+    return note
+
+
 #: Hub files a small run may replace when they cannot be downloaded; for
 #: the models, the sizes the book loads them with
 OFFLINE_STAND_INS = {
@@ -365,8 +446,43 @@ class _FewBatches:
         return iter(self.batches)
 
 
+class _Recut:
+    """The examples of one pass over `data_iter`, in `count` batches of
+    nearly equal sizes; each pass reads `data_iter` again, so a loader
+    that shuffles still shuffles."""
+
+    def __init__(self, data_iter, count):
+        self.data_iter, self.count = data_iter, count
+
+    def __len__(self):
+        return self.count
+
+    def __iter__(self):
+        from mxnet import np
+        batches = list(self.data_iter)
+        labels = np.concatenate([y for _, y in batches])           # (N,)
+        if isinstance(batches[0][0], (list, tuple)):
+            features = type(batches[0][0])(
+                np.concatenate(parts)
+                for parts in zip(*[X for X, _ in batches]))
+        else:
+            features = np.concatenate([X for X, _ in batches])
+        n = len(labels)
+        bounds = [n * k // self.count for k in range(self.count + 1)]
+        for start, stop in zip(bounds, bounds[1:]):
+            yield _rows(features, slice(start, stop)), labels[start:stop]
+
+
+def _len_or_none(obj):
+    try:
+        return len(obj)
+    except TypeError:
+        return None
+
+
 def _rows(features, rows):
-    """Rows `rows` of an array, or of each array of a list or tuple."""
+    """Rows `rows` (indices or a slice) of an array, or of each array of a
+    list or tuple."""
     if isinstance(features, (list, tuple)):
         return type(features)(f[rows] for f in features)
     return features[rows]
@@ -504,6 +620,7 @@ class Runner:
         self.namespace = vars(module)
         self.namespace.update({'__builtins__': cell_builtins,
                                'd2l': self.d2l})
+        self.hooks.namespace = self.namespace
         self.count = 0
 
     def run(self, source):
