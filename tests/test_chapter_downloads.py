@@ -21,7 +21,7 @@ import d2l_bert
 from d2l_bert import cli
 from d2l_bert.chapter import runner
 from d2l_bert.data import hub
-from d2l_bert.snli_synthetic import make_snli_synthetic
+from d2l_bert.data.snli_synthetic import make_snli_synthetic
 
 NLI = 'sec_natural-language-inference-bert'
 #: The cap these tests give the chapter (1,000 by default): one small
