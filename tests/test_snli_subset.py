@@ -6,7 +6,7 @@ import pytest
 
 from d2l_bert.finetuning import read_snli
 from d2l_bert.data.snli_subset import SPLITS, first_snli_pairs
-from d2l_bert.snli_synthetic import make_snli_synthetic
+from d2l_bert.data.snli_synthetic import make_snli_synthetic
 
 
 @pytest.fixture
