@@ -191,13 +191,8 @@ def mean_vectors(encoded, valid_lens):
     -------
     float32 numpy array, shape (B, H)
     """
-    import numpy as onp
-    T = encoded.shape[1]
-    mask = (onp.arange(T)[None, :] < valid_lens[:, None])    # (B, T)
-    summed = (encoded * mask[:, :, None]).sum(axis=1)        # (B, H)
-    mean = summed / onp.maximum(valid_lens, 1)[:, None]      # (B, H)
-    norm = onp.linalg.norm(mean, axis=1, keepdims=True)      # (B, 1)
-    return (mean / onp.maximum(norm, 1e-12)).astype(onp.float32)
+    from ..hf.sentence import sentence_vectors
+    return sentence_vectors(encoded, valid_lens, 'mean', normalize=True)
 
 
 def encode_texts(bert, texts, batch_size, sort=True, progress=True,
