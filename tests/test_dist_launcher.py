@@ -211,7 +211,7 @@ def test_prepare_job_refuses_a_port_in_use():
         s.listen()
         port = s.getsockname()[1]
         with pytest.raises(D.LaunchError) as e:
-            D.prepare_job(lambda t: ['w'], num_workers=2, port=port)
+            D.prepare_job(lambda t: ['true'], num_workers=2, port=port)
     assert str(e.value) == (f'--port {port} is in use on 127.0.0.1: choose '
                             'another port, or leave --port out to take a '
                             'free one')
@@ -239,15 +239,16 @@ def test_prepare_job_refuses_an_unreachable_host(tmp_path):
 ])
 def test_prepare_job_names_the_bad_option(kwargs, message):
     with pytest.raises(D.LaunchError) as e:
-        D.prepare_job(lambda t: ['w'], **kwargs)
+        D.prepare_job(lambda t: ['true'], **kwargs)
     assert str(e.value) == message
 
 
 def test_prepare_job_takes_a_free_port_and_divides_the_threads():
-    job = D.prepare_job(lambda threads: ['w', str(threads)], num_workers=2)
+    # `true`: a command every system has (prepare_job checks it exists)
+    job = D.prepare_job(lambda threads: ['true', str(threads)], num_workers=2)
     assert 1024 <= job.port <= 65535
     assert job.num_threads == D.divide_threads(2)
-    assert job.roles[-1].argv == ['w', str(job.num_threads)]
+    assert job.roles[-1].argv == ['true', str(job.num_threads)]
     assert job.description == (
         f'starting 1 scheduler, 1 server(s) and 2 worker(s) on '
         f'127.0.0.1:{job.port}, {job.num_threads} thread(s) per worker')
