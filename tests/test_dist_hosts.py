@@ -177,7 +177,9 @@ def test_two_hosts_give_the_numbers_of_two_workers_on_one_machine(
         processes.stop(here)
     on_hosts = checkpoint_state(tmp_path / 'hosts/checkpoint.zip')
     on_one = checkpoint_state(tmp_path / 'here/checkpoint.zip')
-    if on_hosts[0]['history'] != on_one[0]['history']:
+    losses = [(s[0]['history']['mlm'], s[0]['history']['nsp'])
+              for s in (on_hosts, on_one)]
+    if losses[0] != losses[1]:
         # Seen on one machine as on two: now and then (2 runs in 6 under
         # load) a job of two worker processes parts from the others at
         # step 2 or 3 (NSP loss 1.73 against 1.20); the cause is not
