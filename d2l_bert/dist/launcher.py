@@ -574,6 +574,12 @@ def prepare_job(worker_argv, *, num_workers=None, num_servers=None,
     if machines is not None:
         return _ssh_job(worker_argv, machines, hosts, num_workers,
                         num_servers, port, num_threads, timeout)
+    return _local_job(worker_argv, num_workers, num_servers, port,
+                      num_threads)
+
+
+def _local_job(worker_argv, num_workers, num_servers, port, num_threads):
+    """`prepare_job` on this machine, on 127.0.0.1."""
     if num_threads is None:
         num_threads = divide_threads(num_workers)
     argv = worker_argv(num_threads)
@@ -704,40 +710,65 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
     stream = sys.stderr if stream is None else stream
     handlers = {}
     procs = []
-
-    def say(message):
-        # On a line of its own, also after a progress bar cut short
-        print(f'\n{prog}: {message}', file=stream, flush=True)
     try:
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            try:
-                handlers[signum] = signal.signal(signum, _raise_stop)
-            except ValueError:   # not the main thread: no handlers
-                break
+        _catch_stop(handlers)
         for role in roles:
             procs.append((role, _start(role)))
         failed = _watch(procs, finish, poll)
         if failed is None:
             return 0
-        role, proc = failed
-        where = f' on {role.host}' if role.host else ''
-        say(f'error: {role.name} (pid {proc.pid}{where}) '
-            f'{_how(proc.returncode, role)}; stopped the job and its '
-            f'{len(procs) - 1} other process(es)')
-        return _exit_status(proc.returncode)
-    except _CannotStart as e:
-        say(f'error: {e}; stopped the job')
-        return 127
-    except KeyboardInterrupt:
-        say('interrupted; stopped the job')
-        return 130
-    except _Stop as e:
-        say(f'got {signal.Signals(e.signum).name}; stopped the job')
-        return 128 + e.signum
+        return _report(prog, stream, *_failure(failed, len(procs)))
+    except (_CannotStart, KeyboardInterrupt, _Stop) as e:
+        return _report(prog, stream, *_interruption(e))
     finally:
         _stop(procs, grace)
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
+        _restore_handlers(handlers)
+
+
+def _catch_stop(handlers):
+    """Have SIGTERM and SIGHUP raise `_Stop`, keeping the handlers they
+    had in the dict `handlers` as each is replaced (none outside the main
+    thread)."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            handlers[signum] = signal.signal(signum, _raise_stop)
+        except ValueError:   # not the main thread: no handlers
+            break
+
+
+def _restore_handlers(handlers):
+    """Put back the signal handlers `_catch_stop` replaced."""
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+
+
+def _report(prog, stream, message, status):
+    """Print `run_job`'s message line on `stream`; return `status`."""
+    # On a line of its own, also after a progress bar cut short
+    print(f'\n{prog}: {message}', file=stream, flush=True)
+    return status
+
+
+def _failure(failed, num_procs):
+    """The message line and the exit status of a job whose process
+    `failed` (``(role, proc)``) ended badly, out of `num_procs`."""
+    role, proc = failed
+    where = f' on {role.host}' if role.host else ''
+    return (f'error: {role.name} (pid {proc.pid}{where}) '
+            f'{_how(proc.returncode, role)}; stopped the job and its '
+            f'{num_procs - 1} other process(es)',
+            _exit_status(proc.returncode))
+
+
+def _interruption(e):
+    """The message line and the exit status of a job stopped by `e`: a
+    `_CannotStart`, a `KeyboardInterrupt` (Ctrl-C) or a `_Stop`."""
+    if isinstance(e, _CannotStart):
+        return f'error: {e}; stopped the job', 127
+    if isinstance(e, KeyboardInterrupt):
+        return 'interrupted; stopped the job', 130
+    return (f'got {signal.Signals(e.signum).name}; stopped the job',
+            128 + e.signum)
 
 
 class _CannotStart(Exception):
