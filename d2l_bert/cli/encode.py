@@ -238,28 +238,30 @@ def encode_texts(bert, texts, batch_size, sort=True, progress=True,
     order = (onp.argsort(lengths, kind='stable') if sort
              else onp.arange(len(texts)))
     rows_of = {key: [None] * len(texts) for key in VECTORS}
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=len(texts), unit='text', delay=1, file=sys.stderr)
-    for start in range(0, len(texts), batch_size):
-        rows = order[start:start + batch_size]
-        encoded, pooled, valid_lens = bert.encode_ids(
-            [ids[k] for k in rows], [segs[k] for k in rows])  # (B, T, H)
-        batch = {'sentence': bert.sentence_vectors(encoded, valid_lens),
-                 'mean': mean_vectors(encoded, valid_lens),
-                 'pooled': pooled}                           # (B, H) each
-        for key, vectors in batch.items():
-            for r, k in enumerate(rows):
-                rows_of[key][k] = None if vectors is None else vectors[r]
-        if bar is not None:
+    from tqdm import tqdm
+    with tqdm(total=len(texts), unit='text', delay=1, file=sys.stderr,
+              disable=not progress) as bar:
+        for start in range(0, len(texts), batch_size):
+            rows = order[start:start + batch_size]
+            _encode_rows(bert, ids, segs, rows, rows_of)
             bar.update(len(rows))
-    if bar is not None:
-        bar.close()
     result = {key: None if rows[0] is None else onp.stack(rows)
               for key, rows in rows_of.items()}
     result.update(tokens=int(lengths.sum()), cut=num_cut, max_len=max_len)
     return result
+
+
+def _encode_rows(bert, ids, segs, rows, rows_of):
+    """Encode the texts `rows` (indices into `ids`, `segs`) as one batch
+    and put each kind of vector in its row of `rows_of`."""
+    encoded, pooled, valid_lens = bert.encode_ids(
+        [ids[k] for k in rows], [segs[k] for k in rows])      # (B, T, H)
+    batch = {'sentence': bert.sentence_vectors(encoded, valid_lens),
+             'mean': mean_vectors(encoded, valid_lens),
+             'pooled': pooled}                               # (B, H) each
+    for key, vectors in batch.items():
+        for r, k in enumerate(rows):
+            rows_of[key][k] = None if vectors is None else vectors[r]
 
 
 def _encode_each(encoder, texts, source):
