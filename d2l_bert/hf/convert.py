@@ -61,35 +61,13 @@ def bert_options(config, source='config.json'):
     every input the book builds.  A checkpoint with one (RoBERTa-like) can
     encode single texts only.
     """
-    def need(key):
-        if key not in config:
-            raise CheckpointError(f'{source} lacks {key!r}, which a BERT '
-                                  f'config needs')
-        try:
-            return check_positive_int(key, config[key])
-        except ValueError as e:
-            raise CheckpointError(f'{source}: {e}') from None
-
-    def refuse(key, value, allowed):
-        _refuse(source, key, value, allowed)
-
     _check_architecture(config, source)
-    # One `dropout` serves the book's blocks; `attention_probs_dropout_prob`
-    # is not read: no dropout runs at inference, and fine-tuning uses
-    # `hidden_dropout_prob` for both
-    dropout = config.get('hidden_dropout_prob', 0.1)
-    if not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-        refuse('hidden_dropout_prob', dropout, 'a rate in [0, 1)')
-    num_hiddens = need('hidden_size')
-    num_heads = need('num_attention_heads')
-    if num_hiddens % num_heads:
-        refuse('num_attention_heads', num_heads,
-               f'a divisor of hidden_size={num_hiddens}')
-    num_segments = (need('type_vocab_size') if 'type_vocab_size' in config
-                    else 2)
-    epsilon = config.get('layer_norm_eps', 1e-12)
-    if not isinstance(epsilon, (int, float)) or not epsilon > 0:
-        refuse('layer_norm_eps', epsilon, 'a positive number')
+    dropout, num_hiddens, num_heads, num_segments, epsilon = _read_sizes(
+        config, source)
+
+    def need(key):
+        return _need(config, key, source)
+
     return dict(
         vocab_size=need('vocab_size'),
         num_hiddens=num_hiddens,
@@ -103,6 +81,39 @@ def bert_options(config, source='config.json'):
         embedding_norm=True,
         tie_weights=bool(config.get('tie_word_embeddings', True)),
         num_segments=num_segments)
+
+
+def _need(config, key, source):
+    """Return ``config[key]``, checked to be a positive int."""
+    if key not in config:
+        raise CheckpointError(f'{source} lacks {key!r}, which a BERT '
+                              f'config needs')
+    try:
+        return check_positive_int(key, config[key])
+    except ValueError as e:
+        raise CheckpointError(f'{source}: {e}') from None
+
+
+def _read_sizes(config, source):
+    """Return dropout, num_hiddens, num_heads, num_segments, epsilon,
+    checked in that order."""
+    # One `dropout` serves the book's blocks; `attention_probs_dropout_prob`
+    # is not read: no dropout runs at inference, and fine-tuning uses
+    # `hidden_dropout_prob` for both
+    dropout = config.get('hidden_dropout_prob', 0.1)
+    if not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        _refuse(source, 'hidden_dropout_prob', dropout, 'a rate in [0, 1)')
+    num_hiddens = _need(config, 'hidden_size', source)
+    num_heads = _need(config, 'num_attention_heads', source)
+    if num_hiddens % num_heads:
+        _refuse(source, 'num_attention_heads', num_heads,
+                f'a divisor of hidden_size={num_hiddens}')
+    num_segments = (_need(config, 'type_vocab_size', source)
+                    if 'type_vocab_size' in config else 2)
+    epsilon = config.get('layer_norm_eps', 1e-12)
+    if not isinstance(epsilon, (int, float)) or not epsilon > 0:
+        _refuse(source, 'layer_norm_eps', epsilon, 'a positive number')
+    return dropout, num_hiddens, num_heads, num_segments, epsilon
 
 
 def _refuse(source, key, value, allowed):
@@ -282,6 +293,19 @@ def convert_weights(weights, options, source='the checkpoint',
                     'embeddings.word_embeddings.weight', source)
         _check_tied(weights, 'cls.predictions.decoder.bias',
                     'cls.predictions.bias', source)
+    params = _as_float32(weights, rows, source)
+    encoder = params['encoder']
+    encoder['pos_embedding'] = encoder['pos_embedding'][None]  # (1, L, H)
+    segment = encoder['segment_embedding.weight']            # (S, H)
+    if segment.shape[0] == 1:
+        # Single-segment checkpoint: row 1 is never used (see bert_options)
+        segment = onp.concatenate([segment, onp.zeros_like(segment)])
+    encoder['segment_embedding.weight'] = segment[:2]        # (2, H)
+    return params
+
+
+def _as_float32(weights, rows, source):
+    """Return the weights `rows` name as float32 arrays, by target."""
     params = {target: {} for _, target, _, _ in rows}
     params.setdefault('hidden', {})
     for hf, target, name, _ in rows:
@@ -291,13 +315,6 @@ def convert_weights(weights, options, source='the checkpoint',
                                   f'expected floating point')
         params[target][name] = onp.ascontiguousarray(value,
                                                      dtype=onp.float32)
-    encoder = params['encoder']
-    encoder['pos_embedding'] = encoder['pos_embedding'][None]  # (1, L, H)
-    segment = encoder['segment_embedding.weight']            # (S, H)
-    if segment.shape[0] == 1:
-        # Single-segment checkpoint: row 1 is never used (see bert_options)
-        segment = onp.concatenate([segment, onp.zeros_like(segment)])
-    encoder['segment_embedding.weight'] = segment[:2]        # (2, H)
     return params
 
 

@@ -72,12 +72,7 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
     model_dir = resolve_model_dir(model)
     options = bert_options(read_config(model_dir),
                            os.path.join(model_dir, 'config.json'))
-    tokenizer, tokenizer_path = load_tokenizer(model_dir)
-    size = tokenizer.get_vocab_size(with_added_tokens=True)
-    if size > options['vocab_size']:
-        raise CheckpointError(
-            f'{tokenizer_path} has {size} tokens, more than '
-            f'vocab_size={options["vocab_size"]} in config.json')
+    tokenizer = _load_checked_tokenizer(model_dir, options)
     sentence = read_sentence_settings(model_dir, options['max_len'])
     weights, path = read_weights(model_dir)
     params = convert_weights(weights, options, path, heads)
@@ -86,16 +81,29 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
     net, encoder, hidden = _build(options, params, heads, ctx)
     name = 'minilm' if model == 'minilm' else os.path.basename(
         os.path.normpath(model_dir))
-    twin = None
-    if fast:
-        # The fast layer's one visible call: a twin of the book's blocks
-        # for inference, sharing their parameters
-        from .. import fast as fast_layer
-        twin = fast_layer.inference(encoder, hidden)
+    twin = _inference_twin(encoder, hidden) if fast else None
     return PretrainedBERT(encoder, None if missing else hidden, tokenizer,
                           options['max_len'], options['num_segments'], name,
                           ctx, net, twin, sentence=sentence,
                           missing_pooler=missing, source=path)
+
+
+def _load_checked_tokenizer(model_dir, options):
+    """Load the tokenizer; raise if it has more tokens than the config."""
+    tokenizer, tokenizer_path = load_tokenizer(model_dir)
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    if size > options['vocab_size']:
+        raise CheckpointError(
+            f'{tokenizer_path} has {size} tokens, more than '
+            f'vocab_size={options["vocab_size"]} in config.json')
+    return tokenizer
+
+
+def _inference_twin(encoder, hidden):
+    """The fast layer's one visible call: a twin of the book's blocks
+    for inference, sharing their parameters."""
+    from .. import fast as fast_layer
+    return fast_layer.inference(encoder, hidden)
 
 
 def _build(options, params, heads, ctx):
