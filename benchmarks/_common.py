@@ -664,3 +664,22 @@ def finetune_step_flops(batch_size=512, max_len=128, num_hiddens=256,
              + 2 * 2 * batch_size * max_len * max_len * H)
     heads = 2 * batch_size * H * H + 2 * batch_size * H * num_classes
     return 3 * (num_blks * block + heads)
+
+
+def serve_step(args, build_side):
+    """Serve one side of a step benchmark from this process (`serve`):
+    its step, or the GEMM when ``args.worker == 'gemm'``.
+
+    ``build_side(args)`` returns ``(step, info)``: the step function and
+    a dict the parent reads (its losses, the settings).
+    """
+    threads = set_threads(args.threads, isa=args.isa)
+
+    def setup():
+        if args.worker == 'gemm':
+            gemm, gemm_flops = gemm_rate()
+            return {'step': waited(gemm)}, dict(flops=gemm_flops,
+                                                threads=threads)
+        step, info = build_side(args)
+        return {'step': waited(step)}, dict(info, threads=threads)
+    return serve(setup)

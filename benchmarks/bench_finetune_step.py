@@ -65,21 +65,14 @@ def worker_args(args):
 
 
 def worker(args):
-    """One side in this process, served to the parent (`_common.serve`):
-    its step, or the GEMM."""
-    threads = _common.set_threads(args.threads, isa=args.isa)
-
-    def setup():
-        if args.worker == 'gemm':
-            gemm, gemm_flops = _common.gemm_rate()
-            return {'step': _common.waited(gemm)}, dict(
-                flops=gemm_flops, threads=threads)
+    """One side in this process, served to the parent: its step, or the
+    GEMM (`_common.serve_step`)."""
+    def side(args):
         d2l_step, ours_step, losses, cfg = build(args)
         step, loss = ((d2l_step, losses[0]) if args.worker == 'd2l'
                       else (ours_step, losses[1]))
-        return ({'step': _common.waited(step)},
-                dict(loss=loss, cfg=cfg, threads=threads))
-    return _common.serve(setup)
+        return step, dict(loss=loss, cfg=cfg)
+    return _common.serve_step(args, side)
 
 
 def finetune_batch(args, cfg):

@@ -138,19 +138,13 @@ def _d2l_step(d2l, ref, loss, V, batch):
 
 
 def worker(args):
-    """One side in this process, served to the parent (`_common.serve`):
-    its step, or the GEMM."""
-    threads = _common.set_threads(args.threads, isa=args.isa)
-
-    def setup():
-        if args.worker == 'gemm':
-            gemm, gemm_flops = _common.gemm_rate()
-            return {'step': _common.waited(gemm)}, dict(
-                flops=gemm_flops, threads=threads)
+    """One side in this process, served to the parent: its step, or the
+    GEMM (`_common.serve_step`)."""
+    def side(args):
         steps, losses, cfg = build(args, (args.worker,))
-        return ({'step': _common.waited(steps[args.worker])},
-                dict(losses=losses[args.worker], cfg=cfg, threads=threads))
-    return _common.serve(setup)
+        return steps[args.worker], dict(losses=losses[args.worker],
+                                         cfg=cfg)
+    return _common.serve_step(args, side)
 
 
 def main(argv=None):
