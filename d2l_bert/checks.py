@@ -164,3 +164,13 @@ def num_blks_of(num_blks, num_layers):
         raise TypeError(f'num_blks={num_blks} and num_layers={num_layers} '
                         f'disagree; pass one of them')
     return num_blks if num_blks is not None else num_layers
+
+
+def check_kvstore(kvstore):
+    """Refuse the name of a distributed kvstore (``'dist_sync'``...): a
+    second kvstore of a job would wait forever for the other workers."""
+    if isinstance(kvstore, str) and kvstore.startswith('dist'):
+        raise ValueError(
+            f'kvstore {kvstore!r} needs a worker of a job and the job\'s '
+            'kvstore object: pass kvstore=create_kvstore() '
+            '(d2l_bert.dist.workers), made once per process')

@@ -25,7 +25,7 @@ from mxnet import autograd, gluon, np, npx
 from d2l import mxnet as d2l
 
 from .bert import get_tokens_and_segments
-from .checks import check_positive_int
+from .checks import check_kvstore, check_positive_int
 
 # The small BERT the section pretrains, and its training settings
 BOOK_BERT_CONFIG = dict(num_hiddens=128, ffn_num_hiddens=256, num_heads=2,
@@ -108,11 +108,9 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps,
 
     Defined in :numref:`sec_bert-pretraining`.
 
-    Prints the two losses averaged over the steps and the throughput, and
-    plots both losses step by step (`d2l.Animator`).  Like the book's,
-    returns None.  `d2l_bert.runs.pretraining.train_bert_history` is the
-    same loop with a progress bar, checkpoints and the per-step losses
-    returned, which ``d2l-bert pretrain`` uses.
+    Prints the mean losses and the throughput, plots both losses
+    (`d2l.Animator`) and returns None, as the book's does
+    (`d2l_bert.runs.pretraining.train_bert_history` adds checkpoints).
 
     Parameters
     ----------
@@ -132,21 +130,13 @@ def train_bert(train_iter, net, loss, vocab_size, devices, num_steps,
     num_steps : int
         Number of batches to train on (the book: 50).
     kvstore : str or mxnet.kvstore.KVStore, default 'device'
-        Beyond the book: where `Trainer` sums the gradients of the
-        devices (``'device'``, the book's, or ``'local'``).  In a worker
-        of a ``dist_sync`` job (``d2l-bert launch``), pass the job's
-        kvstore, made once per process
-        (`d2l_bert.dist.workers.create_kvstore`): it sums the gradients
-        over the workers too, whose `train_iter` each give their own
-        rows of every batch (`d2l_bert.dist.workers.worker_rows`).
+        Beyond the book: where `Trainer` sums the gradients.  A worker
+        of a ``dist_sync`` job passes the job's kvstore
+        (`d2l_bert.dist.workers.create_kvstore`) and its own rows of
+        every batch (`d2l_bert.dist.workers.worker_rows`).
     """
     check_positive_int('num_steps', num_steps)
-    if isinstance(kvstore, str) and kvstore.startswith('dist'):
-        # A second kvstore of the job would wait forever for the others
-        raise ValueError(
-            f'kvstore {kvstore!r} needs a worker of a job and the job\'s '
-            'kvstore object: pass kvstore=create_kvstore() '
-            '(d2l_bert.dist.workers), made once per process')
+    check_kvstore(kvstore)
     trainer = gluon.Trainer(net.collect_params(), 'adam',
                             {'learning_rate': 0.01}, kvstore=kvstore)
     step, timer = 0, d2l.Timer()
