@@ -29,11 +29,15 @@ def test_every_command_but_launch_has_one_devices_option_with_its_alias():
         if name == 'launch':  # each worker's command chooses its own
             assert devices == []
             continue
-        [action] = devices
-        assert action.option_strings == ['--devices', '--ctx'], name
+        # --devices in --help; --ctx, the older spelling, accepted unshown
+        action, alias = devices
+        assert action.option_strings == ['--devices'], name
+        assert alias.option_strings == ['--ctx'], name
+        assert alias.help == argparse.SUPPRESS, name
         assert action.metavar == 'DEVICES' and \
-            action.type is _args.devices_text, name
+            action.type is alias.type is _args.devices_text, name
         assert _args.DEVICES_VALUES in action.help, name
+        assert '--ctx' not in parser.format_help(), name
 
 
 def test_every_option_has_help_and_its_default_written_one_way():

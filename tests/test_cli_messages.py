@@ -98,7 +98,7 @@ BAD = [
     ('pretrain --out a-file', "argument --out: 'a-file' exists and is not "
                               'a directory'),
     ('pretrain --ctx tpu',
-     'argument --devices/--ctx: must be cpu, cpu:N, gpu, gpu:N, a '
+     'argument --ctx: must be cpu, cpu:N, gpu, gpu:N, a '
      "comma-separated list of them (cpu:0,cpu:1) or all-gpus, got 'tpu'"),
     ('pretrain --servers 2 --out out',
      '--servers makes sense with --workers N or --hosts FILE only'),

@@ -58,7 +58,7 @@ def test_pretrain_rejects_bad_device_strings(capsys, tmp_path, devices,
     status, out, err = run(['pretrain', '--devices', devices, '--out',
                             str(tmp_path / 'out')], capsys)
     assert status == 2
-    assert err == (f'd2l-bert pretrain: error: argument --devices/--ctx: '
+    assert err == (f'd2l-bert pretrain: error: argument --devices: '
                    f'{message}\n')
     assert not os.path.exists(tmp_path / 'out')
 

@@ -263,9 +263,11 @@ def add_devices(parser, default, default_text=None, one=False):
         help_text += '; this command runs on one'
     if default is None:
         help_text += f' (default: {default_text})'
-    parser.add_argument('--devices', '--ctx', dest='devices',
-                        type=devices_text, default=default,
-                        metavar='DEVICES', help=help_text)
+    parser.add_argument('--devices', dest='devices', type=devices_text,
+                        default=default, metavar='DEVICES', help=help_text)
+    # The older spelling, accepted and not shown: one name in --help
+    parser.add_argument('--ctx', dest='devices', type=devices_text,
+                        default=default, help=argparse.SUPPRESS)
 
 
 def default_devices():
