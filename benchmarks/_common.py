@@ -683,3 +683,25 @@ def serve_step(args, build_side):
         step, info = build_side(args)
         return {'step': waited(step)}, dict(info, threads=threads)
     return serve(setup)
+
+
+def add_process_options(p):
+    """The options of a step benchmark whose sides run in processes of
+    their own: ``--one-process``, ``--pause`` and the hidden
+    ``--worker``."""
+    p.add_argument('--one-process', action='store_true',
+                   help='time the steps alternating in this process, not '
+                        'each in its own')
+    p.add_argument('--pause', type=float, default=0.2,
+                   help='seconds of idle between turns (0.2)')
+    p.add_argument('--worker', default=None, help=argparse.SUPPRESS)
+
+
+def worker_args(args):
+    """The options a worker process gets from this run's `args`."""
+    options = ['--isa', args.isa, '--batch-size', str(args.batch_size),
+               '--batch', args.batch]
+    if args.threads is not None:
+        options += ['--threads', str(args.threads)]
+    return options
+

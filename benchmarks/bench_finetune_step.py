@@ -28,7 +28,6 @@ own, as a user runs them, taking turns with the same thread settings
 (`_common.in_processes`; ``--one-process``: alternating in this process);
 medians are reported.
 """
-import argparse
 import os
 import sys
 
@@ -46,22 +45,8 @@ def parse_args(argv=None):
                         "of d2l_bert.snli_synthetic, 18 to 27 tokens, about "
                         "SNLI's lengths), or random tokens of lengths "
                         'spread from 12 to 128')
-    p.add_argument('--one-process', action='store_true',
-                   help='time the steps alternating in this process, not '
-                        'each in its own')
-    p.add_argument('--pause', type=float, default=0.2,
-                   help='seconds of idle between turns (0.2)')
-    p.add_argument('--worker', default=None, help=argparse.SUPPRESS)
+    _common.add_process_options(p)
     return p.parse_args(argv)
-
-
-def worker_args(args):
-    """The options a worker process gets from this run's `args`."""
-    options = ['--isa', args.isa, '--batch-size', str(args.batch_size),
-               '--batch', args.batch]
-    if args.threads is not None:
-        options += ['--threads', str(args.threads)]
-    return options
 
 
 def worker(args):
@@ -221,8 +206,8 @@ def _time(args):
                                  'gemm': gemm}, repeats=args.repeats)
         return res, losses, gemm_flops, cfg
     res, infos = _common.in_processes(
-        __file__, ('d2l', 'ours', 'gemm'), worker_args(args), args.repeats,
-        pause=args.pause)
+        __file__, ('d2l', 'ours', 'gemm'), _common.worker_args(args),
+        args.repeats, pause=args.pause)
     print('each process: ' + infos['d2l']['threads'].replace(
         '\n', '\n              '))
     losses = [infos['d2l']['loss'], infos['ours']['loss']]

@@ -29,7 +29,6 @@ reported.  In one process (``--one-process``), d2l's step runs slower
 after ours (4.2 s against 3.0 s alone): what slows it is in
 docs/performance.md, "Pretraining step".
 """
-import argparse
 import os
 import sys
 
@@ -44,22 +43,8 @@ def parse_args(argv=None):
                    default='wikitext',
                    help='the first batch of the embedded WikiText corpus '
                         '(default), or random tokens of spread lengths')
-    p.add_argument('--one-process', action='store_true',
-                   help='time the steps alternating in this process, not '
-                        'each in its own')
-    p.add_argument('--pause', type=float, default=0.2,
-                   help='seconds of idle between turns (0.2)')
-    p.add_argument('--worker', default=None, help=argparse.SUPPRESS)
+    _common.add_process_options(p)
     return p.parse_args(argv)
-
-
-def worker_args(args):
-    """The options a worker process gets from this run's `args`."""
-    options = ['--isa', args.isa, '--batch-size', str(args.batch_size),
-               '--batch', args.batch]
-    if args.threads is not None:
-        options += ['--threads', str(args.threads)]
-    return options
 
 
 def book_batch(args, cfg):
@@ -198,8 +183,8 @@ def _time(args):
                                 repeats=args.repeats)
         return res, losses, gemm_flops, cfg
     res, infos = _common.in_processes(
-        __file__, sides + ('gemm',), worker_args(args), args.repeats,
-        pause=args.pause)
+        __file__, sides + ('gemm',), _common.worker_args(args),
+        args.repeats, pause=args.pause)
     print('each process: ' + infos['d2l']['threads'].replace(
         '\n', '\n              '))
     losses = {side: infos[side]['losses'] for side in sides}
