@@ -189,6 +189,36 @@ def worker_shards(batch, devices, rank=0, num_workers=1):
     return shards
 
 
+def share_initial_weights(trainer):
+    """Give every worker worker 0's parameters, and wait until they are
+    here, before the first gradient is pushed.
+
+    Gluon does this inside the first `Trainer.step`: worker 0 stores its
+    parameters on the servers and each worker pulls them (`broadcast`),
+    then the step pushes the gradients under the same keys.  MXNet's
+    dist kvstore does not order that push after the pull on the CPU (the
+    comment on ``comm_buf = merged`` in ``kvstore_dist.h``: "Start of a
+    push doesn't guarantee that the previous pushes are completed").
+    With ``update_on_kvstore=False`` the servers keep the sum of the
+    gradients in place of the weights, so a pull that reached its server
+    after both workers' pushes gave that worker the gradient sum as its
+    weights: a job parted from one process at step 1 or 2, now and then,
+    under load.  Waiting here orders them.
+
+    Parameters
+    ----------
+    trainer : mxnet.gluon.Trainer
+        The trainer of a job's worker, with its parameters initialized
+        (none deferred) and, when resuming, its states loaded.
+    """
+    # Gluon 1.9's own first steps of `Trainer.step` (MXNet is pinned)
+    if not trainer._kv_initialized:
+        trainer._init_kvstore()
+    if trainer._params_to_init:
+        trainer._init_params()
+    mx.nd.waitall()
+
+
 class worker_rows:
     """A worker's rows of every batch of `data_iter`, for the book's
     `train_bert` (which splits them further over its devices).

@@ -37,7 +37,8 @@ import numpy as onp
 from mxnet import autograd, gluon, npx
 
 from ..checks import check_positive_int
-from ..dist.workers import Workers, create_kvstore, worker_shards
+from ..dist.workers import (Workers, create_kvstore,
+                            share_initial_weights, worker_shards)
 from ..data.atomic import atomic_write
 from ..pretraining import BOOK_LEARNING_RATE, _get_batch_loss_bert
 
@@ -184,6 +185,8 @@ class _PretrainingRun:
         if self.mx_seed is None and (checkpoint is not None
                                      or self.workers.num_workers > 1):
             self.mx_seed = random.getrandbits(31)
+        if self.workers.num_workers > 1:
+            share_initial_weights(self.trainer)
         # Every worker must have resumed from the same step (one that
         # found no checkpoint would train on after the others stopped)
         self.workers.check_same('step to start from (does every worker '
