@@ -50,6 +50,11 @@ def parse_args(argv=None):
     p = _common.arg_parser(__doc__, repeats=5, batch_size=512)
     p.add_argument('--rounds', type=int, default=2,
                    help='runs of every configuration, taking turns (2)')
+    p.add_argument('--compression', choices=('none', '1bit', '2bit'),
+                   default='none',
+                   help="the two hosts' gradients compressed by MXNet's "
+                        'kvstore (set_gradient_compression, threshold '
+                        '0.5): fewer bytes, other numbers (none)')
     p.add_argument('--worker', action='store_true',
                    help='time the step in this process (one of a job, '
                         'or alone) and print the result as JSON')
@@ -67,6 +72,20 @@ def link_bytes():
     return 0
 
 
+def compress(kvstore, kind):
+    """Have `kvstore` compress what it pushes (before the trainer gives it
+    its keys).  MXNet 1.9's dist kvstore refuses compression in
+    `pushpull` ("Compression not supported with PushPull"), which the
+    `Trainer` and `Workers.all_gather` use: here they push, then pull."""
+    kvstore.set_gradient_compression({'type': kind, 'threshold': 0.5})
+
+    def pushpull(key, value, out=None, priority=0):
+        kvstore.push(key, value, priority=priority)
+        kvstore.pull(key, out=value if out is None else out,
+                     priority=priority)
+    kvstore.pushpull = pushpull
+
+
 def build(args):
     """The book's model, its one-graph loss, a trainer and this worker's
     shards of a book-shaped batch."""
@@ -74,9 +93,9 @@ def build(args):
     from mxnet import gluon, init, np, npx
 
     from d2l_bert import BERTModel, fast
-    from d2l_bert.dist.workers import Workers, create_kvstore, \
-        worker_shards
-    from d2l_bert.training import _make_trainer
+    from d2l_bert.dist.workers import (Workers, create_kvstore,
+                                       share_initial_weights, worker_shards)
+    from d2l_bert.runs.pretraining import _make_trainer
 
     npx.set_np()
     kvstore = create_kvstore() if os.environ.get('DMLC_ROLE') else None
@@ -90,7 +109,11 @@ def build(args):
                     cfg['num_heads'], cfg['num_blks'], cfg['dropout'])
     net.initialize(init.Xavier(), ctx=[mx.cpu()])
     batch_loss = fast.batch_loss(net, gluon.loss.SoftmaxCELoss(), V)
+    if kvstore is not None and args.compression != 'none':
+        compress(kvstore, args.compression)
     trainer = _make_trainer(net, 0.01, kvstore)
+    if kvstore is not None:
+        share_initial_weights(trainer)
     shards = worker_shards(batch, [mx.cpu()], workers.rank,
                            workers.num_workers)
     return workers, batch_loss, trainer, shards, net
@@ -101,7 +124,7 @@ def worker(args):
     print(_common.set_threads(1), file=sys.stderr)
     from mxnet import autograd, npx
 
-    from d2l_bert.training import _mean_losses
+    from d2l_bert.runs.pretraining import _mean_losses
     workers, batch_loss, trainer, shards, net = build(args)
 
     def compute():
@@ -154,7 +177,7 @@ def measure(cluster, name, num_hosts, link, args):
         cluster.up(2, link='1gbit')
     me = [sys.executable, os.path.abspath(__file__), '--worker',
           '--repeats', str(args.repeats), '--batch-size',
-          str(args.batch_size)]
+          str(args.batch_size), '--compression', args.compression]
     if num_hosts > 1:
         command = [sys.executable, '-m', 'd2l_bert', 'launch', '--hosts',
                    cluster.hosts_file, '--threads', '1'] + me
@@ -183,7 +206,10 @@ def projection(one, model_bytes, rate_bits, hosts=2):
 def report(results, args):
     one = results[0][1]
     model = 4 * one['params']
-    print(f'\nthe book\'s settings, batch {args.batch_size}: medians of '
+    compressed = ('' if args.compression == 'none' else
+                  f', gradients compressed ({args.compression})')
+    print(f'\nthe book\'s settings, batch {args.batch_size}{compressed}: '
+          'medians of '
           f'{args.repeats} steps (ms), best of {args.rounds} rounds; '
           f'{os.getloadavg()[0]:.1f} load average at the end\n')
     print('| configuration | pairs/s | speed-up | projected | step | '
