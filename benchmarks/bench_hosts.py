@@ -2,8 +2,9 @@
 
 ::
 
-    python benchmarks/bench_hosts.py                   # ~6 min, as root
+    python benchmarks/bench_hosts.py                   # ~8 min, as root
     python benchmarks/bench_hosts.py --rounds 1 --repeats 3
+    python benchmarks/bench_hosts.py --batch-size 1024 --compression 2bit
 
 The hosts are network namespaces of this machine (`cluster.py`), one
 core each, their links held to 1 Gb/s, then 10 Gb/s.  At the book's
@@ -12,6 +13,9 @@ it times the step of ``d2l-bert pretrain`` (`fast.batch_loss`, `Trainer`,
 the losses gathered) in:
 
 - 1 host x 1 core: one process, 1 thread, on host 1;
+- the same with a twin: host 2 runs the same process at the same time.
+  The hosts share this machine's caches and memory, so each of two
+  hosts computes slower than one host alone; the twin shows by how much;
 - 2 hosts x 1 core at 1 Gb/s, and at 10 Gb/s: ``d2l-bert launch --hosts``
   from host 1, a worker and a server on each host (the defaults).
 
@@ -38,8 +42,9 @@ sys.path.insert(0, HERE)
 import _common  # noqa: E402  (before mxnet: sets the thread count)
 import cluster as C  # noqa: E402
 
-#: (name, hosts, link)
+#: (name, hosts, link); hosts 0: one host beside a twin (below)
 CONFIGURATIONS = (('1 host x 1 core', 1, None),
+                  ('1 host x 1 core, a twin beside it', 0, None),
                   ('2 hosts x 1 core, 1 Gb/s', 2, '1gbit'),
                   ('2 hosts x 1 core, 10 Gb/s', 2, '10gbit'))
 MARK = 'BENCH '
@@ -170,7 +175,12 @@ def worker(args):
 
 
 def measure(cluster, name, num_hosts, link, args):
-    """Run one configuration on the cluster; worker 0's result."""
+    """Run one configuration on the cluster; worker 0's result.
+
+    The hosts of the cluster are cores of one machine, which share its
+    caches and memory: with ``num_hosts`` 0, host 1 runs alone as with
+    1, while host 2 runs the same steps (its twin), so that the one
+    host's computing shares the machine as each of two hosts' does."""
     if num_hosts > 1:
         cluster.up(num_hosts, link=link)
     elif not cluster.info():
@@ -184,8 +194,12 @@ def measure(cluster, name, num_hosts, link, args):
     else:
         command = me
     print(f'{name}: {" ".join(command[1:])}', flush=True)
+    twin = None if num_hosts else subprocess.Popen(
+        cluster.argv(2, command), stdout=subprocess.DEVNULL, cwd=HERE)
     done = subprocess.run(cluster.argv(1, command), stdout=subprocess.PIPE,
                           universal_newlines=True, cwd=HERE)
+    if twin is not None and twin.wait():
+        sys.exit(f'{name}: the twin failed (status {twin.returncode})')
     lines = [line for line in done.stdout.splitlines()
              if line.startswith(MARK)]
     if done.returncode or len(lines) != 1:
@@ -225,10 +239,16 @@ def report(results, args):
               f'{1e3 * r["step"]:.0f} | '
               + ' | '.join(f'{1e3 * t:.0f}' for t in r['phases'])
               + f' | {r["link"] / 1e6:.1f} |')
+    twin = results[1][1]
+    print(f'\nagainst one host beside a twin ({1e3 * twin["step"]:.0f} ms '
+          'a step): ' + ', '.join(
+              f'{name}: {twin["step"] / r["step"]:.2f}'
+              for (name, r), (_, hosts, _) in zip(results, CONFIGURATIONS)
+              if hosts > 1))
     print(f'\nmodel: {one["params"]:,} parameters, {model / 1e6:.1f} MB of '
           'float32; projected link traffic a step per host, both ways: '
           f'{2 * 2 * model * 1 / 2 / 1e6:.1f} MB')
-    for (name, r), (_, hosts, link) in zip(results[1:], CONFIGURATIONS[1:]):
+    for (name, r), (_, hosts, link) in zip(results[2:], CONFIGURATIONS[2:]):
         seconds = r['phases'][2]
         print(f'{name}: push/pull {1e3 * seconds:.0f} ms for '
               f'{r["link"] / 1e6:.1f} MB: {r["link"] * 8 / seconds / 1e9:.2f}'
