@@ -705,3 +705,47 @@ def worker_args(args):
         options += ['--threads', str(args.threads)]
     return options
 
+
+
+def job_worker(batch_size, prepare_kvstore=None):
+    """A worker's side of the pretraining step of ``d2l-bert pretrain``
+    (or one process's, outside a job), on the book's model and a
+    book-shaped batch of `batch_size`: the model, its one-graph loss, the
+    trainer, the workers and this worker's shards.
+
+    `prepare_kvstore(kvstore)`, if given, runs on a job's kvstore before
+    the trainer gives it its keys.
+    """
+    import types
+
+    import mxnet as mx
+    from mxnet import gluon, init, np, npx
+
+    from d2l_bert import BERTModel, fast
+    from d2l_bert.dist.workers import (Workers, create_kvstore,
+                                       share_initial_weights, worker_shards)
+    from d2l_bert.runs.pretraining import _make_trainer
+
+    npx.set_np()
+    kvstore = create_kvstore() if os.environ.get('DMLC_ROLE') else None
+    cfg = dict(BOOK, batch_size=batch_size)
+    V = cfg['vocab_size']
+    batch = [np.array(a) for a in book_batch(
+        batch_size, cfg['max_len'], V, cfg['num_preds'])]
+    mx.random.seed(0)
+    net = BERTModel(V, cfg['num_hiddens'], cfg['ffn_num_hiddens'],
+                    cfg['num_heads'], cfg['num_blks'], cfg['dropout'])
+    devices = [mx.cpu()]
+    net.initialize(init.Xavier(), ctx=devices)
+    batch_loss = fast.batch_loss(net, gluon.loss.SoftmaxCELoss(), V)
+    if kvstore is not None and prepare_kvstore is not None:
+        prepare_kvstore(kvstore)
+    trainer = _make_trainer(net, 0.01, kvstore)
+    if kvstore is not None:
+        share_initial_weights(trainer)
+    workers = Workers(kvstore)
+    return types.SimpleNamespace(
+        net=net, batch_loss=batch_loss, trainer=trainer, workers=workers,
+        devices=devices, batch_size=batch_size,
+        shards=worker_shards(batch, devices, workers.rank,
+                             workers.num_workers))

@@ -84,30 +84,13 @@ def loopback_bytes():
 def worker(args):
     """Time the step here; worker 0 (or the one process) prints JSON."""
     print(_common.set_threads(args.threads, isa=args.isa), file=sys.stderr)
-    import mxnet as mx
-    from mxnet import autograd, gluon, init, np, npx
+    from mxnet import autograd, npx
 
-    from d2l_bert import BERTModel, fast
-    from d2l_bert.dist.workers import Workers, create_kvstore, \
-        worker_shards
-    from d2l_bert.runs.pretraining import _make_trainer, _mean_losses
-
-    npx.set_np()
-    kvstore = create_kvstore() if os.environ.get('DMLC_ROLE') else None
-    workers = Workers(kvstore)
-    cfg = dict(_common.BOOK, batch_size=args.batch_size)
-    V = cfg['vocab_size']
-    batch = [np.array(a) for a in _common.book_batch(
-        cfg['batch_size'], cfg['max_len'], V, cfg['num_preds'])]
-    mx.random.seed(0)
-    net = BERTModel(V, cfg['num_hiddens'], cfg['ffn_num_hiddens'],
-                    cfg['num_heads'], cfg['num_blks'], cfg['dropout'])
-    devices = [mx.cpu()]
-    net.initialize(init.Xavier(), ctx=devices)
-    batch_loss = fast.batch_loss(net, gluon.loss.SoftmaxCELoss(), V)
-    trainer = _make_trainer(net, 0.01, kvstore)
-    shards = worker_shards(batch, devices, workers.rank,
-                           workers.num_workers)
+    from d2l_bert.runs.pretraining import _mean_losses
+    job = _common.job_worker(args.batch_size)
+    workers, batch_loss, trainer, shards, net, devices = (
+        job.workers, job.batch_loss, job.trainer, job.shards, job.net,
+        job.devices)
 
     def forward_backward():
         with autograd.record():
@@ -156,7 +139,7 @@ def worker(args):
         result = dict(
             step=statistics.median(steps), cpu=statistics.median(cpu),
             phases=[statistics.median(c[i] for c in cut) for i in range(4)],
-            pairs=cfg['batch_size'], params=params,
+            pairs=args.batch_size, params=params,
             pushed=4 * grads + 4 * 2 * len(devices) * workers.num_workers
             * (workers.num_workers > 1),
             loopback=(None if lo_before is None else

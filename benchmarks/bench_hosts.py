@@ -91,46 +91,17 @@ def compress(kvstore, kind):
     kvstore.pushpull = pushpull
 
 
-def build(args):
-    """The book's model, its one-graph loss, a trainer and this worker's
-    shards of a book-shaped batch."""
-    import mxnet as mx
-    from mxnet import gluon, init, np, npx
-
-    from d2l_bert import BERTModel, fast
-    from d2l_bert.dist.workers import (Workers, create_kvstore,
-                                       share_initial_weights, worker_shards)
-    from d2l_bert.runs.pretraining import _make_trainer
-
-    npx.set_np()
-    kvstore = create_kvstore() if os.environ.get('DMLC_ROLE') else None
-    workers = Workers(kvstore)
-    cfg = dict(_common.BOOK, batch_size=args.batch_size)
-    V = cfg['vocab_size']
-    batch = [np.array(a) for a in _common.book_batch(
-        cfg['batch_size'], cfg['max_len'], V, cfg['num_preds'])]
-    mx.random.seed(0)
-    net = BERTModel(V, cfg['num_hiddens'], cfg['ffn_num_hiddens'],
-                    cfg['num_heads'], cfg['num_blks'], cfg['dropout'])
-    net.initialize(init.Xavier(), ctx=[mx.cpu()])
-    batch_loss = fast.batch_loss(net, gluon.loss.SoftmaxCELoss(), V)
-    if kvstore is not None and args.compression != 'none':
-        compress(kvstore, args.compression)
-    trainer = _make_trainer(net, 0.01, kvstore)
-    if kvstore is not None:
-        share_initial_weights(trainer)
-    shards = worker_shards(batch, [mx.cpu()], workers.rank,
-                           workers.num_workers)
-    return workers, batch_loss, trainer, shards, net
-
-
 def worker(args):
     """Time the step here; worker 0 (or the one process) prints JSON."""
     print(_common.set_threads(1), file=sys.stderr)
     from mxnet import autograd, npx
 
     from d2l_bert.runs.pretraining import _mean_losses
-    workers, batch_loss, trainer, shards, net = build(args)
+    job = _common.job_worker(
+        args.batch_size, None if args.compression == 'none' else
+        lambda kvstore: compress(kvstore, args.compression))
+    workers, batch_loss, trainer, shards, net = (
+        job.workers, job.batch_loss, job.trainer, job.shards, job.net)
 
     def compute():
         with autograd.record():
