@@ -111,7 +111,8 @@ def test_read_hosts_says_when_the_file_is_missing(tmp_path):
 
 def test_ssh_roles_build_one_ssh_command_per_process(tmp_path,
                                                     monkeypatch):
-    monkeypatch.delenv('D2L_BERT_SSH', raising=False)
+    for name in ('D2L_BERT_SSH',) + D.KERNEL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     path = tmp_path / 'hosts.txt'
     path.write_text(HOSTS)
     hosts = D.read_hosts(str(path))
@@ -148,6 +149,28 @@ def test_ssh_roles_build_one_ssh_command_per_process(tmp_path,
     assert 'DMLC_ROLE=scheduler' in scheduler
     assert not any(a.startswith('DMLC_NODE_HOST') for a in scheduler)
     assert scheduler[-3:] == ['-m', 'd2l_bert.dist.launcher', 'serve']
+
+
+def test_ssh_roles_take_this_machines_kernel_choices_along(tmp_path,
+                                                          monkeypatch):
+    # ssh passes no environment: a remote worker would otherwise pick its
+    # own OpenBLAS kernels, and its numbers would part from this
+    # machine's in the last bits
+    for name in D.KERNEL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv('OPENBLAS_CORETYPE', 'Haswell')
+    monkeypatch.setenv('DNNL_MAX_CPU_ISA', 'AVX2')
+    monkeypatch.setenv('SOMETHING_ELSE', 'x')
+    path = tmp_path / 'hosts.txt'
+    path.write_text(HOSTS)
+    roles = D.ssh_roles(D.read_hosts(str(path)), ['w'], 1, 1, 9091, 1)
+    for role in roles:
+        remote = shlex.split(role.argv[-1])
+        assigned = remote[5:remote.index('-m') - 1]
+        assert 'OPENBLAS_CORETYPE=Haswell' in assigned
+        assert 'DNNL_MAX_CPU_ISA=AVX2' in assigned
+        assert not any(a.startswith(('SOMETHING_ELSE', 'GOMP_SPINCOUNT'))
+                       for a in assigned)
 
 
 def test_ssh_command_comes_from_d2l_bert_ssh(tmp_path, monkeypatch):

@@ -67,6 +67,14 @@ ROLE_VARIABLES = ('DMLC_ROLE', 'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT',
                   'DMLC_NUM_SERVER', 'DMLC_NUM_WORKER', 'DMLC_NODE_HOST',
                   'DMLC_INTERFACE', 'DMLC_LOCAL', 'OMP_NUM_THREADS')
 
+#: Variables that choose the kernels a process runs (and so the last bits
+#: of its numbers) and how its threads idle: ssh passes no environment,
+#: so the roles on other machines get those set here
+KERNEL_VARIABLES = ('OPENBLAS_CORETYPE', 'DNNL_MAX_CPU_ISA',
+                    'ONEDNN_MAX_CPU_ISA', 'MKLDNN_MAX_CPU_ISA',
+                    'NUMBA_CPU_NAME', 'NUMBA_CPU_FEATURES', 'GOMP_SPINCOUNT',
+                    'D2L_BERT_KERNELS')
+
 
 class LaunchError(ValueError):
     """A job that cannot start; the message is one line naming the
@@ -386,7 +394,9 @@ def ssh_roles(hosts, worker_argv, num_workers, num_servers, port,
     machine's address.  Every machine needs the same Python with
     d2l-bert installed at the same path (`python`, default this one), and
     the folder `cwd` (default the current one) holding the same files
-    (the corpus, and the output folder, for ``--resume``).
+    (the corpus, and the output folder, for ``--resume``).  The
+    `KERNEL_VARIABLES` set here are set there too, so that every worker
+    runs the kernels this machine's would.
 
     Parameters
     ----------
@@ -413,6 +423,8 @@ def ssh_roles(hosts, worker_argv, num_workers, num_servers, port,
             num_workers=num_workers, num_servers=num_servers,
             node_host=host.address,
             num_threads=threads if role == 'worker' else 1)
+        env.update((k, os.environ[k]) for k in KERNEL_VARIABLES
+                   if k in os.environ)
         if role != 'worker':
             command = serve_argv(python)
         else:
