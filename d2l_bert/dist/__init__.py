@@ -13,7 +13,8 @@ remote
     thread count from that machine's cores, and a watchdog that stops
     the role when the launcher falls silent.  It does not import `mxnet`.
 workers
-    A worker's side: joining the job (`create_kvstore`), its rows of
+    A worker's side: joining the job (`create_kvstore`), worker 0's
+    weights before the first step (`share_initial_weights`), its rows of
     every batch (`worker_rows`, `worker_shards`), and the other workers
     (`Workers`).
 

@@ -25,7 +25,9 @@ numbers:
   the losses of the whole batch.
 
 `worker_rows` gives the book's own `train_bert` a worker's rows of each
-batch; `create_kvstore` joins the job, once per process.
+batch; `create_kvstore` joins the job, once per process;
+`share_initial_weights` makes the first step wait for worker 0's weights
+(which the `Trainer`'s first step does not).
 
 Dimension key: B: global batch size, N: workers, D: devices per worker.
 """
