@@ -531,6 +531,18 @@ def start_step_benchmark(args):
     print(machine())
 
 
+def start_steps(args):
+    """The start of a step benchmark's run: in this process
+    (``--one-process`` or ``--profile``) `start_step_benchmark`; else,
+    each side in its own process, hold the instruction set the sides
+    inherit and print the machine."""
+    if args.one_process or args.profile:
+        start_step_benchmark(args)
+    else:
+        print(hold_isa(args.isa))
+        print(machine())
+
+
 def profile(fn, label, top):
     """Print the `top` operators of one call of `fn`, with their share."""
     import mxnet as mx

@@ -21,7 +21,6 @@ process with an empty cache.  The stand-ins are written once into
 two archives, whose sizes the script prints.
 """
 import argparse
-import hashlib
 import http.server
 import os
 import sys

@@ -168,11 +168,8 @@ def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker(args)
-    if args.one_process or args.profile:
-        _common.start_step_benchmark(args)
-    else:
-        print(_common.hold_isa(args.isa))
-        print(_common.machine())
+    _common.start_steps(args)
+    if not (args.one_process or args.profile):
         print('each step in a process of its own, taking turns')
     if args.profile:
         d2l_step, ours_step, losses, cfg = build(args)
@@ -190,7 +187,7 @@ def main(argv=None):
         (('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert accelerated')))
     print(f"speed-up over d2l 1.0.3: {res['d2l'][0] / res['ours'][0]:.2f}x")
     _common.print_fastest_step(res, flops, peak)
-    print(f'load average at the end: '
+    print('load average at the end: '
           + ', '.join(f'{x:.1f}' for x in os.getloadavg()))
     return 0
 

@@ -64,7 +64,7 @@ def build(args, sides=('d2l', 'ours', 'book')):
     the book loop's), sharing the starting parameters and the batch, their
     losses before training and the settings."""
     import mxnet as mx
-    from mxnet import autograd, gluon, init, np, npx
+    from mxnet import gluon, init, np, npx
     from d2l import mxnet as d2l
 
     import d2l_bert
@@ -136,11 +136,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker(args)
-    if args.one_process or args.profile:
-        _common.start_step_benchmark(args)
-    else:
-        print(_common.hold_isa(args.isa))
-        print(_common.machine())
+    _common.start_steps(args)
     print(f'batch: {args.batch}; '
           + ('all in this process' if args.one_process or args.profile
              else 'each step in a process of its own, taking turns'))
@@ -166,7 +162,7 @@ def main(argv=None):
           f"{res['d2l'][0] / res['ours'][0]:.2f}x, book's loop on the "
           f"accelerated model and loss {res['d2l'][0] / res['book'][0]:.2f}x")
     _common.print_fastest_step(res, flops, peak)
-    print(f'load average at the end: '
+    print('load average at the end: '
           + ', '.join(f'{x:.1f}' for x in os.getloadavg()))
     return 0
 
