@@ -97,6 +97,9 @@ def served(archives, tmp_path, monkeypatch):
         name) == fake_sha1 else sha1_of(name))
     monkeypatch.setitem(hub.DATA_HUB, 'bert.small',
                         (url + 'bert.small.zip', real_sha1))
+    # The same cell points bert.base at the fake server too: restored
+    # after the test, as bert.small is
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.base', hub.DATA_HUB['bert.base'])
     monkeypatch.setitem(hub.DATA_HUB, 'SNLI', (
         url + 'snli_1.0.zip',
         hashlib.sha1(archives['/snli_1.0.zip']).hexdigest()))
