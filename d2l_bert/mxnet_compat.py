@@ -33,8 +33,21 @@ it, which fails for a dataset class defined in a notebook or a script's
 `fork_default` sets ``fork`` back as the default, on Linux, when nothing
 chose a start method yet.
 
+MXNet 1.9.1's Linux wheel for aarch64 (arm64) links its library to the
+Arm Performance Libraries (`ARMPL_LIBRARIES`), which it does not ship,
+but asks them only for standard names: the CBLAS and LAPACKE functions,
+Fortran LAPACK and the C math library.  Debian's OpenBLAS and LAPACKE
+(``libopenblas0``, ``liblapacke``) carry all of them.  `load_arm_stand_ins`
+loads, before MXNet's library, three stand-ins: tiny shared libraries
+that bear the three names and hold no code, only the standard libraries
+to load with them (`elf_stand_in` writes them, in memory, for this
+machine).  The dynamic loader then takes them for the libraries
+`libmxnet.so` names, and finds every function in OpenBLAS and LAPACKE.
+On x86-64, or where the Arm Performance Libraries are installed,
+nothing is loaded.
+
 Nothing is patched until `mxnet` is imported, and nothing at all on NumPy
-1.23 and earlier, the book's environment.  No file of MXNet's or NumPy's
+1.23 and earlier, the book's environment, on x86-64.  No file of MXNet's or NumPy's
 is changed.  The mechanism is the one setuptools uses for its `distutils`
 shim: a ``.pth`` file in site-packages (`PTH_NAME`, written by
 ``python -m d2l_bert.mxnet_compat --install``, which ``run.py`` runs)
@@ -45,9 +58,12 @@ itself.  A script can also call `give_back` itself before importing
 
 Defined here, not in the book.
 """
+import ctypes
 import importlib.util
 import math
 import os
+import platform
+import struct
 import sys
 import sysconfig
 import tempfile
@@ -159,6 +175,144 @@ def give_back():
     return tuple(sorted(added))
 
 
+#: The Arm Performance Libraries that MXNet 1.9.1's aarch64 `libmxnet.so`
+#: names, each with the standard libraries its stand-in loads instead:
+#: every function `libmxnet.so` asks of the three is in one of these
+ARMPL_LIBRARIES = {
+    'libarmpl_lp64_mp.so': ('libopenblas.so.0', 'liblapacke.so.3'),
+    'libamath.so': ('libm.so.6',),
+    'libastring.so': ('libc.so.6',),
+}
+#: The system libraries MXNet's aarch64 wheel needs, by the Debian and
+#: Ubuntu package that has each (GCC's OpenMP runtime is its own need)
+ARM_SYSTEM_LIBRARIES = {'libopenblas.so.0': 'libopenblas0',
+                        'liblapacke.so.3': 'liblapacke',
+                        'libgomp.so.1': 'libgomp1'}
+#: `e_machine` of the ELF header, by `platform.machine()`
+ELF_MACHINES = {'aarch64': 183, 'arm64': 183, 'x86_64': 62}
+
+
+def elf_stand_in(soname, needed, machine='aarch64'):
+    """A shared library named `soname` that only loads `needed`.
+
+    It defines no symbol and holds no code: one loadable segment with a
+    dynamic section (its ``DT_NEEDED`` entries, ``DT_SONAME``), an empty
+    symbol table and its hash table.  The dynamic loader, asked later for
+    `soname`, takes the library loaded under that name, and looks up its
+    symbols in `needed`.
+
+    Parameters
+    ----------
+    soname : str
+        The name it bears, e.g. ``'libamath.so'``.
+    needed : sequence of str
+        The libraries it loads, e.g. ``('libm.so.6',)``.
+    machine : str
+        `platform.machine()` of the target, a key of `ELF_MACHINES`.
+
+    Returns
+    -------
+    bytes
+        A 64-bit little-endian ELF shared object.
+    """
+    names = [soname] + list(needed)
+    strtab, offsets = b'\0', []
+    for name in names:
+        offsets.append(len(strtab))
+        strtab += name.encode() + b'\0'
+    header, phdr = 64, 56
+    symtab = header + 3 * phdr           # one null symbol, 24 bytes
+    hashtab = symtab + 24                # nbucket 1, nchain 1, both 0
+    strings = hashtab + 16
+    dynamic = (strings + len(strtab) + 7) // 8 * 8
+    entries = [(1, offset) for offset in offsets[1:]]    # DT_NEEDED
+    entries += [(14, offsets[0]), (4, hashtab), (5, strings),
+                (6, symtab), (10, len(strtab)), (11, 24), (0, 0)]
+    size = dynamic + 16 * len(entries)
+    out = struct.pack('<4s5B7x2HI3QI6H', b'\x7fELF', 2, 1, 1, 0, 0,
+                      3, ELF_MACHINES[machine], 1, 0, header, 0, 0,
+                      header, phdr, 3, 64, 0, 0)
+    # PT_LOAD (read, write: old loaders adjust the dynamic section in
+    # place), PT_DYNAMIC, PT_GNU_STACK (no executable stack)
+    out += struct.pack('<2I6Q', 1, 6, 0, 0, 0, size, size, 0x10000)
+    out += struct.pack('<2I6Q', 2, 6, dynamic, dynamic, dynamic,
+                       size - dynamic, size - dynamic, 8)
+    out += struct.pack('<2I6Q', 0x6474e551, 6, 0, 0, 0, 0, 0, 16)
+    out += bytes(24) + struct.pack('<4I', 1, 1, 0, 0) + strtab
+    out += bytes(dynamic - len(out))
+    return out + b''.join(struct.pack('<qQ', *entry) for entry in entries)
+
+
+def _load_bytes(name, data):
+    """`ctypes.CDLL` of a library given as bytes, kept in memory."""
+    if hasattr(os, 'memfd_create'):
+        fd = os.memfd_create(name)
+        try:
+            os.write(fd, data)
+            return ctypes.CDLL(f'/proc/self/fd/{fd}')
+        finally:
+            os.close(fd)
+    with tempfile.TemporaryDirectory(prefix='d2l_bert-') as folder:
+        path = os.path.join(folder, name)
+        with open(path, 'wb') as f:
+            f.write(data)
+        return ctypes.CDLL(path)
+
+
+def needs_arm_stand_ins(machine=None, system=None):
+    """Whether MXNet's library here needs `load_arm_stand_ins`: on Linux
+    on aarch64 without the Arm Performance Libraries."""
+    machine = platform.machine() if machine is None else machine
+    system = sys.platform if system is None else system
+    if not system.startswith('linux') or machine not in ('aarch64', 'arm64'):
+        return False
+    try:
+        for name in ARMPL_LIBRARIES:
+            ctypes.CDLL(name)
+    except OSError:
+        return True
+    return False
+
+
+def missing_arm_libraries():
+    """The entries of `ARM_SYSTEM_LIBRARIES` that do not load here."""
+    missing = []
+    for name in ARM_SYSTEM_LIBRARIES:
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            missing.append(name)
+    return missing
+
+
+def load_arm_stand_ins():
+    """Load the stand-ins for the Arm Performance Libraries, once, where
+    `needs_arm_stand_ins`; raise ImportError naming the packages to
+    install when OpenBLAS or LAPACKE is missing.
+
+    Returns
+    -------
+    tuple of str
+        The names of the stand-ins loaded now (empty if none were).
+    """
+    if not needs_arm_stand_ins():
+        return ()
+    missing = missing_arm_libraries()
+    if missing:
+        packages = ' '.join(ARM_SYSTEM_LIBRARIES[name] for name in missing)
+        raise ImportError(
+            f"MXNet 1.9.1's aarch64 library needs {', '.join(missing)} "
+            f'from the system; install them: sudo apt-get install '
+            f'{packages} (Debian, Ubuntu; see docs/install.md for others)')
+    for soname, needed in ARMPL_LIBRARIES.items():
+        _LOADED.append(_load_bytes(soname, elf_stand_in(soname, needed)))
+    return tuple(ARMPL_LIBRARIES)
+
+
+#: The stand-ins loaded in this process (kept so they stay loaded)
+_LOADED = []
+
+
 def fork_default(version=None, platform=None):
     """Make ``fork`` the default start method again on Linux, Python 3.14
     and later, unless a start method was chosen already.
@@ -191,16 +345,18 @@ def check_distutils():
 
 
 class MXNetHook:
-    """A `sys.meta_path` finder that prepares NumPy for ``import mxnet``.
+    """A `sys.meta_path` finder that prepares for ``import mxnet``.
 
-    It finds nothing itself: when asked for `mxnet` it calls `give_back`,
-    `fork_default` and `check_distutils`, removes itself, and lets the next finders
-    import MXNet as usual.
+    It finds nothing itself: when asked for `mxnet` it calls
+    `load_arm_stand_ins`, `give_back`, `fork_default` and
+    `check_distutils`, removes itself, and lets the next finders import
+    MXNet as usual.
     """
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname == 'mxnet':
             remove_hook()
+            load_arm_stand_ins()
             give_back()
             fork_default()
             check_distutils()
@@ -248,20 +404,48 @@ def install():
     return path
 
 
+def check_mxnet():
+    """Import MXNet through the hook and multiply two small matrices.
+
+    Returns
+    -------
+    str
+        A line saying what ran, e.g. ``'MXNet 1.9.1 on x86_64: ok'``.
+    """
+    add_hook()
+    stand_ins = needs_arm_stand_ins()
+    import mxnet as mx
+    product = mx.nd.dot(mx.nd.ones((2, 3)), mx.nd.ones((3, 2))).asnumpy()
+    if product.tolist() != [[3.0, 3.0], [3.0, 3.0]]:
+        raise RuntimeError(f'MXNet computed {product.tolist()} for a '
+                           f'product of ones, not 3 everywhere')
+    how = (' (the Arm Performance Libraries stood in for by OpenBLAS and '
+           'LAPACKE)' if stand_ins else '')
+    return f'MXNet {mx.__version__} on {platform.machine()}{how}: ok'
+
+
 def main(argv=None):
-    """``python -m d2l_bert.mxnet_compat [--install]``: say what it does."""
+    """``python -m d2l_bert.mxnet_compat [--install] [--check]``: say what
+    the hook does; write its ``.pth``; import MXNet through it."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv not in ([], ['--install']):
-        print('usage: python -m d2l_bert.mxnet_compat [--install]',
-              file=sys.stderr)
+    if not set(argv) <= {'--install', '--check'} or len(set(argv)) < len(
+            argv):
+        print('usage: python -m d2l_bert.mxnet_compat [--install] '
+              '[--check]', file=sys.stderr)
         return 2
-    if argv:
+    if '--install' in argv:
         print(f'wrote {install()}')
     import numpy
     names = give_back()
     print(f'NumPy {numpy.__version__}: '
           + (f'gives back {", ".join(names)}' if names else
              'nothing to give back'))
+    if '--check' in argv:
+        try:
+            print(check_mxnet())
+        except (ImportError, OSError, RuntimeError) as error:
+            print(f'import mxnet failed: {error}', file=sys.stderr)
+            return 1
     return 0
 
 

@@ -4,8 +4,12 @@ The logic is tested on stand-in `numpy` modules (this suite runs on the
 book's NumPy 1.23.5 and on NumPy 2); the hook itself is tested in child
 interpreters, the way a user meets it.
 """
+import ctypes
 import math
 import os
+import platform
+import re
+import shutil
 import subprocess
 import sys
 import types
@@ -203,3 +207,96 @@ def test_import_mxnet_first_thing_in_a_fresh_interpreter(tmp_path):
     version, total, numpy_major = result.stdout.split()
     assert (version, float(total)) == ('1.9.1', 6.0)
     assert numpy_major == numpy.__version__.split('.')[0]
+
+
+# --- the stand-ins for the Arm Performance Libraries ---------------------
+
+def test_a_stand_in_is_an_elf_library_with_its_names_and_no_symbol():
+    data = mxnet_compat.elf_stand_in('libamath.so', ('libm.so.6',))
+    assert data[:4] == b'\x7fELF'
+    assert data[4:6] == b'\x02\x01'      # 64-bit, little-endian
+    assert int.from_bytes(data[16:18], 'little') == 3     # ET_DYN
+    assert int.from_bytes(data[18:20], 'little') == 183   # EM_AARCH64
+    assert b'\0libamath.so\0libm.so.6\0' in data
+    assert len(data) < 1024
+
+
+def test_readelf_reads_the_stand_ins_dynamic_section(tmp_path):
+    readelf = shutil.which('readelf')
+    if readelf is None:
+        pytest.skip('readelf (binutils) is not installed')
+    path = tmp_path / 'libarmpl_lp64_mp.so'
+    path.write_bytes(mxnet_compat.elf_stand_in(
+        'libarmpl_lp64_mp.so', mxnet_compat.ARMPL_LIBRARIES[
+            'libarmpl_lp64_mp.so']))
+    out = subprocess.run([readelf, '-W', '-h', '-l', '-d', str(path)],
+                         capture_output=True, text=True, check=True)
+    assert 'AArch64' in out.stdout
+    assert 'Library soname: [libarmpl_lp64_mp.so]' in out.stdout
+    assert re.findall(r'Shared library: \[(.*?)\]', out.stdout) == [
+        'libopenblas.so.0', 'liblapacke.so.3']
+    assert re.search(r'GNU_STACK .* RW ', out.stdout)
+    assert out.stderr == ''
+
+
+def test_a_library_naming_a_stand_in_gets_the_functions_of_its_libraries():
+    """On this machine's architecture: a stand-in named like a library
+    nobody has, over libm, is loaded from memory; a second library that
+    names it in its needed entries then loads, and finds `cos` in libm
+    through it (what `libmxnet.so` does with the Arm stand-ins)."""
+    machine = platform.machine()
+    if (not sys.platform.startswith('linux')
+            or machine not in mxnet_compat.ELF_MACHINES):
+        pytest.skip(f'no stand-in for {sys.platform} on {machine}')
+    name = 'libd2l-bert-test-stand-in.so'
+    with pytest.raises(OSError):
+        ctypes.CDLL(name)
+    stand_in = mxnet_compat.elf_stand_in(name, ('libm.so.6',), machine)
+    mxnet_compat._load_bytes(name, stand_in)
+    user = mxnet_compat._load_bytes('libuser.so', mxnet_compat.elf_stand_in(
+        'libd2l-bert-test-user.so', (name,), machine))
+    cos = user.cos
+    cos.restype, cos.argtypes = ctypes.c_double, [ctypes.c_double]
+    assert cos(0.0) == 1.0
+    assert ctypes.CDLL(name) is not None   # now found by its name
+
+
+@pytest.mark.parametrize('system,machine,needed', [
+    ('linux', 'x86_64', False), ('darwin', 'arm64', False),
+    ('linux', 'aarch64', True)])
+def test_stand_ins_are_needed_on_arm64_linux_only(system, machine, needed):
+    # `libarmpl_lp64_mp.so` is found nowhere here
+    assert mxnet_compat.needs_arm_stand_ins(machine, system) is needed
+
+
+def test_missing_openblas_on_arm64_is_one_error_naming_the_packages(
+        monkeypatch):
+    monkeypatch.setattr(mxnet_compat, 'needs_arm_stand_ins', lambda: True)
+    monkeypatch.setattr(mxnet_compat, 'missing_arm_libraries',
+                        lambda: ['libopenblas.so.0', 'liblapacke.so.3'])
+    with pytest.raises(ImportError) as error:
+        mxnet_compat.load_arm_stand_ins()
+    assert str(error.value) == (
+        "MXNet 1.9.1's aarch64 library needs libopenblas.so.0, "
+        'liblapacke.so.3 from the system; install them: sudo apt-get '
+        'install libopenblas0 liblapacke (Debian, Ubuntu; see '
+        'docs/install.md for others)')
+
+
+def test_check_imports_mxnet_and_says_what_ran():
+    """The set-up's check, in a fresh interpreter: on arm64 Linux through
+    the stand-ins."""
+    out = subprocess.run(
+        [sys.executable, '-c', 'import sys; from d2l_bert.mxnet_compat '
+         'import main; sys.exit(main(["--check"]))'],
+        capture_output=True, text=True, check=True).stdout
+    machine = platform.machine()
+    how = (' (the Arm Performance Libraries stood in for by OpenBLAS and '
+           'LAPACKE)' if mxnet_compat.needs_arm_stand_ins() else '')
+    assert out.splitlines()[-1] == f'MXNet 1.9.1 on {machine}{how}: ok'
+
+
+def test_the_module_refuses_options_it_does_not_know(capsys):
+    assert mxnet_compat.main(['--instal']) == 2
+    assert mxnet_compat.main(['--check', '--check']) == 2
+    assert capsys.readouterr().err.count('usage: python -m') == 2

