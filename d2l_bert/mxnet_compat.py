@@ -244,14 +244,23 @@ def elf_stand_in(soname, needed, machine='aarch64'):
 
 
 def _load_bytes(name, data):
-    """`ctypes.CDLL` of a library given as bytes, kept in memory."""
+    """`ctypes.CDLL` of a library given as bytes, kept in memory.
+
+    The library is opened as ``/proc/self/fd/N`` of a memory file that
+    stays open for the life of the process: the loader knows a library
+    by the path it was opened with, and a closed descriptor's number,
+    given again, would name the library already loaded.
+    """
     if hasattr(os, 'memfd_create'):
         fd = os.memfd_create(name)
         try:
             os.write(fd, data)
-            return ctypes.CDLL(f'/proc/self/fd/{fd}')
-        finally:
+            library = ctypes.CDLL(f'/proc/self/fd/{fd}')
+        except BaseException:
             os.close(fd)
+            raise
+        _LOADED.append(fd)
+        return library
     with tempfile.TemporaryDirectory(prefix='d2l_bert-') as folder:
         path = os.path.join(folder, name)
         with open(path, 'wb') as f:
@@ -305,11 +314,11 @@ def load_arm_stand_ins():
             f'from the system; install them: sudo apt-get install '
             f'{packages} (Debian, Ubuntu; see docs/install.md for others)')
     for soname, needed in ARMPL_LIBRARIES.items():
-        _LOADED.append(_load_bytes(soname, elf_stand_in(soname, needed)))
+        _load_bytes(soname, elf_stand_in(soname, needed))
     return tuple(ARMPL_LIBRARIES)
 
 
-#: The stand-ins loaded in this process (kept so they stay loaded)
+#: The memory files of the libraries `_load_bytes` loaded, kept open
 _LOADED = []
 
 

@@ -46,6 +46,7 @@ compiled loops, no spin is set, and the messages say so.
 This module must not import `mxnet`.
 """
 import os
+import platform
 import sys
 
 
@@ -182,13 +183,18 @@ def late_import_hint(environ=None, modules=None, platform=None):
 AVX512_FLAGS = ('avx512f', 'avx512bw', 'avx512dq', 'avx512vl')
 
 
-def avx512(cpuinfo='/proc/cpuinfo'):
+def avx512(cpuinfo='/proc/cpuinfo', machine=None):
     """Whether this CPU and its operating system run AVX-512 (the parts
     in `AVX512_FLAGS`).
 
     Read from Linux's `cpuinfo`, whose flags leave out what the kernel
-    has not enabled; False where that file does not exist.
+    has not enabled; False where that file does not exist, and on any
+    `machine` (`platform.machine()`) but x86-64 (an arm64 program run by
+    an emulator reads the x86 host's file).
     """
+    machine = platform.machine() if machine is None else machine
+    if machine not in ('x86_64', 'AMD64'):
+        return False
     try:
         with open(cpuinfo) as f:
             for line in f:

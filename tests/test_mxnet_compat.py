@@ -240,25 +240,27 @@ def test_readelf_reads_the_stand_ins_dynamic_section(tmp_path):
 
 
 def test_a_library_naming_a_stand_in_gets_the_functions_of_its_libraries():
-    """On this machine's architecture: a stand-in named like a library
-    nobody has, over libm, is loaded from memory; a second library that
-    names it in its needed entries then loads, and finds `cos` in libm
-    through it (what `libmxnet.so` does with the Arm stand-ins)."""
+    """On this machine's architecture: a library that names one nobody
+    has does not load; once a stand-in of that name, over libm, is loaded
+    from memory, it does, and finds `cos` in libm through the stand-in
+    (what `libmxnet.so` does with the Arm stand-ins)."""
     machine = platform.machine()
     if (not sys.platform.startswith('linux')
             or machine not in mxnet_compat.ELF_MACHINES):
         pytest.skip(f'no stand-in for {sys.platform} on {machine}')
     name = 'libd2l-bert-test-stand-in.so'
-    with pytest.raises(OSError):
-        ctypes.CDLL(name)
-    stand_in = mxnet_compat.elf_stand_in(name, ('libm.so.6',), machine)
-    mxnet_compat._load_bytes(name, stand_in)
-    user = mxnet_compat._load_bytes('libuser.so', mxnet_compat.elf_stand_in(
-        'libd2l-bert-test-user.so', (name,), machine))
-    cos = user.cos
+    user = mxnet_compat.elf_stand_in('libd2l-bert-test-user.so', (name,),
+                                     machine)
+    with pytest.raises(OSError, match=name):
+        mxnet_compat._load_bytes('user', user)
+    stand_in = mxnet_compat._load_bytes(name, mxnet_compat.elf_stand_in(
+        name, ('libm.so.6',), machine))
+    library = mxnet_compat._load_bytes('user', user)
+    assert library._handle != stand_in._handle
+    assert ctypes.CDLL(name)._handle == stand_in._handle   # by its name
+    cos = library.cos
     cos.restype, cos.argtypes = ctypes.c_double, [ctypes.c_double]
     assert cos(0.0) == 1.0
-    assert ctypes.CDLL(name) is not None   # now found by its name
 
 
 @pytest.mark.parametrize('system,machine,needed', [

@@ -5,6 +5,7 @@ creates a virtual environment or calls pip.
 """
 import glob
 import importlib.util
+import json
 import os
 import platform
 import re
@@ -498,3 +499,18 @@ def test_bootstrap_pip_checks_the_wheel_before_running_it(
         assert commands == []
         assert 'does not have the expected sha256' in capsys.readouterr().out
     assert os.listdir(str(venv)) == []
+
+
+def test_the_dev_container_runs_the_readme_set_up_on_debian_12():
+    """`.devcontainer/` (VS Code, Codespaces) uses the Debian and Python
+    that CI's arm64 run checks, and the README's set-up."""
+    path = os.path.join(ROOT, '.devcontainer', 'devcontainer.json')
+    with open(path) as f:
+        text = ''.join(line for line in f
+                       if not line.lstrip().startswith('//'))
+    config = json.loads(text)
+    assert config['image'] == 'python:3.11-bookworm'
+    assert config['postCreateCommand'] == 'python3 run.py setup --test'
+    with open(os.path.join(ROOT, '.ci', 'run')) as f:
+        assert '.ci/debian bookworm arm64' in f.read()
+    assert os.path.exists(os.path.join(ROOT, 'requirements', 'py311.txt'))

@@ -137,9 +137,11 @@ def test_too_late_for_openmp_spin_once_mxnet_is_imported():
 # --- OpenBLAS's kernels ------------------------------------------------------
 
 @pytest.fixture
-def cpuinfo(tmp_path):
+def cpuinfo(tmp_path, monkeypatch):
     """``cpuinfo(avx512)`` -> the path of a cpuinfo file with or without
-    the AVX-512 flags."""
+    the AVX-512 flags, read as on an x86-64 machine."""
+    monkeypatch.setattr(threads.platform, 'machine', lambda: 'x86_64')
+
     def write(has_avx512):
         flags = 'fpu sse avx2 fma' + (
             ' avx512f avx512dq avx512bw avx512vl' if has_avx512 else '')
@@ -189,8 +191,11 @@ def test_too_late_for_openblas_kernels_once_it_is_loaded(cpuinfo, loaded):
 def test_avx512_reads_the_cpus_flags(tmp_path, flags, expected):
     path = tmp_path / 'cpuinfo'
     path.write_text(f'processor\t: 0\nflags\t\t: {flags}\n\n')
-    assert threads.avx512(str(path)) is expected
-    assert threads.avx512(str(tmp_path / 'missing')) is False
+    assert threads.avx512(str(path), 'x86_64') is expected
+    assert threads.avx512(str(tmp_path / 'missing'), 'x86_64') is False
+    assert threads.avx512(str(path), 'aarch64') is False   # emulated
+
+
 
 
 @pytest.mark.skipif(not hasattr(os, 'sched_getaffinity'),
