@@ -259,13 +259,18 @@ def arm_libraries_advice():
     packages = [package for name, package in ARM_SYSTEM_LIBRARIES
                 if name in missing]
     apt = which('apt-get') is not None
-    if apt and is_root() and apt_install(packages):
+    tried = apt and is_root()
+    if tried and apt_install(packages):
         missing = missing_libraries(names)
         if not missing:
             return None
     what = ("MXNet 1.9.1's aarch64 wheel needs OpenBLAS, LAPACKE and "
             "GCC's OpenMP runtime from the system (missing: %s)"
             % ', '.join(missing))
+    if tried:
+        return [what + '; apt-get could not install them (see its message '
+                'above); mend that, then run: apt-get install '
+                + ' '.join(packages)]
     if apt:
         return [what + '; install them, then run this command again: '
                 'sudo apt-get install ' + ' '.join(packages)]

@@ -324,6 +324,19 @@ def arm_linux(run, monkeypatch, missing, root, apt):
     return calls
 
 
+def test_run_py_says_when_apt_get_could_not_install_them(monkeypatch,
+                                                         capsys):
+    run = load_run_py()
+    arm_linux(run, monkeypatch, ['libopenblas.so.0'], True, True)
+    monkeypatch.setattr(run, 'apt_install', lambda packages: False)
+    with pytest.raises(SystemExit) as exit_info:
+        run.check_platform()
+    assert exit_info.value.code == 2
+    assert ('(missing: libopenblas.so.0); apt-get could not install them '
+            '(see its message above); mend that, then run: apt-get install '
+            'libopenblas0\n') in capsys.readouterr().err
+
+
 def test_run_py_installs_openblas_and_lapacke_on_arm64_as_root(
         monkeypatch, capsys):
     run = load_run_py()
