@@ -315,11 +315,14 @@ def load_arm_stand_ins():
             f'{packages} (Debian, Ubuntu; see docs/install.md for others)')
     for soname, needed in ARMPL_LIBRARIES.items():
         _load_bytes(soname, elf_stand_in(soname, needed))
+        STOOD_IN.append(soname)
     return tuple(ARMPL_LIBRARIES)
 
 
 #: The memory files of the libraries `_load_bytes` loaded, kept open
 _LOADED = []
+#: The Arm Performance Libraries stood in for in this process
+STOOD_IN = []
 
 
 def fork_default(version=None, platform=None):
@@ -422,14 +425,13 @@ def check_mxnet():
         A line saying what ran, e.g. ``'MXNet 1.9.1 on x86_64: ok'``.
     """
     add_hook()
-    stand_ins = needs_arm_stand_ins()
     import mxnet as mx
     product = mx.nd.dot(mx.nd.ones((2, 3)), mx.nd.ones((3, 2))).asnumpy()
     if product.tolist() != [[3.0, 3.0], [3.0, 3.0]]:
         raise RuntimeError(f'MXNet computed {product.tolist()} for a '
                            f'product of ones, not 3 everywhere')
     how = (' (the Arm Performance Libraries stood in for by OpenBLAS and '
-           'LAPACKE)' if stand_ins else '')
+           'LAPACKE)' if STOOD_IN else '')
     return f'MXNet {mx.__version__} on {platform.machine()}{how}: ok'
 
 
