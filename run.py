@@ -37,12 +37,23 @@ import subprocess
 import sys
 import time
 
-# 3.8 to 3.11: the book's exact versions (NumPy 1.23.5); 3.12 to 3.14:
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def read_supported():
+    """`SUPPORTED` of setup.py, the one place the Pythons are written,
+    read as text (setup.py does not parse on the Pythons refused here)."""
+    import ast
+    with open(os.path.join(ROOT, 'setup.py')) as f:
+        found = re.search(r'^SUPPORTED = (\(.*\))$', f.read(), re.M)
+    return tuple(tuple(v) for v in ast.literal_eval(found.group(1)))
+
+
+# 3.8 to 3.11: the book's exact versions (NumPy 1.23.5); 3.12 and later:
 # NumPy 2, with MXNet 1.9.1 and d2l 1.0.3 installed --no-deps
-SUPPORTED = ((3, 8), (3, 9), (3, 10), (3, 11), (3, 12), (3, 13), (3, 14))
+SUPPORTED = read_supported()
 # the first Python whose set-up installs `NO_DEPS` after its lock file
 NUMPY2_FROM = (3, 12)
-ROOT = os.path.dirname(os.path.abspath(__file__))
 VENV = os.path.join(ROOT, '.venv')
 STAMP = os.path.join(VENV, 'd2l-bert-setup.json')
 # the small Hugging Face BERT checkpoint the tests compare against; its
@@ -77,6 +88,10 @@ def say(message):
 
 def version_text(info):
     return '.'.join(str(part) for part in info)
+
+
+#: 'first to last' of the supported Pythons, for messages
+RANGE = '%s to %s' % (version_text(SUPPORTED[0]), version_text(SUPPORTED[-1]))
 
 
 def is_supported(info):
@@ -131,7 +146,7 @@ def refuse(current):
         rerun = 'py -3.13 run.py chapter'
     else:
         rerun = 'python3.13 run.py chapter'
-    if current >= (3, 15):
+    if current[:2] > SUPPORTED[-1]:
         why = ('d2l-bert has no tested set of versions for it yet (no '
                'requirements/py%d%d.txt): numba, which the fast layer '
                'compiles with, and the Jupyter packages publish wheels for '
@@ -139,14 +154,16 @@ def refuse(current):
                % (current[0], current[1]))
     else:
         why = ('numpy 1.23.5 and d2l 1.0.3, which the book\'s MXNet code '
-               'needs, require Python 3.8 or later.')
+               'needs, require Python %s or later.'
+               % version_text(SUPPORTED[0]))
     lines = [
-        'run.py: d2l-bert runs on Python 3.8 to 3.14, but this is '
-        'Python %s (%s).' % (version_text(current), sys.executable),
+        'run.py: d2l-bert runs on Python %s, but this is Python %s (%s).'
+        % (RANGE, version_text(current), sys.executable),
         why,
-        'No supported Python was found either (looked for python3.14 '
-        'down to python3.8 on PATH%s).'
-        % (' and `py -3.X`' if os.name == 'nt' else ''),
+        'No supported Python was found either (looked for python%s '
+        'down to python%s on PATH%s).'
+        % (version_text(SUPPORTED[-1]), version_text(SUPPORTED[0]),
+           ' and `py -3.X`' if os.name == 'nt' else ''),
         '',
         'Install Python 3.13 with one of these, then run it yourself:',
         '  Debian/Ubuntu: sudo apt install python3.13 python3.13-venv',
@@ -175,9 +192,9 @@ def ensure_supported_python(argv):
         found = probe(command)
         if found is None or not is_supported(found):
             continue
-        say('this is Python %s, which d2l-bert does not support (3.8 to '
-            '3.14); re-running with Python %s: %s'
-            % (version_text(current), version_text(found),
+        say('this is Python %s, which d2l-bert does not support (%s); '
+            're-running with Python %s: %s'
+            % (version_text(current), RANGE, version_text(found),
                ' '.join(command)))
         env = dict(os.environ)
         env[REEXEC_VAR] = '1'

@@ -6,17 +6,20 @@ fresh machine resolves exactly the same versions every time.
 """
 import sys
 
-# The Pythons d2l-bert installs on.  3.8 to 3.11 get the book's exact
-# environment (NumPy 1.23.5, d2l 1.0.3's own pins); 3.12 and later get
-# today's NumPy 2, with MXNet 1.9.1 and d2l 1.0.3 installed without their
-# pins (`requirements/no-deps.txt`) and the few NumPy names MXNet still
-# reads given back by `d2l_bert/mxnet_compat.py`.  3.15 and later have no
-# lock file yet.
-SUPPORTED = ((3, 8), (3, 14))
+# The Pythons d2l-bert installs on, the one place they are written
+# (`run.py` and `requirements/lock.py` read this line).  3.8 to 3.11 get
+# the book's exact environment (NumPy 1.23.5, d2l 1.0.3's own pins); 3.12
+# and later get today's NumPy 2, with MXNet 1.9.1 and d2l 1.0.3 installed
+# without their pins (`requirements/no-deps.txt`) and the few NumPy names
+# MXNet still reads given back by `d2l_bert/mxnet_compat.py`.  Each has a
+# lock file `requirements/pyXY.txt`.
+SUPPORTED = ((3, 8), (3, 9), (3, 10), (3, 11), (3, 12), (3, 13), (3, 14))
+FIRST, LAST = SUPPORTED[0], SUPPORTED[-1]
+RANGE = f'{FIRST[0]}.{FIRST[1]} to {LAST[0]}.{LAST[1]}'
 
-if not SUPPORTED[0] <= sys.version_info[:2] <= SUPPORTED[1]:
+if not FIRST <= sys.version_info[:2] <= LAST:
     sys.exit(
-        f"d2l-bert installs on Python 3.8 to 3.14; this is Python "
+        f"d2l-bert installs on Python {RANGE}; this is Python "
         f"{sys.version_info[0]}.{sys.version_info[1]}, for which it has no "
         "tested set of versions (requirements/pyXY.txt). Use Python 3.13 "
         "or 3.11 and follow README.md: `python3.13 run.py chapter`.")
@@ -94,17 +97,10 @@ setup(
     include_package_data=True,
     package_data={'d2l_bert': ['data/*', 'data/embedded/*', 'data/**/*'],
                   'd2l_bert.notebooks': ['*.ipynb']},
-    python_requires='>=3.8,<3.15',
+    python_requires=f'>={FIRST[0]}.{FIRST[1]},<{LAST[0]}.{LAST[1] + 1}',
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS,
     entry_points={'console_scripts': ['d2l-bert = d2l_bert.cli:main']},
-    classifiers=[
-        'Programming Language :: Python :: 3.8',
-        'Programming Language :: Python :: 3.9',
-        'Programming Language :: Python :: 3.10',
-        'Programming Language :: Python :: 3.11',
-        'Programming Language :: Python :: 3.12',
-        'Programming Language :: Python :: 3.13',
-        'Programming Language :: Python :: 3.14',
-    ],
+    classifiers=[f'Programming Language :: Python :: {major}.{minor}'
+                 for major, minor in SUPPORTED],
 )

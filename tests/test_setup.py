@@ -133,10 +133,28 @@ def test_setup_py_and_run_py_agree_on_the_supported_pythons():
     run = load_run_py()
     with open(os.path.join(ROOT, 'setup.py'), encoding='utf-8') as f:
         text = f.read()
-    assert 'SUPPORTED = ((3, 8), (3, 14))' in text
-    assert "python_requires='>=3.8,<3.15'" in text
+    assert text.count('(3, 8)') == 1, 'written once, in SUPPORTED'
     assert ['%d.%d' % v for v in run.SUPPORTED] == list(SUPPORTED)
+    assert run.RANGE == '3.8 to 3.14'
+    assert load_lock_py().VERSIONS == SUPPORTED
     assert LOCKED == SUPPORTED, 'every supported Python has a lock file'
+
+
+def test_setup_py_forms_its_metadata_from_the_supported_pythons(tmp_path):
+    """`python setup.py --classifiers` and the refusal of a Python past
+    the range, with `sys.version_info` faked."""
+    out = subprocess.run(
+        [sys.executable, 'setup.py', '-q', '--classifiers'], cwd=ROOT,
+        capture_output=True, text=True, check=True).stdout.split()
+    assert [line for line in out if line.startswith('3.')] == list(SUPPORTED)
+    fake = ('import sys; sys.version_info = (3, 15, 0); '
+            'sys.argv = ["setup.py", "--version"]; '
+            'exec(open("setup.py").read())')
+    result = subprocess.run([sys.executable, '-c', fake], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        'd2l-bert installs on Python 3.8 to 3.14; this is Python 3.15, ')
 
 
 @pytest.mark.parametrize('version', LOCKED)
