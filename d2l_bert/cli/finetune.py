@@ -28,6 +28,7 @@ from ._args import (RunError, UsageError, add_devices, at_least, examples,
                     resolve_devices)
 
 DEFAULT_OUT = 'finetuned-bert'
+MODEL_FILE = 'finetuned.params'
 
 # Defaults of the options left out: the book's run on SNLI (550k pairs,
 # hours on a CPU), and one that takes minutes on the synthetic data
@@ -82,6 +83,9 @@ def add_arguments(parser):
                         help='random seed')
     parser.add_argument('--out', default=DEFAULT_OUT, metavar='DIR',
                         type=output_dir, help='output directory')
+    parser.add_argument('--overwrite', action='store_true',
+                        help='replace the fine-tuned model DIR holds '
+                             '(without it, such a DIR is refused)')
     parser.add_argument('--no-progress', action='store_true',
                         help='no progress bars')
 
@@ -264,7 +268,7 @@ def _save(settings, net, vocab, history, config):
     from ..runs import finetuning as runs_ft
     out = settings['out']
     os.makedirs(out, exist_ok=True)
-    atomic_write(os.path.join(out, 'finetuned.params'),
+    atomic_write(os.path.join(out, MODEL_FILE),
                  net.save_parameters)
     for name, obj in (('vocab.json', vocab.idx_to_token),
                       ('history.json', history), ('config.json', config)):
@@ -274,5 +278,12 @@ def _save(settings, net, vocab, history, config):
 
 def main(args):
     """Run `d2l-bert finetune`; return the exit code."""
-    run(args)
+    from ..runs.out_dir import OutDirError, claim
+    try:
+        lock = claim(args.out, (MODEL_FILE,), overwrite=args.overwrite,
+                     what='a fine-tuned model')
+    except OutDirError as e:
+        raise UsageError(e) from None
+    with lock:
+        run(args)
     return 0

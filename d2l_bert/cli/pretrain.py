@@ -37,6 +37,7 @@ from ._args import (RunError, UsageError, add_devices, add_job_arguments,
                     resolve_devices)
 
 CHECKPOINT_FILE, PLOT_FILE = 'checkpoint.zip', 'loss.png'
+MODEL_FILE = 'pretrained.params'
 CORPUS_FILES = ('wiki.train.tokens', 'wiki.valid.tokens')
 
 
@@ -54,6 +55,10 @@ def corpus(text):
     wanted = CORPUS_FILES if os.path.isdir(text) else CORPUS_FILES[1:]
     missing = [name for name in wanted
                if not os.path.isfile(os.path.join(folder, name))]
+    if missing and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(
+            f'{text!r} is a file, and no {missing[0]} is beside it in '
+            f'{folder!r}; {usage}')
     if missing:
         raise argparse.ArgumentTypeError(
             f'{folder!r} holds no {" and no ".join(missing)}; {usage}')
@@ -129,6 +134,10 @@ def _add_training_arguments(parser):
     train.add_argument('--resume', action='store_true',
                        help=f'continue from DIR/{CHECKPOINT_FILE} if it '
                             'exists')
+    train.add_argument('--overwrite', action='store_true',
+                       help='start over in a DIR that holds a model or a '
+                            'checkpoint, replacing them (without it or '
+                            '--resume, such a DIR is refused)')
     train.add_argument('--checkpoint-every', type=positive_int,
                        default=10, metavar='K',
                        help='save a checkpoint every K steps')
@@ -139,7 +148,8 @@ def _add_training_arguments(parser):
 #: The options a worker gets as they are; the others make the job
 FORWARDED = ('corpus', 'batch_size', 'max_len', 'num_hiddens',
              'ffn_num_hiddens', 'num_heads', 'num_blks', 'dropout', 'steps',
-             'lr', 'devices', 'seed', 'out', 'resume', 'checkpoint_every')
+             'lr', 'devices', 'seed', 'out', 'resume', 'overwrite',
+             'checkpoint_every')
 JOB_OPTIONS = ('workers', 'servers', 'hosts', 'port', 'num_threads',
                'kvstore', 'timeout')
 
@@ -171,6 +181,53 @@ def _check(args):
     if args.num_hiddens % args.num_heads:
         raise UsageError(f'--num-heads {args.num_heads} must divide '
                          f'--num-hiddens {args.num_hiddens}')
+    if args.resume and args.overwrite:
+        raise UsageError('--resume goes on from the checkpoint and '
+                         '--overwrite starts over: give one of them')
+
+
+def _claim(args):
+    """Lock ``--out`` for this run, after checking that it replaces no
+    model unasked and that ``--resume`` has steps left to train."""
+    from ..runs.out_dir import OutDirError, claim
+    out = args.out
+    try:
+        lock = claim(out, (MODEL_FILE, CHECKPOINT_FILE),
+                     resume=args.resume, overwrite=args.overwrite,
+                     what='a pretrained model')
+    except OutDirError as e:
+        raise UsageError(e) from None
+    try:
+        _check_resume(args)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _check_resume(args):
+    """With ``--resume``: a checkpoint to go on from, not yet at
+    ``--steps``."""
+    checkpoint = os.path.join(args.out, CHECKPOINT_FILE)
+    if not args.resume:
+        return
+    if not os.path.exists(checkpoint):
+        if os.path.exists(os.path.join(args.out, MODEL_FILE)):
+            raise UsageError(
+                f'--resume: {args.out} holds a model but no '
+                f'{CHECKPOINT_FILE} to go on from; give --overwrite to '
+                'start over, or another --out')
+        return
+    from ..runs.pretraining import read_checkpoint_meta
+    try:
+        step = int(read_checkpoint_meta(checkpoint)['step'])
+    except (ValueError, KeyError, TypeError) as e:
+        raise UsageError(f'--resume: {e}') from None
+    if step >= args.steps:
+        raise UsageError(
+            f'--resume --steps {args.steps}: {checkpoint} is at step '
+            f'{step:,} already, nothing to train; give --steps {step + 1} '
+            'or more to go on')
 
 
 def _launch(args):
@@ -180,6 +237,12 @@ def _launch(args):
         raise UsageError('--kvstore is for the workers a job starts, not '
                          'with --workers or --hosts')
     _check(args)
+    with _claim(args):
+        return _run_job(args, launcher)
+
+
+def _run_job(args, launcher):
+    """Prepare the job, start it and wait for it; return its status."""
     try:
         job = launcher.prepare_job(
             lambda num_threads: _worker_argv(args, num_threads),
@@ -217,7 +280,9 @@ def main(args):
     _check(args)
     kvstore = _join_job(args.kvstore)
     if kvstore is None:
-        return _pretrain(args, devices, kvstore)
+        with _claim(args):
+            return _pretrain(args, devices, kvstore)
+    # A worker of a job: the launcher holds the lock on --out
     # Worker 0 alone prints (errors still go to stderr)
     with open(os.devnull, 'w') as devnull, (
             contextlib.redirect_stdout(devnull) if kvstore.rank != 0
