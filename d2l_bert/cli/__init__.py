@@ -19,7 +19,8 @@ the book's first cell does.
 import importlib
 import sys
 
-from ._args import Parser, RunError, UsageError, os_error
+from ._args import (Parser, RunError, UsageError, above_processors,
+                    os_error)
 
 # name -> (module, one-line help)
 COMMANDS = {
@@ -78,6 +79,8 @@ def main(argv=None):
     args.threads = set_threads(getattr(args, 'num_threads', None))
     module = importlib.import_module(args._module)
     prog = f'd2l-bert {args._name}'
+    for note in above_processors(args):
+        print(f'{prog}: {note}', file=sys.stderr)
     try:
         return module.main(args)
     except (UsageError, RunError) as e:

@@ -23,9 +23,9 @@ import sys
 import time
 
 from ._args import (RunError, UsageError, add_devices, at_least, examples,
-                    in_options, name_or_dir, non_negative_int, option,
-                    output_dir, positive_float, positive_int, rate,
-                    resolve_devices)
+                    in_options, name_or_dir, option, output_dir,
+                    learning_rate, per_machine, positive_int, rate,
+                    resolve_devices, seed)
 
 DEFAULT_OUT = 'finetuned-bert'
 MODEL_FILE = 'finetuned.params'
@@ -66,7 +66,7 @@ def add_arguments(parser):
             ('batch_size', 'B', positive_int, 'minibatch size'),
             ('max_len', 'T', at_least(3, ' (<cls> and two <sep>)'),
              'length of each BERT input, max_len'),
-            ('lr', 'LR', positive_float, "Adam's learning rate")):
+            ('lr', 'LR', learning_rate, "Adam's learning rate")):
         parser.add_argument(
             option(name), type=check, default=None, metavar=metavar,
             help=f'{text} (default: {BOOK_SETTINGS[name]:g}, the '
@@ -75,11 +75,11 @@ def add_arguments(parser):
     parser.add_argument('--dropout', type=rate, default=0.1, metavar='P',
                         help='dropout while fine-tuning')
     add_devices(parser, None)
-    parser.add_argument('--num-workers', type=non_negative_int,
+    parser.add_argument('--num-workers', type=per_machine(0, 'processes'),
                         default=None, metavar='K',
                         help='worker processes that prepare the data '
                              '(default: 4, as the book; 0 on Windows)')
-    parser.add_argument('--seed', type=int, default=0,
+    parser.add_argument('--seed', type=seed, default=0,
                         help='random seed')
     parser.add_argument('--out', default=DEFAULT_OUT, metavar='DIR',
                         type=output_dir, help='output directory')
@@ -242,9 +242,12 @@ def _train(settings, bert, train_set, test_set, devices):
     trainer = gluon.Trainer(twin.collect_params(), 'adam',
                             {'learning_rate': settings['lr']})
     loss = gluon.loss.SoftmaxCrossEntropyLoss()
-    history = runs_ft.train_ch13_history(twin, *loaders, loss, trainer,
-                                         settings['epochs'], devices,
-                                         progress=settings['progress'])
+    try:
+        history = runs_ft.train_ch13_history(
+            twin, *loaders, loss, trainer, settings['epochs'], devices,
+            progress=settings['progress'])
+    except ValueError as e:  # a learning rate that overflows the weights
+        raise UsageError(in_options(e)) from None
     return net, history
 
 

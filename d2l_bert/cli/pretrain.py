@@ -33,8 +33,8 @@ import time
 
 from ._args import (RunError, UsageError, add_devices, add_job_arguments,
                     add_threads, examples, in_options, option, output_dir,
-                    plural, positive_float, positive_int, rate,
-                    resolve_devices)
+                    learning_rate, plural, positive_int, rate,
+                    resolve_devices, seed)
 
 CHECKPOINT_FILE, PLOT_FILE = 'checkpoint.zip', 'loss.png'
 MODEL_FILE = 'pretrained.params'
@@ -123,10 +123,10 @@ def _add_training_arguments(parser):
     train = parser.add_argument_group('training')
     train.add_argument('--steps', type=positive_int, default=50,
                        metavar='N', help='steps in total')
-    train.add_argument('--lr', type=positive_float, default=0.01,
+    train.add_argument('--lr', type=learning_rate, default=0.01,
                        metavar='LR', help="Adam's learning rate")
     add_devices(train, None, 'every GPU, else the CPU, as the book')
-    train.add_argument('--seed', type=int, default=0,
+    train.add_argument('--seed', type=seed, default=0,
                        help='seed of every random choice')
     train.add_argument('--out', default='bert-pretrained', metavar='DIR',
                        type=output_dir,

@@ -43,7 +43,8 @@ class OutDirLock:
     Parameters
     ----------
     out : str
-        The output directory; created if missing.
+        The output directory; created if missing (and removed with the
+        lock if nothing else was written in it).
 
     Raises
     ------
@@ -54,6 +55,7 @@ class OutDirLock:
     def __init__(self, out):
         self.out, self.path = out, os.path.join(out, LOCK_FILE)
         self._fd = None
+        self._made = not os.path.isdir(out)
         os.makedirs(out, exist_ok=True)
         while self._fd is None:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -71,11 +73,14 @@ class OutDirLock:
                 os.close(fd)
 
     def release(self):
-        """Remove the lock file and let go of the lock."""
+        """Remove the lock file and let go of the lock; remove `out`
+        too if it was made for the lock and the run left it empty."""
         if self._fd is None:
             return
         try:
             os.remove(self.path)
+            if self._made:
+                os.rmdir(self.out)
         except OSError:
             pass
         os.close(self._fd)

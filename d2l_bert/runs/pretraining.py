@@ -36,7 +36,7 @@ import mxnet as mx
 import numpy as onp
 from mxnet import autograd, gluon, npx
 
-from ..checks import check_positive_int
+from ..checks import check_finite_parameters, check_positive_int
 from ..dist.workers import (Workers, create_kvstore,
                             share_initial_weights, worker_shards)
 from ..data.atomic import atomic_write
@@ -239,6 +239,9 @@ class _PretrainingRun:
         for l in ls:
             l.backward()
         self.trainer.step(1)
+        if not self.history.mlm:    # the run's first update
+            check_finite_parameters(self.net.collect_params().values(),
+                                    self.settings.learning_rate)
         mlm_l, nsp_l = _mean_losses(workers, mlm_ls, nsp_ls)
         # Reading the losses back waits for the forward pass only.  The
         # book stops its timer there; the backward pass and the update
