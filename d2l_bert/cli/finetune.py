@@ -153,6 +153,7 @@ def _load_model(settings, devices):
                 f"{config['max_len']} positions of the pretrained model "
                 f'{model!r}; use --max-len {config["max_len"]} or less')
         config['dropout'] = settings['dropout']
+        _check_memory(settings, config)
         bert, vocab = ft.load_pretrained_model(model, devices=devices,
                                                **config)
     except DownloadError as e:
@@ -160,6 +161,19 @@ def _load_model(settings, devices):
     except (ValueError, FileNotFoundError) as e:
         raise UsageError(f'--model {model}: {e}') from None
     return config, bert, vocab
+
+
+def _check_memory(settings, config):
+    """Refuse a batch whose arrays need more memory than the machine
+    has, before the model is loaded."""
+    from ..runs.memory import bert_bytes, check_fits
+    need = bert_bytes(5, config['num_hiddens'], config['ffn_num_hiddens'],
+                      config['num_heads'], config['num_blks'],
+                      config['max_len'], settings['batch_size'],
+                      settings['max_len'])
+    check_fits(need, f'--batch-size {settings["batch_size"]} --max-len '
+                     f'{settings["max_len"]} with --model '
+                     f'{settings["model"]}')
 
 
 def _load_data(settings, vocab):

@@ -38,6 +38,10 @@ from ._args import (RunError, UsageError, add_devices, add_job_arguments,
 
 CHECKPOINT_FILE, PLOT_FILE = 'checkpoint.zip', 'loss.png'
 MODEL_FILE = 'pretrained.params'
+#: The positions of the model (`BERTModel`'s max_len), as in the book
+MODEL_POSITIONS = 1000
+#: The tokens of every vocabulary, whatever the corpus
+SPECIAL_TOKENS = ('<unk>', '<pad>', '<mask>', '<cls>', '<sep>')
 CORPUS_FILES = ('wiki.train.tokens', 'wiki.valid.tokens')
 
 
@@ -181,9 +185,30 @@ def _check(args):
     if args.num_hiddens % args.num_heads:
         raise UsageError(f'--num-heads {args.num_heads} must divide '
                          f'--num-hiddens {args.num_hiddens}')
+    if args.max_len > MODEL_POSITIONS:
+        raise UsageError(f'--max-len {args.max_len} is more than the '
+                         f'{MODEL_POSITIONS} positions of the model; use '
+                         f'--max-len {MODEL_POSITIONS} or less')
+    _check_memory(args, vocab_size=len(SPECIAL_TOKENS))
     if args.resume and args.overwrite:
         raise UsageError('--resume goes on from the checkpoint and '
                          '--overwrite starts over: give one of them')
+
+
+def _check_memory(args, vocab_size):
+    """Refuse sizes whose arrays need more memory than the machine has
+    (`vocab_size`: a lower bound before the corpus is read)."""
+    from ..runs.memory import bert_bytes, check_fits
+    sizes = ('num_hiddens', 'ffn_num_hiddens', 'num_heads', 'num_blks',
+             'batch_size', 'max_len')
+    need = bert_bytes(vocab_size, args.num_hiddens, args.ffn_num_hiddens,
+                      args.num_heads, args.num_blks, MODEL_POSITIONS,
+                      args.batch_size, args.max_len)
+    try:
+        check_fits(need, ' '.join(f'{option(name)} {getattr(args, name)}'
+                                  for name in sizes))
+    except ValueError as e:
+        raise UsageError(e) from None
 
 
 def _claim(args):
@@ -333,7 +358,8 @@ def _pretrain(args, devices, kvstore):
     model = dict(vocab_size=len(vocab), num_hiddens=args.num_hiddens,
                  ffn_num_hiddens=args.ffn_num_hiddens,
                  num_heads=args.num_heads, num_blks=args.num_blks,
-                 dropout=args.dropout, max_len=1000)
+                 dropout=args.dropout, max_len=MODEL_POSITIONS)
+    _check_memory(args, vocab_size=len(vocab))
     run = dict(corpus=args.corpus, batch_size=args.batch_size,
                seq_len=args.max_len, learning_rate=args.lr, seed=args.seed)
     net, loss, batch_loss = _build(model, devices)
