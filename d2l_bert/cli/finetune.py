@@ -171,9 +171,12 @@ def _check_memory(settings, config):
                       config['num_heads'], config['num_blks'],
                       config['max_len'], settings['batch_size'],
                       settings['max_len'])
-    check_fits(need, f'--batch-size {settings["batch_size"]} --max-len '
-                     f'{settings["max_len"]} with --model '
-                     f'{settings["model"]}')
+    try:
+        check_fits(need, f'--batch-size {settings["batch_size"]} '
+                         f'--max-len {settings["max_len"]} with --model '
+                         f'{settings["model"]}')
+    except ValueError as e:
+        raise UsageError(e) from None
 
 
 def _load_data(settings, vocab):
