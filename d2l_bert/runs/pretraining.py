@@ -39,7 +39,7 @@ from mxnet import autograd, gluon, npx
 from ..checks import check_finite_parameters, check_positive_int
 from ..dist.workers import (Workers, create_kvstore,
                             share_initial_weights, worker_shards)
-from ..data.atomic import atomic_write
+from ..data.atomic import atomic_write, write_failure
 from ..pretraining import BOOK_LEARNING_RATE, _get_batch_loss_bert
 
 CHECKPOINT_VERSION = 1
@@ -573,26 +573,38 @@ class _DataPosition:
 # Checkpoints
 # ---------------------------------------------------------------------------
 
-def _file_bytes(directory, write):
-    """Return the bytes that ``write(path)`` writes, via a temporary file."""
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.part.',
-                               suffix='.tmp')
+def _file_bytes(path, write):
+    """Return the bytes that ``write(tmp)`` writes, via a temporary file
+    beside `path` (the file they are for, named by a failure)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                               prefix='.part.', suffix='.tmp')
     os.close(fd)
     try:
         write(tmp)
         with open(tmp, 'rb') as f:
             return f.read()
+    except Exception as e:
+        failure = write_failure(e, path, tmp)
+        if failure is None:
+            raise
+        raise failure from None
     finally:
         os.remove(tmp)
 
 
-def _from_bytes(directory, data, read):
-    """Call ``read(path)`` on a temporary file holding `data`."""
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.part.',
-                               suffix='.tmp')
+def _from_bytes(path, data, read):
+    """Call ``read(tmp)`` on a temporary file holding `data`, beside
+    `path` (the file they come from, named by a failure)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                               prefix='.part.', suffix='.tmp')
     try:
         with os.fdopen(fd, 'wb') as f:
-            f.write(data)
+            try:
+                f.write(data)
+                f.flush()
+            except OSError as e:
+                failure = write_failure(e, path, tmp)
+                raise (failure or e) from None
         return read(tmp)
     finally:
         os.remove(tmp)
@@ -633,8 +645,8 @@ def save_checkpoint(path, net, trainer, step, history, *, data_state=None,
     meta = dict(version=CHECKPOINT_VERSION, step=int(step),
                 history=history.to_dict(), rng=_get_rng_states(),
                 data=data_state, mx_seed=mx_seed, config=config)
-    params = _file_bytes(directory, net.save_parameters)
-    states = _file_bytes(directory, trainer.save_states)
+    params = _file_bytes(path, net.save_parameters)
+    states = _file_bytes(path, trainer.save_states)
 
     def write(tmp):
         with zipfile.ZipFile(tmp, 'w') as z:
@@ -684,12 +696,10 @@ def load_checkpoint(path, net, trainer, devices, *, config=None):
             raise ValueError(f'checkpoint {path!r} was written with other '
                              f'settings ({details}); resume with the same '
                              'settings or start afresh')
-    directory = os.path.dirname(os.path.abspath(path))
     with zipfile.ZipFile(path) as z:
         params, states = z.read('model.params'), z.read('trainer.states')
-    _from_bytes(directory, params,
-                lambda f: net.load_parameters(f, ctx=devices))
-    _from_bytes(directory, states, trainer.load_states)
+    _from_bytes(path, params, lambda f: net.load_parameters(f, ctx=devices))
+    _from_bytes(path, states, trainer.load_states)
     _share_update_counts(trainer)
     _set_rng_states(meta['rng'])
     return meta
