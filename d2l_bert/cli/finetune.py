@@ -141,7 +141,6 @@ def _seed_everything(seed):
 def _load_model(settings, devices):
     """The pretrained model's sizes (with ``--dropout``), the model and
     its vocabulary."""
-    from .. import finetuning as ft
     from ..data.hub import DownloadError
     from ..runs import finetuning as runs_ft
     model = settings['model']
@@ -154,13 +153,26 @@ def _load_model(settings, devices):
                 f'{model!r}; use --max-len {config["max_len"]} or less')
         config['dropout'] = settings['dropout']
         _check_memory(settings, config)
-        bert, vocab = ft.load_pretrained_model(model, devices=devices,
-                                               **config)
+        bert, vocab = _load_pretrained_model(model, devices, config)
     except DownloadError as e:
         raise RunError(f'--model {model}: {e}') from None
     except (ValueError, FileNotFoundError) as e:
         raise UsageError(f'--model {model}: {e}') from None
     return config, bert, vocab
+
+
+def _load_pretrained_model(model, devices, config):
+    """The book's `load_pretrained_model`, with one line for a parameter
+    file MXNet cannot read."""
+    from .. import finetuning as ft
+    from ..data.model_dir import PARAMS_FILE, damaged, is_mxnet_trace
+    try:
+        return ft.load_pretrained_model(model, devices=devices, **config)
+    except (ValueError, RuntimeError) as e:
+        if not is_mxnet_trace(e) and not is_mxnet_trace(e.__cause__):
+            raise
+        where = model if os.path.isdir(model) else ft._pretrained_dir(model)
+        raise damaged(os.path.join(where, PARAMS_FILE)) from None
 
 
 def _check_memory(settings, config):

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 import zipfile
+import zlib
 from collections import namedtuple
 
 import mxnet as mx
@@ -660,10 +661,17 @@ def read_checkpoint_meta(path):
     """Return the ``meta.json`` of a checkpoint as a dict."""
     try:
         with zipfile.ZipFile(path) as z:
-            return json.loads(z.read('meta.json'))
-    except (zipfile.BadZipFile, KeyError) as e:
+            meta = json.loads(z.read('meta.json'))
+    except (zipfile.BadZipFile, KeyError, zlib.error) as e:
         raise ValueError(f'checkpoint {path!r} is not a d2l-bert '
                          f'checkpoint ({e})') from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f'checkpoint {path!r} is damaged: its meta.json '
+                         f'is not valid JSON ({e})') from None
+    if not isinstance(meta, dict) or not isinstance(meta.get('step'), int):
+        raise ValueError(f'checkpoint {path!r} is damaged: its meta.json '
+                         'holds no step count')
+    return meta
 
 
 def load_checkpoint(path, net, trainer, devices, *, config=None):
