@@ -138,21 +138,23 @@ def per_machine(low, what):
     """A validator of a count of `what` (processes or threads), from
     `low` to `PER_PROCESSOR` times the machine's processors."""
     def check(text):
-        value = _number(text, int)
+        value = at_least(low)(text)
         high = PER_PROCESSOR * processors()
-        if value is None or not low <= value <= high:
+        if value > high:
             raise argparse.ArgumentTypeError(
-                f'must be an integer from {low} to {high} ({PER_PROCESSOR} '
-                f'{what} for each of the {processors()} processors of this '
-                f'machine), got {text!r}')
+                f'must be at most {high} ({PER_PROCESSOR} {what} for each '
+                f'of the {processors()} processors of this machine), got '
+                f'{text!r}')
         return value
     check.__name__ = f'{what} count'
     return check
 
 
-#: The options `per_machine` bounds, by the name they are stored under
+#: The options `per_machine` bounds whose values above the processors
+#: get a note, by the name they are stored under (not a job's
+#: ``--workers``, whose threads the launcher divides among them)
 PER_MACHINE = {'num_threads': '--threads', 'worker_threads': '--threads',
-               'num_workers': '--num-workers', 'workers': '--workers'}
+               'num_workers': '--num-workers'}
 
 
 def above_processors(args):

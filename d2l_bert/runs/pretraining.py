@@ -750,7 +750,7 @@ num_pairs, num_masked : int
 """
 
 
-def evaluate_bert(net, data_iter, vocab_size, devices):
+def evaluate_bert(net, data_iter, vocab_size, devices, progress=False):
     """Masked-token and next-sentence accuracy of `net` on `data_iter`.
 
     Parameters
@@ -763,13 +763,20 @@ def evaluate_bert(net, data_iter, vocab_size, devices):
         V, the number of classes of the MLM head.
     devices : list of mxnet.Context
         Each batch is split over them.
+    progress : bool, default False
+        Show a progress bar (on standard error) once the evaluation has
+        run for more than 2 seconds.
 
     Returns
     -------
     BertAccuracy
     """
+    from tqdm import tqdm
     mlm_correct = nsp_correct = num_masked = num_pairs = 0.0
-    for batch in data_iter:
+    total = len(data_iter) if hasattr(data_iter, '__len__') else None
+    for batch in tqdm(data_iter, total=total, unit='batch', delay=2,
+                      disable=not progress, file=sys.stderr, leave=False,
+                      dynamic_ncols=True, desc='held-out evaluation'):
         shards = [gluon.utils.split_and_load(elem, devices, even_split=False)
                   for elem in batch]
         for (tokens_X, segments_X, valid_lens_x, pred_positions_X,
