@@ -12,6 +12,7 @@ status, the last line of standard error (the one error line, no
 traceback), that no process of the command's session is left, and that
 the files of the directory the row names are byte-identical afterwards.
 """
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -51,9 +52,11 @@ def case(argv, status, line, same=None, **extra):
     which Ctrl-C comes), ``seconds`` (at most), ``gone`` (a file that
     must be gone afterwards), ``lock`` (hold ``--out``'s lock),
     ``marker`` (no process whose command line holds it may be left, in
-    any session)."""
-    return pytest.param(Case(argv, status, line, same, extra),
-                        id=argv[:60])
+    any session), ``readonly`` (a directory mounted read-only for the
+    row, as root), ``tmpfs`` (a directory that is a full file system of
+    its own for the row, as root)."""
+    name = argv if len(argv) <= 60 else f'{argv[:36]}...{argv[-20:]}'
+    return pytest.param(Case(argv, status, line, same, extra), id=name)
 
 
 def error(command, message):
@@ -153,8 +156,16 @@ TABLE = [
          '--max-len 16 --num-workers 0 --no-progress --out Ffull', 1,
          error('finetune', 'Ffull/finetuned.params: File too large'),
          fsize=FULL),
+    case('finetune --model M --data nli --epochs 1 --batch-size 16 '
+         '--max-len 16 --num-workers 0 --no-progress --out full/F', 1,
+         error('finetune', 'full/F/finetuned.params: No space left on '
+               'device'), same='full', tmpfs='full'),
     case('encode --model M --file texts.lines --out F/v.npy', 1,
          error('encode', 'F/v.npy: File too large'), same='F', fsize=100),
+    case(f'pretrain --corpus corpus --steps 5 --out Mro --resume {TINY}',
+         2, error('pretrain', "argument --out: cannot write 'Mro': "
+                  "'{root}/Mro' is on a read-only file system"),
+         same='Mro', readonly='Mro'),
     case('encode --model Mbad a crane', 2,
          error('encode', f'Mbad/pretrained.params {CORRUPT}'), same='Mbad'),
     case('finetune --model Mbad --data nli --out Fbad', 2,
@@ -226,7 +237,7 @@ def _damage(root):
     """Mbad: M with its parameters cut short; Mmeta: M with a broken
     meta.json in its checkpoint; Mcopy: M with the files a run killed
     while it wrote would leave."""
-    for name in ('Mbad', 'Mmeta', 'Mcopy'):
+    for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro'):
         shutil.copytree(root / 'M', root / name)
     params = root / 'Mbad' / 'pretrained.params'
     params.write_bytes(params.read_bytes()[:1000])
@@ -317,11 +328,63 @@ def _interrupt_after(proc, text):
     os.killpg(proc.pid, signal.SIGINT)
 
 
-def hold_lock(path):
-    """Hold an exclusive flock on `path`, as a run in progress does."""
+def _needs_root(what):
+    if os.geteuid() != 0 or shutil.which('mount') is None:
+        pytest.skip(f'{what} needs root and mount')
+
+
+@contextlib.contextmanager
+def full_disk(root, name):
+    """For the `with` block, ``root/name`` is a 64 KB file system with
+    less than 4 KB free (nothing with None)."""
+    if name is None:
+        yield
+        return
+    _needs_root('mounting a small tmpfs')
+    directory = root / name
+    directory.mkdir(exist_ok=True)
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=64k', 'tmpfs',
+                    directory], check=True)
+    try:
+        (directory / 'filler').write_bytes(b'\0' * 60_000)
+        yield
+    finally:
+        subprocess.run(['umount', directory], check=True)
+
+
+@contextlib.contextmanager
+def read_only(directory):
+    """Mount `directory` read-only on itself (a bind mount, as root)
+    for the `with` block; nothing with None."""
+    if directory is None:
+        yield
+        return
+    _needs_root('mounting a directory read-only')
+    subprocess.run(['mount', '--bind', directory, directory], check=True)
+    try:
+        subprocess.run(['mount', '-o', 'remount,ro,bind', directory],
+                       check=True)
+        yield
+    finally:
+        subprocess.run(['umount', directory], check=True)
+
+
+@contextlib.contextmanager
+def locked(root, name):
+    """Hold the lock of the output directory ``root/name`` for the
+    `with` block, as a run in progress does (nothing with None); the
+    lock file is gone afterwards."""
+    if name is None:
+        yield
+        return
+    path = root / name / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield
+    finally:
+        os.close(fd)
+        os.remove(path)
 
 
 @pytest.mark.skipif(not os.path.isdir('/proc/self'),
@@ -330,18 +393,17 @@ def hold_lock(path):
 def test_a_command_line_is_answered_in_one_line_and_leaves_nothing(
         root, row):
     same = root / row.same if row.same else None
-    before = snapshot(same) if same else None
-    lock = row.extra.get('lock')
-    fd = hold_lock(root / lock / LOCK_FILE) if lock else None
-    try:
-        status, err, seconds, left = run(root, row)
-    finally:
-        if fd is not None:
-            os.close(fd)
-            os.remove(root / lock / LOCK_FILE)
+    readonly, tmpfs = row.extra.get('readonly'), row.extra.get('tmpfs')
+    with read_only(root / readonly if readonly else None), \
+            full_disk(root, tmpfs):
+        before = snapshot(same) if same else None
+        with locked(root, row.extra.get('lock')):
+            status, err, seconds, left = run(root, row)
+        after = snapshot(same) if same else None
     lines = err.strip().splitlines()
     cpus = len(os.sched_getaffinity(0))
-    expected = row.line and row.line.format(cpus=cpus, max=8 * cpus)
+    expected = row.line and row.line.format(cpus=cpus, max=8 * cpus,
+                                            root=root)
     assert (status, lines[-1] if expected else None) == (row.status,
                                                         expected), err
     assert 'Traceback' not in err
@@ -349,7 +411,6 @@ def test_a_command_line_is_answered_in_one_line_and_leaves_nothing(
         1 if expected and ': error: ' in expected else 0), err
     assert left == [], f'{len(left)} process(es) left: {left}'
     assert seconds < row.extra.get('seconds', WALL_SECONDS)
-    if same:
-        assert snapshot(same) == before
+    assert after == before
     for name in row.extra.get('gone', ()):
         assert not (root / name).exists(), name

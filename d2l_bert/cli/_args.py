@@ -273,24 +273,37 @@ def output_file(suffix):
         if os.path.isdir(text):
             raise argparse.ArgumentTypeError(
                 f'{text!r} is a directory, not a {suffix} file')
-        _check_writable(os.path.dirname(os.path.abspath(text)))
+        _check_writable(os.path.dirname(os.path.abspath(text)), text)
         return text
     check.__name__ = f'{suffix} file'
     return check
 
 
-def _check_writable(path):
+def _check_writable(path, name=None):
     """Raise unless the nearest existing directory at or above `path`
-    can be written to."""
+    can be written to (`name`: what the message calls the path)."""
     above = os.path.abspath(path)
+    path = path if name is None else name
     while not os.path.exists(above):
         above = os.path.dirname(above)
     if not os.path.isdir(above):
         raise argparse.ArgumentTypeError(
             f'cannot write {path!r}: {above!r} is not a directory')
+    if _read_only(above):
+        raise argparse.ArgumentTypeError(
+            f'cannot write {path!r}: {above!r} is on a read-only file '
+            'system')
     if not os.access(above, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(
             f'cannot write {path!r}: permission denied in {above!r}')
+
+
+def _read_only(directory):
+    """Whether `directory` is on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except (AttributeError, OSError):
+        return False
 
 
 def name_or_dir(names, what):

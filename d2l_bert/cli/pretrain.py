@@ -40,6 +40,8 @@ CHECKPOINT_FILE, PLOT_FILE = 'checkpoint.zip', 'loss.png'
 MODEL_FILE = 'pretrained.params'
 #: The positions of the model (`BERTModel`'s max_len), as in the book
 MODEL_POSITIONS = 1000
+#: Bytes of a corpus that takes more than a minute to prepare
+LARGE_CORPUS = 10 << 20
 #: The tokens of every vocabulary, whatever the corpus
 SPECIAL_TOKENS = ('<unk>', '<pad>', '<mask>', '<cls>', '<sep>')
 CORPUS_FILES = ('wiki.train.tokens', 'wiki.valid.tokens')
@@ -381,8 +383,9 @@ def _load_corpus(args):
     """The training and held-out minibatches of ``--corpus``, and the
     vocabulary."""
     from ..dataset import load_data_wiki
-    print(f'loading the {args.corpus} corpus (batch size '
-          f'{args.batch_size}, max_len {args.max_len}) ...', flush=True)
+    print(f'loading the {args.corpus} corpus ({_corpus_size(args.corpus)}'
+          f'batch size {args.batch_size}, max_len {args.max_len}) ...',
+          flush=True)
     start = time.perf_counter()
     try:
         train_iter, vocab = load_data_wiki(
@@ -402,6 +405,21 @@ def _load_corpus(args):
           f'{len(valid_iter._dataset)} held-out pairs, vocabulary of '
           f'{len(vocab)} tokens ({time.perf_counter() - start:.1f} s)')
     return train_iter, valid_iter, vocab
+
+
+def _corpus_size(corpus):
+    """``'12.5 MB, '`` for a corpus in a directory (nothing for the
+    named ones), with a word on the minutes a large one takes."""
+    if corpus in ('embedded', 'wikitext-2'):
+        return ''
+    from ..runs.memory import size_text
+    folder = corpus if os.path.isdir(corpus) else \
+        os.path.dirname(corpus) or '.'
+    size = sum(os.path.getsize(os.path.join(folder, name))
+               for name in CORPUS_FILES
+               if os.path.isfile(os.path.join(folder, name)))
+    slow = ', minutes to prepare' if size > LARGE_CORPUS else ''
+    return f'{size_text(size)}{slow}; '
 
 
 def _build(model, devices):
