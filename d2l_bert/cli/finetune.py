@@ -23,8 +23,8 @@ import sys
 import time
 
 from ._args import (RunError, UsageError, add_devices, at_least, examples,
-                    in_options, name_or_dir, option, output_dir,
-                    learning_rate, per_machine, positive_int, rate,
+                    in_options, learning_rate, name_or_dir, option,
+                    output_dir, per_machine, positive_int, rate,
                     resolve_devices, seed)
 
 DEFAULT_OUT = 'finetuned-bert'

@@ -32,8 +32,8 @@ import sys
 import time
 
 from ._args import (RunError, UsageError, add_devices, add_job_arguments,
-                    add_threads, examples, in_options, option, output_dir,
-                    learning_rate, plural, positive_int, rate,
+                    add_threads, examples, in_options, learning_rate,
+                    option, output_dir, plural, positive_int, rate,
                     resolve_devices, seed)
 
 CHECKPOINT_FILE, PLOT_FILE = 'checkpoint.zip', 'loss.png'
