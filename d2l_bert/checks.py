@@ -174,3 +174,27 @@ def check_kvstore(kvstore):
             f'kvstore {kvstore!r} needs a worker of a job and the job\'s '
             'kvstore object: pass kvstore=create_kvstore() '
             '(d2l_bert.dist.workers), made once per process')
+
+
+def check_finite_parameters(params, learning_rate):
+    """Raise a ValueError unless every value of `params` is finite.
+
+    Called once, after the first update of a run: a learning rate that
+    makes the weights overflow (``learning_rate=1e300``) is then named
+    before any further step trains on infinities.
+
+    Parameters
+    ----------
+    params : iterable of gluon.Parameter
+        The parameters just updated.
+    learning_rate : float
+        The trainer's, said in the message.
+    """
+    for param in params:
+        for data in param.list_data():
+            if not bool(mx.np.isfinite(data).all()):
+                raise ValueError(
+                    f'learning_rate={learning_rate:g}: {param.name} holds '
+                    'values that are not finite after the first update; '
+                    'use a smaller learning rate (0.01 in the book, '
+                    '0.001 is safer)')

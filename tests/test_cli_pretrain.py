@@ -167,7 +167,9 @@ def test_pretrain_prints_the_books_lines_and_held_out_accuracy(
 def test_resume_with_other_settings_is_refused(pretrained_dir, capsys):
     out, argv = pretrained_dir
     i = argv.index('--batch-size')
-    other = argv[:i + 1] + ['16'] + argv[i + 2:] + ['--resume']
+    # (more steps than the checkpoint has: else that is said first)
+    other = argv[:i + 1] + ['16'] + argv[i + 2:] + ['--resume', '--steps',
+                                                    '100']
     status, _, err = run(other, capsys)
     assert status == 2
     assert 'batch_size: checkpoint 32, now 16' in err

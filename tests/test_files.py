@@ -245,3 +245,31 @@ def test_remove_partial_files_removes_what_a_killed_writer_left(tmp_path):
         str(tmp_path / name) for name in partial)
     assert sorted(os.listdir(tmp_path)) == sorted(kept)
     assert files.remove_partial_files(str(tmp_path / 'nowhere')) == []
+
+
+# --- a write that fails names the file and the cause ------------------------
+
+def test_a_write_failure_without_a_file_name_names_the_destination(
+        tmp_path):
+    path = str(tmp_path / 'checkpoint.zip')
+
+    def full(tmp):
+        raise OSError(28, 'No space left on device')
+    with pytest.raises(OSError) as e:
+        atomic_write(path, full)
+    assert (e.value.errno, e.value.filename, e.value.strerror) == (
+        28, path, 'No space left on device')
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_failure_that_is_not_the_disks_is_raised_as_it_is(tmp_path):
+    class MXNetError(Exception):
+        pass
+    error = ConnectionRefusedError(111, 'Connection refused')
+    assert files.write_failure(error, tmp_path / 'x') is None
+    assert files.write_failure(KeyboardInterrupt(), tmp_path / 'x') is None
+    # MXNet's C++ writer says no errno: its first line, with the file
+    failure = files.write_failure(MXNetError('Write incomplete\nat ...'),
+                                  tmp_path / 'x')
+    assert str(failure) == (f'[Errno 5] the write failed (Write '
+                            f"incomplete): '{tmp_path / 'x'}'")

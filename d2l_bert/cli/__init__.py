@@ -19,7 +19,8 @@ the book's first cell does.
 import importlib
 import sys
 
-from ._args import Parser, RunError, UsageError, os_error
+from ._args import (Parser, RunError, UsageError, above_processors,
+                    os_error)
 
 # name -> (module, one-line help)
 COMMANDS = {
@@ -44,17 +45,30 @@ def build_parser():
         prog='d2l-bert',
         description="The BERT chapter of Dive into Deep Learning, runnable.")
     sub = parser.add_subparsers(dest='command', metavar='COMMAND')
+    parser.commands = {}
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module_name, _name=name)
         importlib.import_module(module_name).add_arguments(p)
+        parser.commands[name] = p
     return parser
+
+
+def parse(parser, argv):
+    """`parser.parse_args(argv)`, with the arguments no option takes
+    refused by the command's own parser, so that the message names the
+    command (``d2l-bert pretrain: error: unrecognized arguments: ...``)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = parser.commands.get(getattr(args, '_name', None), parser)
+        command.error(f'unrecognized arguments: {" ".join(extra)}')
+    return args
 
 
 def main(argv=None):
     """Entry point of the `d2l-bert` console script; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if getattr(args, '_module', None) is None:
         parser.print_help()
         return 2
@@ -65,6 +79,8 @@ def main(argv=None):
     args.threads = set_threads(getattr(args, 'num_threads', None))
     module = importlib.import_module(args._module)
     prog = f'd2l-bert {args._name}'
+    for note in above_processors(args):
+        print(f'{prog}: {note}', file=sys.stderr)
     try:
         return module.main(args)
     except (UsageError, RunError) as e:

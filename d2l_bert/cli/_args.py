@@ -108,12 +108,94 @@ def non_negative_int(text):
     return value
 
 
+#: The largest seed NumPy's and MXNet's generators take
+MAX_SEED = 2**32 - 1
+
+#: How many times the machine's processors a count of workers or
+#: threads may be: beyond, the processes only fight over the cores
+PER_PROCESSOR = 8
+
+
+def seed(text):
+    """A seed of the random generators, 0 to `MAX_SEED`."""
+    value = _number(text, int)
+    if value is None or not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(
+            f'must be an integer from 0 to {MAX_SEED} (2**32 - 1), the '
+            f'seeds NumPy and MXNet take, got {text!r}')
+    return value
+
+
+def processors():
+    """The processors this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def per_machine(low, what):
+    """A validator of a count of `what` (processes or threads), from
+    `low` to `PER_PROCESSOR` times the machine's processors."""
+    def check(text):
+        value = at_least(low)(text)
+        high = PER_PROCESSOR * processors()
+        if value > high:
+            raise argparse.ArgumentTypeError(
+                f'must be at most {high} ({PER_PROCESSOR} {what} for each '
+                f'of the {processors()} processors of this machine), got '
+                f'{text!r}')
+        return value
+    check.__name__ = f'{what} count'
+    return check
+
+
+#: The options `per_machine` bounds whose values above the processors
+#: get a note, by the name they are stored under (not a job's
+#: ``--workers``, whose threads the launcher divides among them)
+PER_MACHINE = {'num_threads': '--threads', 'worker_threads': '--threads',
+               'num_workers': '--num-workers'}
+
+
+def above_processors(args):
+    """Notes (one line each) on the options of `PER_MACHINE` that ask
+    for more processes or threads than the machine has processors."""
+    notes = []
+    for name, flag in PER_MACHINE.items():
+        value = getattr(args, name, None)
+        if isinstance(value, int) and value > processors():
+            notes.append(f'note: {flag} {value} is more than the '
+                         f'{processors()} processors of this machine; '
+                         'they will share them, and may run slower')
+    return notes
+
+
 def positive_float(text):
     """A finite number above 0 (a learning rate)."""
     value = _number(text, float)
     if value is None or not 0 < value < float('inf'):
         raise argparse.ArgumentTypeError(
             f'must be a number above 0, got {text!r}')
+    return value
+
+
+#: The largest float32, what MXNet's Adam takes as its step size
+FLOAT32_MAX = 3.4028234663852886e38
+#: Adam's first step size over its learning rate, with the default betas
+#: (0.9, 0.999): ``sqrt(1 - 0.999) / (1 - 0.9)``
+ADAM_FIRST_STEP = (1 - 0.999) ** 0.5 / (1 - 0.9)
+
+
+def learning_rate(text):
+    """Adam's learning rate: above 0, and such that the step size of
+    the first update is a finite float32 (`FLOAT32_MAX`)."""
+    value = positive_float(text)
+    high = FLOAT32_MAX / ADAM_FIRST_STEP
+    if value > high:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {high:.3g}, for Adam's first step "
+            f'(LR x {ADAM_FIRST_STEP:.3f}) to be a finite float32, got '
+            f'{text!r}')
     return value
 
 
@@ -191,24 +273,37 @@ def output_file(suffix):
         if os.path.isdir(text):
             raise argparse.ArgumentTypeError(
                 f'{text!r} is a directory, not a {suffix} file')
-        _check_writable(os.path.dirname(os.path.abspath(text)))
+        _check_writable(os.path.dirname(os.path.abspath(text)), text)
         return text
     check.__name__ = f'{suffix} file'
     return check
 
 
-def _check_writable(path):
+def _check_writable(path, name=None):
     """Raise unless the nearest existing directory at or above `path`
-    can be written to."""
+    can be written to (`name`: what the message calls the path)."""
     above = os.path.abspath(path)
+    path = path if name is None else name
     while not os.path.exists(above):
         above = os.path.dirname(above)
     if not os.path.isdir(above):
         raise argparse.ArgumentTypeError(
             f'cannot write {path!r}: {above!r} is not a directory')
+    if _read_only(above):
+        raise argparse.ArgumentTypeError(
+            f'cannot write {path!r}: {above!r} is on a read-only file '
+            'system')
     if not os.access(above, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(
             f'cannot write {path!r}: permission denied in {above!r}')
+
+
+def _read_only(directory):
+    """Whether `directory` is on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except (AttributeError, OSError):
+        return False
 
 
 def name_or_dir(names, what):
@@ -313,7 +408,8 @@ def resolve_devices(text, one=None):
 
 def add_threads(parser, help_text):
     """``--threads K``: CPU threads of each process."""
-    parser.add_argument('--threads', type=positive_int, default=None,
+    parser.add_argument('--threads', type=per_machine(1, 'threads'),
+                        default=None,
                         metavar='K', dest='num_threads', help=help_text)
 
 
@@ -322,7 +418,8 @@ def add_job_arguments(parser, workers_help):
     ``--timeout``: the
     options of a job on MXNet's parameter server, in ``d2l-bert launch``
     and ``d2l-bert pretrain``."""
-    parser.add_argument('--workers', type=positive_int, default=None,
+    parser.add_argument('--workers', type=per_machine(1, 'processes'),
+                        default=None,
                         metavar='N', help=workers_help)
     parser.add_argument('--servers', type=positive_int, default=None,
                         metavar='S',
@@ -345,7 +442,8 @@ def add_job_arguments(parser, workers_help):
 #: Python's spelling of an argument -> the option that sets it
 _SPELLINGS = {'corpus': '--corpus', 'max_len': '--max-len',
               'batch_size': '--batch-size', 'num_steps': '--steps',
-              'data': '--data', 'num_workers': '--num-workers'}
+              'data': '--data', 'num_workers': '--num-workers',
+              'learning_rate': '--lr'}
 
 
 def in_options(message):

@@ -152,18 +152,19 @@ def read_texts(path):
     ValueError
         The file holds no text, or a blank line (named by its number).
     """
-    if path == '-':
-        content = sys.stdin.read()
-    else:
-        try:
-            with open(path, encoding='utf-8') as f:
-                content = f.read()
-        except UnicodeDecodeError as e:
-            raise ValueError(f'--file {path}: not UTF-8 text ({e})') \
-                from None
-        except OSError as e:
-            raise ValueError(f'--file {path}: cannot read it: '
-                             f'{e.strerror}') from None
+    try:
+        if path == '-':
+            # (a text stream without bytes, in tests: its text as UTF-8)
+            stdin = getattr(sys.stdin, 'buffer', None)
+            data = stdin.read() if stdin is not None else \
+                sys.stdin.read().encode('utf-8')
+        else:
+            with open(path, 'rb') as f:
+                data = f.read()
+    except OSError as e:
+        raise ValueError(f'--file {path}: cannot read it: '
+                         f'{e.strerror}') from None
+    content = _text_of(path, data)
     texts = content.splitlines()
     if not texts:
         raise ValueError(f'--file {path}: the file is empty; give one text '
@@ -173,6 +174,20 @@ def read_texts(path):
             raise ValueError(f'--file {path}: line {i} is blank; give one '
                              'text a line')
     return texts
+
+
+def _text_of(path, data):
+    """The UTF-8 text of the bytes `data` read from `path`, or a
+    ValueError that says they are not text."""
+    where = 'standard input' if path == '-' else path
+    if b'\0' in data:
+        raise ValueError(f'--file {path}: {where} is binary (a NUL byte at '
+                         f'offset {data.index(0):,}), not text; give one '
+                         'text a line, in UTF-8')
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError as e:
+        raise ValueError(f'--file {path}: not UTF-8 text ({e})') from None
 
 
 def mean_vectors(encoded, valid_lens):

@@ -23,11 +23,12 @@ import sys
 import time
 
 from ._args import (RunError, UsageError, add_devices, at_least, examples,
-                    in_options, name_or_dir, non_negative_int, option,
-                    output_dir, positive_float, positive_int, rate,
-                    resolve_devices)
+                    in_options, learning_rate, name_or_dir, option,
+                    output_dir, per_machine, positive_int, rate,
+                    resolve_devices, seed)
 
 DEFAULT_OUT = 'finetuned-bert'
+MODEL_FILE = 'finetuned.params'
 
 # Defaults of the options left out: the book's run on SNLI (550k pairs,
 # hours on a CPU), and one that takes minutes on the synthetic data
@@ -65,7 +66,7 @@ def add_arguments(parser):
             ('batch_size', 'B', positive_int, 'minibatch size'),
             ('max_len', 'T', at_least(3, ' (<cls> and two <sep>)'),
              'length of each BERT input, max_len'),
-            ('lr', 'LR', positive_float, "Adam's learning rate")):
+            ('lr', 'LR', learning_rate, "Adam's learning rate")):
         parser.add_argument(
             option(name), type=check, default=None, metavar=metavar,
             help=f'{text} (default: {BOOK_SETTINGS[name]:g}, the '
@@ -74,14 +75,17 @@ def add_arguments(parser):
     parser.add_argument('--dropout', type=rate, default=0.1, metavar='P',
                         help='dropout while fine-tuning')
     add_devices(parser, None)
-    parser.add_argument('--num-workers', type=non_negative_int,
+    parser.add_argument('--num-workers', type=per_machine(0, 'processes'),
                         default=None, metavar='K',
                         help='worker processes that prepare the data '
                              '(default: 4, as the book; 0 on Windows)')
-    parser.add_argument('--seed', type=int, default=0,
+    parser.add_argument('--seed', type=seed, default=0,
                         help='random seed')
     parser.add_argument('--out', default=DEFAULT_OUT, metavar='DIR',
                         type=output_dir, help='output directory')
+    parser.add_argument('--overwrite', action='store_true',
+                        help='replace the fine-tuned model DIR holds '
+                             '(without it, such a DIR is refused)')
     parser.add_argument('--no-progress', action='store_true',
                         help='no progress bars')
 
@@ -137,7 +141,6 @@ def _seed_everything(seed):
 def _load_model(settings, devices):
     """The pretrained model's sizes (with ``--dropout``), the model and
     its vocabulary."""
-    from .. import finetuning as ft
     from ..data.hub import DownloadError
     from ..runs import finetuning as runs_ft
     model = settings['model']
@@ -149,13 +152,43 @@ def _load_model(settings, devices):
                 f"{config['max_len']} positions of the pretrained model "
                 f'{model!r}; use --max-len {config["max_len"]} or less')
         config['dropout'] = settings['dropout']
-        bert, vocab = ft.load_pretrained_model(model, devices=devices,
-                                               **config)
+        _check_memory(settings, config)
+        bert, vocab = _load_pretrained_model(model, devices, config)
     except DownloadError as e:
         raise RunError(f'--model {model}: {e}') from None
     except (ValueError, FileNotFoundError) as e:
         raise UsageError(f'--model {model}: {e}') from None
     return config, bert, vocab
+
+
+def _load_pretrained_model(model, devices, config):
+    """The book's `load_pretrained_model`, with one line for a parameter
+    file MXNet cannot read."""
+    from .. import finetuning as ft
+    from ..data.model_dir import PARAMS_FILE, damaged, is_mxnet_trace
+    try:
+        return ft.load_pretrained_model(model, devices=devices, **config)
+    except (ValueError, RuntimeError) as e:
+        if not is_mxnet_trace(e) and not is_mxnet_trace(e.__cause__):
+            raise
+        where = model if os.path.isdir(model) else ft._pretrained_dir(model)
+        raise damaged(os.path.join(where, PARAMS_FILE)) from None
+
+
+def _check_memory(settings, config):
+    """Refuse a batch whose arrays need more memory than the machine
+    has, before the model is loaded."""
+    from ..runs.memory import bert_bytes, check_fits
+    need = bert_bytes(5, config['num_hiddens'], config['ffn_num_hiddens'],
+                      config['num_heads'], config['num_blks'],
+                      config['max_len'], settings['batch_size'],
+                      settings['max_len'])
+    try:
+        check_fits(need, f'--batch-size {settings["batch_size"]} '
+                         f'--max-len {settings["max_len"]} with --model '
+                         f'{settings["model"]}')
+    except ValueError as e:
+        raise UsageError(e) from None
 
 
 def _load_data(settings, vocab):
@@ -238,9 +271,12 @@ def _train(settings, bert, train_set, test_set, devices):
     trainer = gluon.Trainer(twin.collect_params(), 'adam',
                             {'learning_rate': settings['lr']})
     loss = gluon.loss.SoftmaxCrossEntropyLoss()
-    history = runs_ft.train_ch13_history(twin, *loaders, loss, trainer,
-                                         settings['epochs'], devices,
-                                         progress=settings['progress'])
+    try:
+        history = runs_ft.train_ch13_history(
+            twin, *loaders, loss, trainer, settings['epochs'], devices,
+            progress=settings['progress'])
+    except ValueError as e:  # a learning rate that overflows the weights
+        raise UsageError(in_options(e)) from None
     return net, history
 
 
@@ -264,7 +300,7 @@ def _save(settings, net, vocab, history, config):
     from ..runs import finetuning as runs_ft
     out = settings['out']
     os.makedirs(out, exist_ok=True)
-    atomic_write(os.path.join(out, 'finetuned.params'),
+    atomic_write(os.path.join(out, MODEL_FILE),
                  net.save_parameters)
     for name, obj in (('vocab.json', vocab.idx_to_token),
                       ('history.json', history), ('config.json', config)):
@@ -274,5 +310,12 @@ def _save(settings, net, vocab, history, config):
 
 def main(args):
     """Run `d2l-bert finetune`; return the exit code."""
-    run(args)
+    from ..runs.out_dir import OutDirError, claim
+    try:
+        lock = claim(args.out, (MODEL_FILE,), overwrite=args.overwrite,
+                     what='a fine-tuned model')
+    except OutDirError as e:
+        raise UsageError(e) from None
+    with lock:
+        run(args)
     return 0

@@ -15,8 +15,7 @@ this command running ``d2l-bert pretrain`` in each worker.
 """
 import argparse
 
-from ._args import (UsageError, add_job_arguments, examples,
-                    positive_int)
+from ._args import UsageError, add_job_arguments, examples, per_machine
 
 
 def add_arguments(parser):
@@ -25,7 +24,8 @@ def add_arguments(parser):
         'd2l-bert launch --hosts hosts.txt --threads 4 python train.py')
     add_job_arguments(parser, 'worker processes (default: one per machine '
                               'of --hosts; needed without it)')
-    parser.add_argument('--threads', type=positive_int, default=None,
+    parser.add_argument('--threads', type=per_machine(1, 'threads'),
+                        default=None,
                         metavar='K', dest='worker_threads',
                         help="each worker's OMP_NUM_THREADS (default: the "
                              "machine's cores divided among its workers)")

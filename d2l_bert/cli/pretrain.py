@@ -32,11 +32,18 @@ import sys
 import time
 
 from ._args import (RunError, UsageError, add_devices, add_job_arguments,
-                    add_threads, examples, in_options, option, output_dir,
-                    plural, positive_float, positive_int, rate,
-                    resolve_devices)
+                    add_threads, examples, in_options, learning_rate,
+                    option, output_dir, plural, positive_int, rate,
+                    resolve_devices, seed)
 
 CHECKPOINT_FILE, PLOT_FILE = 'checkpoint.zip', 'loss.png'
+MODEL_FILE = 'pretrained.params'
+#: The positions of the model (`BERTModel`'s max_len), as in the book
+MODEL_POSITIONS = 1000
+#: Bytes of a corpus that takes more than a minute to prepare
+LARGE_CORPUS = 10 << 20
+#: The tokens of every vocabulary, whatever the corpus
+SPECIAL_TOKENS = ('<unk>', '<pad>', '<mask>', '<cls>', '<sep>')
 CORPUS_FILES = ('wiki.train.tokens', 'wiki.valid.tokens')
 
 
@@ -54,6 +61,10 @@ def corpus(text):
     wanted = CORPUS_FILES if os.path.isdir(text) else CORPUS_FILES[1:]
     missing = [name for name in wanted
                if not os.path.isfile(os.path.join(folder, name))]
+    if missing and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(
+            f'{text!r} is a file, and no {missing[0]} is beside it in '
+            f'{folder!r}; {usage}')
     if missing:
         raise argparse.ArgumentTypeError(
             f'{folder!r} holds no {" and no ".join(missing)}; {usage}')
@@ -118,10 +129,10 @@ def _add_training_arguments(parser):
     train = parser.add_argument_group('training')
     train.add_argument('--steps', type=positive_int, default=50,
                        metavar='N', help='steps in total')
-    train.add_argument('--lr', type=positive_float, default=0.01,
+    train.add_argument('--lr', type=learning_rate, default=0.01,
                        metavar='LR', help="Adam's learning rate")
     add_devices(train, None, 'every GPU, else the CPU, as the book')
-    train.add_argument('--seed', type=int, default=0,
+    train.add_argument('--seed', type=seed, default=0,
                        help='seed of every random choice')
     train.add_argument('--out', default='bert-pretrained', metavar='DIR',
                        type=output_dir,
@@ -129,6 +140,10 @@ def _add_training_arguments(parser):
     train.add_argument('--resume', action='store_true',
                        help=f'continue from DIR/{CHECKPOINT_FILE} if it '
                             'exists')
+    train.add_argument('--overwrite', action='store_true',
+                       help='start over in a DIR that holds a model or a '
+                            'checkpoint, replacing them (without it or '
+                            '--resume, such a DIR is refused)')
     train.add_argument('--checkpoint-every', type=positive_int,
                        default=10, metavar='K',
                        help='save a checkpoint every K steps')
@@ -139,7 +154,8 @@ def _add_training_arguments(parser):
 #: The options a worker gets as they are; the others make the job
 FORWARDED = ('corpus', 'batch_size', 'max_len', 'num_hiddens',
              'ffn_num_hiddens', 'num_heads', 'num_blks', 'dropout', 'steps',
-             'lr', 'devices', 'seed', 'out', 'resume', 'checkpoint_every')
+             'lr', 'devices', 'seed', 'out', 'resume', 'overwrite',
+             'checkpoint_every')
 JOB_OPTIONS = ('workers', 'servers', 'hosts', 'port', 'num_threads',
                'kvstore', 'timeout')
 
@@ -171,6 +187,74 @@ def _check(args):
     if args.num_hiddens % args.num_heads:
         raise UsageError(f'--num-heads {args.num_heads} must divide '
                          f'--num-hiddens {args.num_hiddens}')
+    if args.max_len > MODEL_POSITIONS:
+        raise UsageError(f'--max-len {args.max_len} is more than the '
+                         f'{MODEL_POSITIONS} positions of the model; use '
+                         f'--max-len {MODEL_POSITIONS} or less')
+    _check_memory(args, vocab_size=len(SPECIAL_TOKENS))
+    if args.resume and args.overwrite:
+        raise UsageError('--resume goes on from the checkpoint and '
+                         '--overwrite starts over: give one of them')
+
+
+def _check_memory(args, vocab_size):
+    """Refuse sizes whose arrays need more memory than the machine has
+    (`vocab_size`: a lower bound before the corpus is read)."""
+    from ..runs.memory import bert_bytes, check_fits
+    sizes = ('num_hiddens', 'ffn_num_hiddens', 'num_heads', 'num_blks',
+             'batch_size', 'max_len')
+    need = bert_bytes(vocab_size, args.num_hiddens, args.ffn_num_hiddens,
+                      args.num_heads, args.num_blks, MODEL_POSITIONS,
+                      args.batch_size, args.max_len)
+    try:
+        check_fits(need, ' '.join(f'{option(name)} {getattr(args, name)}'
+                                  for name in sizes))
+    except ValueError as e:
+        raise UsageError(e) from None
+
+
+def _claim(args):
+    """Lock ``--out`` for this run, after checking that it replaces no
+    model unasked and that ``--resume`` has steps left to train."""
+    from ..runs.out_dir import OutDirError, claim
+    out = args.out
+    try:
+        lock = claim(out, (MODEL_FILE, CHECKPOINT_FILE),
+                     resume=args.resume, overwrite=args.overwrite,
+                     what='a pretrained model')
+    except OutDirError as e:
+        raise UsageError(e) from None
+    try:
+        _check_resume(args)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _check_resume(args):
+    """With ``--resume``: a checkpoint to go on from, not yet at
+    ``--steps``."""
+    checkpoint = os.path.join(args.out, CHECKPOINT_FILE)
+    if not args.resume:
+        return
+    if not os.path.exists(checkpoint):
+        if os.path.exists(os.path.join(args.out, MODEL_FILE)):
+            raise UsageError(
+                f'--resume: {args.out} holds a model but no '
+                f'{CHECKPOINT_FILE} to go on from; give --overwrite to '
+                'start over, or another --out')
+        return
+    from ..runs.pretraining import read_checkpoint_meta
+    try:
+        step = int(read_checkpoint_meta(checkpoint)['step'])
+    except (ValueError, KeyError, TypeError) as e:
+        raise UsageError(f'--resume: {e}') from None
+    if step >= args.steps:
+        raise UsageError(
+            f'--resume --steps {args.steps}: {checkpoint} is at step '
+            f'{step:,} already, nothing to train; give --steps {step + 1} '
+            'or more to go on')
 
 
 def _launch(args):
@@ -180,6 +264,12 @@ def _launch(args):
         raise UsageError('--kvstore is for the workers a job starts, not '
                          'with --workers or --hosts')
     _check(args)
+    with _claim(args):
+        return _run_job(args, launcher)
+
+
+def _run_job(args, launcher):
+    """Prepare the job, start it and wait for it; return its status."""
     try:
         job = launcher.prepare_job(
             lambda num_threads: _worker_argv(args, num_threads),
@@ -217,7 +307,9 @@ def main(args):
     _check(args)
     kvstore = _join_job(args.kvstore)
     if kvstore is None:
-        return _pretrain(args, devices, kvstore)
+        with _claim(args):
+            return _pretrain(args, devices, kvstore)
+    # A worker of a job: the launcher holds the lock on --out
     # Worker 0 alone prints (errors still go to stderr)
     with open(os.devnull, 'w') as devnull, (
             contextlib.redirect_stdout(devnull) if kvstore.rank != 0
@@ -268,7 +360,8 @@ def _pretrain(args, devices, kvstore):
     model = dict(vocab_size=len(vocab), num_hiddens=args.num_hiddens,
                  ffn_num_hiddens=args.ffn_num_hiddens,
                  num_heads=args.num_heads, num_blks=args.num_blks,
-                 dropout=args.dropout, max_len=1000)
+                 dropout=args.dropout, max_len=MODEL_POSITIONS)
+    _check_memory(args, vocab_size=len(vocab))
     run = dict(corpus=args.corpus, batch_size=args.batch_size,
                seq_len=args.max_len, learning_rate=args.lr, seed=args.seed)
     net, loss, batch_loss = _build(model, devices)
@@ -290,8 +383,9 @@ def _load_corpus(args):
     """The training and held-out minibatches of ``--corpus``, and the
     vocabulary."""
     from ..dataset import load_data_wiki
-    print(f'loading the {args.corpus} corpus (batch size '
-          f'{args.batch_size}, max_len {args.max_len}) ...', flush=True)
+    print(f'loading the {args.corpus} corpus ({_corpus_size(args.corpus)}'
+          f'batch size {args.batch_size}, max_len {args.max_len}) ...',
+          flush=True)
     start = time.perf_counter()
     try:
         train_iter, vocab = load_data_wiki(
@@ -311,6 +405,21 @@ def _load_corpus(args):
           f'{len(valid_iter._dataset)} held-out pairs, vocabulary of '
           f'{len(vocab)} tokens ({time.perf_counter() - start:.1f} s)')
     return train_iter, valid_iter, vocab
+
+
+def _corpus_size(corpus):
+    """``'12.5 MB, '`` for a corpus in a directory (nothing for the
+    named ones), with a word on the minutes a large one takes."""
+    if corpus in ('embedded', 'wikitext-2'):
+        return ''
+    from ..runs.memory import size_text
+    folder = corpus if os.path.isdir(corpus) else \
+        os.path.dirname(corpus) or '.'
+    size = sum(os.path.getsize(os.path.join(folder, name))
+               for name in CORPUS_FILES
+               if os.path.isfile(os.path.join(folder, name)))
+    slow = ', minutes to prepare' if size > LARGE_CORPUS else ''
+    return f'{size_text(size)}{slow}; '
 
 
 def _build(model, devices):
@@ -361,7 +470,8 @@ def _train(args, train_iter, model, devices, kvstore, settings):
 def _evaluate(twin, valid_iter, vocab_size, devices):
     """Print and return the held-out accuracies."""
     from ..runs.pretraining import evaluate_bert
-    accuracy = evaluate_bert(twin, valid_iter, vocab_size, devices)
+    accuracy = evaluate_bert(twin, valid_iter, vocab_size, devices,
+                             progress=True)
     print(f'held-out MLM accuracy {accuracy.mlm_accuracy:.3f} '
           f'({accuracy.num_masked} masked tokens), NSP accuracy '
           f'{accuracy.nsp_accuracy:.3f} ({accuracy.num_pairs} pairs)')

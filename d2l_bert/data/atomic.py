@@ -57,11 +57,71 @@ def atomic_write(path, write):
         _fsync_file(tmp)
         os.replace(tmp, path)
         _fsync_directory(directory)
-    except BaseException:
+    except BaseException as e:
+        failure = write_failure(e, path, tmp)
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
-        raise
+        if failure is None:
+            raise
+        raise failure from None
     return path
+
+
+def write_failure(error, path, partial=None):
+    """The `OSError` to report for `error`, raised while writing `path`
+    (through the file `partial`), or None to raise `error` itself.
+
+    A write can fail without naming its file: Python's own writes raise
+    an `OSError` with the errno and no file name, NumPy's say ``384000
+    requested and 139232 written``, and MXNet's C++ writers raise an
+    `MXNetError` (``FileStream.Write incomplete``).  The error returned
+    names `path` and the cause: the one of `error` if its errno is one
+    of a file system that cannot take the write; else a full file system
+    (``ENOSPC``) or the process's limit on file sizes (``EFBIG``) if
+    either shows; else, for MXNet, what `error` said.  Other errors (a
+    KeyboardInterrupt, a download that fails) give None.
+    """
+    path = os.fspath(path)
+    if isinstance(error, OSError) and error.errno in _STORAGE:
+        return OSError(error.errno, error.strerror or str(error), path)
+    mxnet = type(error).__name__ == 'MXNetError'
+    if not mxnet and not (isinstance(error, OSError)
+                          and error.errno is None):
+        return None
+    cause = _disk_full(os.path.dirname(os.path.abspath(path)), partial)
+    if cause is not None:
+        return OSError(cause, os.strerror(cause), path)
+    if not mxnet:
+        return None
+    first = str(error).strip().splitlines()[0] if str(error).strip() \
+        else type(error).__name__
+    return OSError(errno.EIO, f'the write failed ({first})', path)
+
+
+#: The errors of a file system that cannot take a write
+_STORAGE = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS,
+            errno.EACCES, errno.EPERM, errno.EIO}
+
+
+def _disk_full(directory, partial):
+    """``errno.EFBIG`` if `partial` reached the process's limit on file
+    sizes, ``errno.ENOSPC`` if the file system of `directory` has no
+    free block, else None."""
+    try:
+        import resource
+        limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+        if partial is not None and limit != resource.RLIM_INFINITY and \
+                os.path.getsize(partial) >= limit:
+            return errno.EFBIG
+    except (ImportError, OSError):
+        pass
+    try:
+        stat = os.statvfs(directory)
+    except (AttributeError, OSError):
+        return None
+    # (a few blocks may stay free: less than what was being written)
+    return errno.ENOSPC if stat.f_bavail * stat.f_frsize < 1 << 20 \
+        else None
 
 
 def atomic_write_into(folder, write):

@@ -89,6 +89,31 @@ def read_config(model_dir):
     return config
 
 
+def damaged(params_file):
+    """The ValueError for a parameter file MXNet cannot read (its own
+    error is a C++ trace that names no file)."""
+    return ValueError(f'{params_file} is corrupt or truncated; download it '
+                      'again or re-run `d2l-bert pretrain`')
+
+
+def is_mxnet_trace(error):
+    """Whether `error` is MXNet's own, whose message is a C++ trace
+    (Gluon raises some as a ValueError)."""
+    return isinstance(error, mx.base.MXNetError) or (
+        isinstance(error, ValueError) and 'MXNetError' in str(error))
+
+
+def load_parameters(net, params_file, ctx):
+    """``net.load_parameters(params_file, ctx=ctx)``, with `damaged`'s
+    error for a file MXNet cannot read."""
+    try:
+        net.load_parameters(params_file, ctx=ctx)
+    except (ValueError, mx.base.MXNetError) as e:
+        if not is_mxnet_trace(e):
+            raise
+        raise damaged(params_file) from None
+
+
 def infer_config(params_file):
     """Read the `BERTModel` arguments off the shapes in `params_file`.
 
@@ -104,10 +129,8 @@ def infer_config(params_file):
     """
     try:
         shapes = {k: v.shape for k, v in mx.nd.load(params_file).items()}
-    except mx.base.MXNetError as e:
-        raise ValueError(
-            f'{params_file} is corrupt or truncated; download it again or '
-            're-run `d2l-bert pretrain`') from e
+    except mx.base.MXNetError:
+        raise damaged(params_file) from None
     try:
         vocab_size, num_hiddens = shapes['encoder.token_embedding.weight']
         max_len = shapes['encoder.pos_embedding'][1]

@@ -62,6 +62,9 @@ DEFAULT_SSH_JOB_PORT = 9091
 #: Over ssh, the seconds a machine may be silent before the job stops,
 #: unless ``--timeout`` says
 DEFAULT_TIMEOUT = 30.0
+
+#: Seconds a scheduler or server may take to end after the last worker
+SETTLE = 3.0
 #: ps-lite's variables, and ours, that a role's environment sets afresh
 ROLE_VARIABLES = ('DMLC_ROLE', 'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT',
                   'DMLC_NUM_SERVER', 'DMLC_NUM_WORKER', 'DMLC_NODE_HOST',
@@ -205,6 +208,15 @@ def read_hosts(path):
     except OSError as e:
         raise LaunchError(f'--hosts {path}: cannot read it '
                           f'({e.strerror})') from None
+    except UnicodeDecodeError as e:
+        raise LaunchError(f'--hosts {path}: not a text file (byte '
+                          f'{e.object[e.start]:#04x} at offset {e.start:,}'
+                          '); write one [USER@]ADDRESS[:SSH_PORT] a '
+                          'line') from None
+    if '\0' in ''.join(lines):
+        raise LaunchError(f'--hosts {path}: not a text file (it holds NUL '
+                          'bytes); write one [USER@]ADDRESS[:SSH_PORT] a '
+                          'line')
     hosts = []
     for number, text in enumerate(lines, 1):
         text = text.split('#', 1)[0].strip()
@@ -695,8 +707,10 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
     that.  So a failed job ends within about ``poll + 3 * grace + 1``
     seconds, leaving no process behind.  After the last worker exits
     cleanly, the scheduler and servers end by themselves; those still
-    running after `finish` seconds are stopped.  Ctrl-C, SIGTERM and
-    SIGHUP stop the job the same way.
+    running after `SETTLE` seconds (or `finish`, if less) are stopped,
+    with a note on `stream` (workers that never joined the job leave
+    them waiting).  Ctrl-C, SIGTERM and SIGHUP stop the job the same
+    way.
 
     While the job runs, each ssh gets a byte on its standard input every
     second: the heartbeat its machine's `d2l_bert.dist.remote` waits for.
@@ -728,6 +742,7 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
             procs.append((role, _start(role)))
         failed = _watch(procs, finish, poll)
         if failed is None:
+            _note_waiting(prog, stream, procs)
             return 0
         return _report(prog, stream, *_failure(failed, len(procs)))
     except (_CannotStart, KeyboardInterrupt, _Stop) as e:
@@ -735,6 +750,17 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
     finally:
         _stop(procs, grace)
         _restore_handlers(handlers)
+
+
+def _note_waiting(prog, stream, procs):
+    """Say so when a scheduler or server still waits for the workers,
+    which have all exited: `run_job` stops it."""
+    waiting = [role.name for role, proc in procs if proc.poll() is None]
+    if waiting:
+        print(f'{prog}: note: the workers have exited, but '
+              f'{", ".join(waiting)} still waited for them (did each '
+              "worker join the job, with mx.kv.create('dist_sync')?); "
+              'stopped', file=stream, flush=True)
 
 
 def _catch_stop(handlers):
@@ -835,7 +861,7 @@ def _watch(procs, finish, poll):
                if role.role == 'worker'):
             done_at = done_at or now
             if all(status is not None for _, _, status in states) or \
-                    now - done_at > finish:
+                    now - done_at > min(finish, SETTLE):
                 return None   # `run_job` stops what still runs
         else:
             for role, proc, status in states:

@@ -7,7 +7,11 @@
 - `finetuning`: a pretrained model's sizes, SNLI's directory, the
   book's `train_ch13` returning its history, and its plot;
 - `model_files`: saves a pretrained model in d2l's `bert.small` layout
-  and loads it back whole; encodes text with it.
+  and loads it back whole; encodes text with it;
+- `out_dir`: the output directory of a run, locked for it, never
+  replacing a finished model unasked;
+- `memory`: whether a model and its batch fit in this machine's memory,
+  estimated before anything is allocated.
 
 These modules import the book's sections; the sections never import
 them.

@@ -14,6 +14,7 @@ import time
 from d2l import mxnet as d2l
 from mxnet import npx
 
+from ..checks import check_finite_parameters
 from ..data.atomic import atomic_write
 from ..data.hub import data_home, download_extract
 from ..data.model_dir import PARAMS_FILE, infer_config, read_config
@@ -195,6 +196,9 @@ def _train_epoch_ch13(net, train_iter, loss, trainer, devices, split_f,
         start = time.time()
         l, acc = d2l.train_batch_ch13(
             net, features, labels, loss, trainer, devices, split_f)
+        if epoch == 0 and i == 0:   # the first update
+            check_finite_parameters(net.collect_params().values(),
+                                    trainer.learning_rate)
         # The losses are read after the forward pass; the timer waits
         # for the backward pass and the update too (the book's does
         # not, which overstates the throughput)

@@ -19,7 +19,7 @@ from ..bert import BERTModel, get_tokens_and_segments
 from ..data.atomic import atomic_write
 from ..data.model_dir import (  # noqa: F401  (read here, and by users)
     CONFIG_FILE, HEAD_SIZE, PARAMS_FILE, VOCAB_FILE, infer_config,
-    load_vocab, read_config)
+    load_parameters, load_vocab, read_config)
 from ..pretraining import get_bert_encoding
 
 # ---------------------------------------------------------------------------
@@ -104,7 +104,7 @@ def load_pretrained(model_dir, devices=None):
     net = BERTModel(len(vocab), config['num_hiddens'],
                     config['ffn_num_hiddens'], config['num_heads'],
                     config['num_blks'], config['dropout'], config['max_len'])
-    net.load_parameters(params_file, ctx=devices)
+    load_parameters(net, params_file, devices)
     return net, vocab, config
 
 

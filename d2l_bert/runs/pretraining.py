@@ -30,16 +30,17 @@ import sys
 import tempfile
 import time
 import zipfile
+import zlib
 from collections import namedtuple
 
 import mxnet as mx
 import numpy as onp
 from mxnet import autograd, gluon, npx
 
-from ..checks import check_positive_int
+from ..checks import check_finite_parameters, check_positive_int
 from ..dist.workers import (Workers, create_kvstore,
                             share_initial_weights, worker_shards)
-from ..data.atomic import atomic_write
+from ..data.atomic import atomic_write, write_failure
 from ..pretraining import BOOK_LEARNING_RATE, _get_batch_loss_bert
 
 CHECKPOINT_VERSION = 1
@@ -239,6 +240,9 @@ class _PretrainingRun:
         for l in ls:
             l.backward()
         self.trainer.step(1)
+        if not self.history.mlm:    # the run's first update
+            check_finite_parameters(self.net.collect_params().values(),
+                                    self.settings.learning_rate)
         mlm_l, nsp_l = _mean_losses(workers, mlm_ls, nsp_ls)
         # Reading the losses back waits for the forward pass only.  The
         # book stops its timer there; the backward pass and the update
@@ -570,26 +574,38 @@ class _DataPosition:
 # Checkpoints
 # ---------------------------------------------------------------------------
 
-def _file_bytes(directory, write):
-    """Return the bytes that ``write(path)`` writes, via a temporary file."""
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.part.',
-                               suffix='.tmp')
+def _file_bytes(path, write):
+    """Return the bytes that ``write(tmp)`` writes, via a temporary file
+    beside `path` (the file they are for, named by a failure)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                               prefix='.part.', suffix='.tmp')
     os.close(fd)
     try:
         write(tmp)
         with open(tmp, 'rb') as f:
             return f.read()
+    except Exception as e:
+        failure = write_failure(e, path, tmp)
+        if failure is None:
+            raise
+        raise failure from None
     finally:
         os.remove(tmp)
 
 
-def _from_bytes(directory, data, read):
-    """Call ``read(path)`` on a temporary file holding `data`."""
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.part.',
-                               suffix='.tmp')
+def _from_bytes(path, data, read):
+    """Call ``read(tmp)`` on a temporary file holding `data`, beside
+    `path` (the file they come from, named by a failure)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                               prefix='.part.', suffix='.tmp')
     try:
         with os.fdopen(fd, 'wb') as f:
-            f.write(data)
+            try:
+                f.write(data)
+                f.flush()
+            except OSError as e:
+                failure = write_failure(e, path, tmp)
+                raise (failure or e) from None
         return read(tmp)
     finally:
         os.remove(tmp)
@@ -630,8 +646,8 @@ def save_checkpoint(path, net, trainer, step, history, *, data_state=None,
     meta = dict(version=CHECKPOINT_VERSION, step=int(step),
                 history=history.to_dict(), rng=_get_rng_states(),
                 data=data_state, mx_seed=mx_seed, config=config)
-    params = _file_bytes(directory, net.save_parameters)
-    states = _file_bytes(directory, trainer.save_states)
+    params = _file_bytes(path, net.save_parameters)
+    states = _file_bytes(path, trainer.save_states)
 
     def write(tmp):
         with zipfile.ZipFile(tmp, 'w') as z:
@@ -645,10 +661,17 @@ def read_checkpoint_meta(path):
     """Return the ``meta.json`` of a checkpoint as a dict."""
     try:
         with zipfile.ZipFile(path) as z:
-            return json.loads(z.read('meta.json'))
-    except (zipfile.BadZipFile, KeyError) as e:
+            meta = json.loads(z.read('meta.json'))
+    except (zipfile.BadZipFile, KeyError, zlib.error) as e:
         raise ValueError(f'checkpoint {path!r} is not a d2l-bert '
                          f'checkpoint ({e})') from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f'checkpoint {path!r} is damaged: its meta.json '
+                         f'is not valid JSON ({e})') from None
+    if not isinstance(meta, dict) or not isinstance(meta.get('step'), int):
+        raise ValueError(f'checkpoint {path!r} is damaged: its meta.json '
+                         'holds no step count')
+    return meta
 
 
 def load_checkpoint(path, net, trainer, devices, *, config=None):
@@ -681,12 +704,10 @@ def load_checkpoint(path, net, trainer, devices, *, config=None):
             raise ValueError(f'checkpoint {path!r} was written with other '
                              f'settings ({details}); resume with the same '
                              'settings or start afresh')
-    directory = os.path.dirname(os.path.abspath(path))
     with zipfile.ZipFile(path) as z:
         params, states = z.read('model.params'), z.read('trainer.states')
-    _from_bytes(directory, params,
-                lambda f: net.load_parameters(f, ctx=devices))
-    _from_bytes(directory, states, trainer.load_states)
+    _from_bytes(path, params, lambda f: net.load_parameters(f, ctx=devices))
+    _from_bytes(path, states, trainer.load_states)
     _share_update_counts(trainer)
     _set_rng_states(meta['rng'])
     return meta
@@ -729,7 +750,7 @@ num_pairs, num_masked : int
 """
 
 
-def evaluate_bert(net, data_iter, vocab_size, devices):
+def evaluate_bert(net, data_iter, vocab_size, devices, progress=False):
     """Masked-token and next-sentence accuracy of `net` on `data_iter`.
 
     Parameters
@@ -742,13 +763,20 @@ def evaluate_bert(net, data_iter, vocab_size, devices):
         V, the number of classes of the MLM head.
     devices : list of mxnet.Context
         Each batch is split over them.
+    progress : bool, default False
+        Show a progress bar (on standard error) once the evaluation has
+        run for more than 2 seconds.
 
     Returns
     -------
     BertAccuracy
     """
+    from tqdm import tqdm
     mlm_correct = nsp_correct = num_masked = num_pairs = 0.0
-    for batch in data_iter:
+    total = len(data_iter) if hasattr(data_iter, '__len__') else None
+    for batch in tqdm(data_iter, total=total, unit='batch', delay=2,
+                      disable=not progress, file=sys.stderr, leave=False,
+                      dynamic_ncols=True, desc='held-out evaluation'):
         shards = [gluon.utils.split_and_load(elem, devices, even_split=False)
                   for elem in batch]
         for (tokens_X, segments_X, valid_lens_x, pred_positions_X,

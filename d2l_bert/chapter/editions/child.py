@@ -24,8 +24,12 @@ trust in a container, or in CI.
 
 The child makes the parent's thread choices: it inherits the environment
 that the parent's `threads.set_threads` wrote, and calls `set_threads`
-itself before `mxnet` is imported.  It runs in a session of its own, so
-that the processes a cell starts end with it.  Requests and results are
+itself before `mxnet` is imported.  It runs in a session of its own,
+and is the subreaper of what its cells start (``PR_SET_CHILD_SUBREAPER``
+on Linux): when the child is stopped, every process below it ends with
+it (`end_descendants`), also those a cell started in a session of its own
+or that double-forked, and those seen below it after a cell are ended
+even if the child ended first.  Requests and results are
 JSON messages on a pipe of their own: what a cell prints, even to the
 process's standard output, cannot garble them.
 """
@@ -107,6 +111,7 @@ class ChildRunner:
         self._process = self._conn = None
         self._ran = []  # sources run in the current child, to run again
         self._lost = None  # why the last child ended, until the next cell
+        self._seen = {}  # pid -> start time of the processes cells started
 
     def __enter__(self):
         return self
@@ -133,6 +138,7 @@ class ChildRunner:
             return self._ended(notes)
         if reply is None:
             return self._stopped(notes)
+        self._remember_descendants()
         self.hooks.used |= set(reply.pop('used'))
         stopped = reply.pop('stopped')
         result = CellResult(**reply)
@@ -190,6 +196,16 @@ class ChildRunner:
         return [f'{lost}; this one ran in a new process, after the '
                 f'{len(again)} cells that ran before were run there again']
 
+    def _remember_descendants(self):
+        """Note the processes below the child after a cell, to end them
+        even if the child ends first (its orphans then leave its tree)."""
+        if self._process is None:
+            return
+        for pid in descendants(self._process.pid):
+            started = _start_time(pid)
+            if started is not None:
+                self._seen[pid] = started
+
     def _ended(self, notes):
         """The child ended while it ran a cell."""
         code = self._process.wait() if self._process else None
@@ -215,6 +231,15 @@ class ChildRunner:
         """End the child and every process of its session."""
         process, conn = self._process, self._conn
         self._process = self._conn = None
+        if process is not None and process.poll() is None:
+            # First what the cells started, in any session: the child
+            # is their subreaper, so they are all below it while it lives
+            end_descendants(process.pid)
+        # and those seen below a child that has ended since
+        for pid, started in self._seen.items():
+            if _start_time(pid) == started:
+                _signal(pid, signal.SIGKILL)
+        self._seen = {}
         if conn is not None:
             conn.close()  # a child waiting for a request ends on its own
         if process is None:
@@ -240,12 +265,100 @@ class ChildRunner:
         return json.loads(self._conn.recv_bytes())
 
 
+# --- the processes the cells start -------------------------------------------
+
+def _children_of():
+    """``{parent pid: [child pids]}`` of every process, from Linux's
+    /proc (empty elsewhere)."""
+    tree = {}
+    try:
+        entries = os.listdir('/proc')
+    except OSError:
+        return tree
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f'/proc/{entry}/stat') as f:
+                # The command's name, in parentheses, may hold spaces
+                parent = int(f.read().rsplit(')', 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        tree.setdefault(parent, []).append(int(entry))
+    return tree
+
+
+def descendants(pid):
+    """The pids of every process below `pid` (none without /proc)."""
+    tree, found, todo = _children_of(), [], [pid]
+    while todo:
+        kids = tree.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def end_descendants(pid):
+    """Stop (SIGSTOP) every process below `pid`, again until no new one
+    appears (a process forking meanwhile), then kill them (SIGKILL).
+
+    Returns
+    -------
+    list of int
+        Their pids.
+    """
+    seen = []
+    for _ in range(20):
+        new = [p for p in descendants(pid) if p not in seen]
+        if not new:
+            break
+        for p in new:
+            _signal(p, signal.SIGSTOP)
+        seen += new
+    for p in seen:
+        _signal(p, signal.SIGKILL)
+    return seen
+
+
+def _start_time(pid):
+    """When `pid` started (clock ticks after boot), telling it from a
+    later process given the same pid; None if it is gone."""
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return int(f.read().rsplit(')', 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _signal(pid, signum):
+    try:
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def become_subreaper():
+    """Make this process the parent of its orphaned descendants (Linux's
+    ``PR_SET_CHILD_SUBREAPER``): a process a cell starts in a session of
+    its own, or that double-forks, stays below it, where
+    `end_descendants` finds it.  Elsewhere it does nothing."""
+    if not sys.platform.startswith('linux'):
+        return False
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
 # --- in the child ------------------------------------------------------------
 
 def serve(fd):
     """The child's loop: run each cell the pipe `fd` brings, answer with
     its result, until the pipe closes."""
     conn = Connection(fd)
+    become_subreaper()
     config = json.loads(conn.recv_bytes())
     # before `mxnet` is imported: the parent's choices, from the
     # environment it passed on

@@ -1,0 +1,422 @@
+"""Nothing lost, nothing runaway: a table of command lines an unforgiving
+user runs (a second run on a finished model, two runs on one directory,
+impossible sizes, full disks, damaged files, Ctrl-C), and today's good
+ones, each answered as it should be.
+
+Every command runs as its own process (``python -m d2l_bert``), in a
+session of its own and inside limits (`bounded`: address space, CPU
+time, and for the full-disk cases the size of a file), so that a
+regression that forks or allocates without end fails the test instead
+of taking the machine down.  For each row the test checks the exit
+status, the last line of standard error (the one error line, no
+traceback), that no process of the command's session is left, and that
+the files of the directory the row names are byte-identical afterwards.
+"""
+import contextlib
+import fcntl
+import hashlib
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from collections import namedtuple
+
+import pytest
+
+from d2l_bert import cli
+from d2l_bert.data.snli_synthetic import make_snli_synthetic
+from d2l_bert.runs.out_dir import LOCK_FILE
+from helpers import TINY_ARGS, write_small_corpus
+
+#: Limits of every command of the table: 8 GB of address space (a tiny
+#: run maps less than 2, its threads' arenas included), 120 s of CPU, 60
+#: s of wall-clock time
+ADDRESS_SPACE, CPU_SECONDS, WALL_SECONDS = 8 << 30, 120, 60
+#: The file-size limit of the full-disk rows
+FULL = 20_000
+TINY = ' '.join(TINY_ARGS)
+
+Case = namedtuple('Case', 'argv status line same extra')
+Case.__new__.__defaults__ = (None, {})
+
+
+def case(argv, status, line, same=None, **extra):
+    """A row: ``d2l-bert ARGV`` ends with `status` and the last line of
+    standard error `line` (None: standard error is empty, or holds only
+    notes and progress bars); the files of the directory `same` are
+    byte-identical afterwards.  `extra`: ``fsize`` (a file-size limit),
+    ``stdin`` (bytes), ``interrupt`` (a line of standard output after
+    which Ctrl-C comes), ``seconds`` (at most), ``gone`` (a file that
+    must be gone afterwards), ``lock`` (hold ``--out``'s lock),
+    ``marker`` (no process whose command line holds it may be left, in
+    any session), ``address_space`` (its limit, in bytes, instead of
+    `ADDRESS_SPACE`), ``readonly`` (a directory mounted read-only for the
+    row, as root), ``tmpfs`` (a directory that is a full file system of
+    its own for the row, as root)."""
+    name = argv.replace(f' {TINY}', '')
+    name = name if len(name) <= 60 else f'{name[:36]}...{name[-20:]}'
+    return pytest.param(Case(argv, status, line, same, extra), id=name)
+
+
+def error(command, message):
+    return f'd2l-bert {command}: error: {message}'
+
+
+MODEL = 'holds a pretrained model (pretrained.params, checkpoint.zip)'
+NOT_TEXT = ('not a text file (it holds NUL bytes); write one '
+            '[USER@]ADDRESS[:SSH_PORT] a line')
+CORRUPT = ('is corrupt or truncated; download it again or re-run '
+           '`d2l-bert pretrain`')
+
+TABLE = [
+    # A finished model is never replaced unasked
+    case(f'pretrain --corpus corpus --steps 3 --out M {TINY}', 2, error(
+        'pretrain', f'--out M {MODEL} that this run would replace: give '
+        '--resume to go on from it, --overwrite to start over, or another '
+        '--out'), same='M'),
+    case('finetune --model M --data nli --out F', 2, error(
+        'finetune', '--out F holds a fine-tuned model (finetuned.params) '
+        'that this run would replace: give --overwrite to replace it, or '
+        'another --out'), same='F'),
+    case(f'pretrain --corpus corpus --steps 2 --out M --resume {TINY}', 2,
+         error('pretrain', '--resume --steps 2: M/checkpoint.zip is at '
+               'step 2 already, nothing to train; give --steps 3 or more to '
+               'go on'), same='M'),
+    case(f'pretrain --corpus corpus --steps 5 --out M --resume {TINY}', 2,
+         error('pretrain', f'--out M: another run is using this directory '
+               f'(it holds M/{LOCK_FILE}); wait for it to end, or give '
+               'another --out'), same='M', lock='M'),
+    case(f'pretrain --corpus corpus --steps 2 --out M --resume --overwrite '
+         f'{TINY}', 2, error('pretrain', '--resume goes on from the '
+                             'checkpoint and --overwrite starts over: give '
+                             'one of them'), same='M'),
+    # Today's good ones: resuming (which removes what a killed run left)
+    # and starting over
+    case(f'pretrain --corpus corpus --steps 3 --out Mcopy --resume {TINY}',
+         0, None, gone=('Mcopy/.checkpoint.zip.0badc0de.tmp',
+                        f'Mcopy/{LOCK_FILE}')),
+    case(f'pretrain --corpus corpus --steps 1 --out Mnew {TINY}', 0, None),
+    case('encode --model M crane', 0, None, same='M'),
+    # Requests that run away, refused before any work
+    case('finetune --num-workers 100000', 2, error(
+        'finetune', 'argument --num-workers: must be at most {max} (8 '
+        'processes for each of the {cpus} processors of this machine), got '
+        "'100000'")),
+    case('pretrain --threads 100000', 2, error(
+        'pretrain', 'argument --threads: must be at most {max} (8 threads '
+        'for each of the {cpus} processors of this machine), got '
+        "'100000'")),
+    case('launch --workers 100000 true', 2, error(
+        'launch', 'argument --workers: must be at most {max} (8 processes '
+        'for each of the {cpus} processors of this machine), got '
+        "'100000'")),
+    case('launch --workers 2 true', 0, 'd2l-bert launch: note: the workers '
+         'have exited, but scheduler, server 0 still waited for them (did '
+         "each worker join the job, with mx.kv.create('dist_sync')?); "
+         'stopped', seconds=15),
+    case('finetune --model M --data nli --epochs 50 --batch-size 8 '
+         '--max-len 16 --num-workers 2 --no-progress --out Fint', 130,
+         'd2l-bert finetune: interrupted', interrupt='path: ', seconds=15),
+    case('check-text --timeout 2 runaway.md', 1, None,
+         marker='d2l-bert-runaway-cell'),
+    # Values that MXNet or the machine cannot take
+    case('pretrain --seed -1', 2, error(
+        'pretrain', 'argument --seed: must be an integer from 0 to '
+        '4294967295 (2**32 - 1), the seeds NumPy and MXNet take, got '
+        "'-1'")),
+    case('finetune --seed 4294967296', 2, error(
+        'finetune', 'argument --seed: must be an integer from 0 to '
+        '4294967295 (2**32 - 1), the seeds NumPy and MXNet take, got '
+        "'4294967296'")),
+    case('pretrain --lr 1e300', 2, error(
+        'pretrain', "argument --lr: must be at most 1.08e+39, for Adam's "
+             "first step (LR x 0.316) to be a finite float32, got "
+             "'1e300'")),
+    case(f'pretrain --corpus corpus --steps 2 --lr 1e39 --out Mlr {TINY}',
+         2, error('pretrain', '--lr 1e+39: bertencoder0_pos_embedding '
+                  'holds values that are not finite after the first '
+                  'update; use a smaller learning rate (0.01 in the book, '
+                  '0.001 is safer)')),
+    case('pretrain --max-len 100000000', 2, error(
+        'pretrain', '--max-len 100000000 is more than the 1000 positions '
+        'of the model; use --max-len 1000 or less')),
+    case('pretrain --num-hiddens 10000000', 2, error(
+        'pretrain', '--num-hiddens 10000000 --ffn-num-hiddens 256 '
+        '--num-heads 2 --num-blks 2 --batch-size 512 --max-len 64: the '
+        'model and one batch need at least 14.2 PB of memory, and this '
+        'machine has 1.0 GB available; use smaller sizes'),
+        address_space=1 << 30),
+    case('launch --hosts binary true', 2, error(
+        'launch', f'--hosts binary: {NOT_TEXT}')),
+    # Full disks and damaged files: one line, the old files kept
+    case(f'pretrain --corpus corpus --steps 5 --out M --resume {TINY}', 1,
+         error('pretrain', 'M/checkpoint.zip: File too large'), same='M',
+         fsize=FULL),
+    case('finetune --model M --data nli --epochs 1 --batch-size 16 '
+         '--max-len 16 --num-workers 0 --no-progress --out Ffull', 1,
+         error('finetune', 'Ffull/finetuned.params: File too large'),
+         fsize=FULL),
+    case('finetune --model M --data nli --epochs 1 --batch-size 16 '
+         '--max-len 16 --num-workers 0 --no-progress --out full/F', 1,
+         error('finetune', 'full/F/finetuned.params: No space left on '
+               'device'), same='full', tmpfs='full'),
+    case('encode --model M --file texts.lines --out F/v.npy', 1,
+         error('encode', 'F/v.npy: File too large'), same='F', fsize=100),
+    case(f'pretrain --corpus corpus --steps 5 --out Mro --resume {TINY}',
+         2, error('pretrain', "argument --out: cannot write 'Mro': "
+                  "'{root}/Mro' is on a read-only file system"),
+         same='Mro', readonly='Mro'),
+    case('encode --model Mbad a crane', 2,
+         error('encode', f'Mbad/pretrained.params {CORRUPT}'), same='Mbad'),
+    case('finetune --model Mbad --data nli --out Fbad', 2,
+         error('finetune', f'--model Mbad: Mbad/pretrained.params '
+               f'{CORRUPT}'), same='Mbad'),
+    case(f'pretrain --corpus corpus --steps 9 --out Mmeta --resume {TINY}',
+         2, error('pretrain', "--resume: checkpoint 'Mmeta/checkpoint.zip' "
+                  'is damaged: its meta.json is not valid JSON '
+                  '(Unterminated string starting at: line 1 column 13 (char '
+                  '12))'), same='Mmeta'),
+    case('encode --model M --file - --out v.npy', 2, error(
+        'encode', '--file -: standard input is binary (a NUL byte at '
+        'offset 1), not text; give one text a line, in UTF-8'),
+        stdin=b'a\0b\n'),
+    # Messages that name what they are about
+    case('pretrain --corpus ./a-file', 2, error(
+        'pretrain', "argument --corpus: './a-file' is a file, and no "
+        "wiki.valid.tokens is beside it in '.'; give --corpus embedded, "
+        '--corpus wikitext-2, or a directory holding wiki.train.tokens and '
+        'wiki.valid.tokens')),
+    case('pretrain --no-such-option 1', 2, error(
+        'pretrain', 'unrecognized arguments: --no-such-option 1')),
+]
+
+RUNAWAY_CELL = '''# A cell that leaves a process behind
+
+:label:`sec_bert`
+
+```{.python .input}
+#@tab mxnet
+import subprocess, sys, time
+p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)',
+                      'd2l-bert-runaway-cell'], start_new_session=True)
+while True:
+    time.sleep(0.1)
+```
+'''
+
+
+@pytest.fixture(scope='module')
+def root(tmp_path_factory):
+    """A working directory with a corpus, a synthetic SNLI, a model
+    pretrained for 2 steps (M) and fine-tuned for one epoch (F), damaged
+    copies, and the files the rows name."""
+    root = tmp_path_factory.mktemp('runaway')
+    write_small_corpus(root / 'corpus')
+    make_snli_synthetic(str(root / 'nli'), num_train=100, num_dev=10,
+                        num_test=20)
+    here = os.getcwd()
+    os.chdir(root)    # (the rows resume M with ``--corpus corpus``)
+    try:
+        assert cli.main(['pretrain', '--corpus', 'corpus', '--steps', '2',
+                         '--out', 'M'] + TINY_ARGS) == 0
+        assert cli.main(['finetune', '--model', 'M', '--data', 'nli',
+                         '--epochs', '1', '--batch-size', '16', '--max-len',
+                         '16', '--num-workers', '0', '--no-progress',
+                         '--out', 'F']) == 0
+    finally:
+        os.chdir(here)
+    _damage(root)
+    (root / 'a-file').write_text('x')
+    (root / 'texts.lines').write_text('a crane is flying\nhello\n')
+    (root / 'binary').write_bytes(b'\x7fELF\0\0\1')
+    (root / 'runaway.md').write_text(RUNAWAY_CELL)
+    return root
+
+
+def _damage(root):
+    """Mbad: M with its parameters cut short; Mmeta: M with a broken
+    meta.json in its checkpoint; Mcopy: M with the files a run killed
+    while it wrote would leave."""
+    for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro'):
+        shutil.copytree(root / 'M', root / name)
+    params = root / 'Mbad' / 'pretrained.params'
+    params.write_bytes(params.read_bytes()[:1000])
+    checkpoint = root / 'M' / 'checkpoint.zip'
+    with zipfile.ZipFile(checkpoint) as src, \
+            zipfile.ZipFile(root / 'Mmeta' / 'checkpoint.zip', 'w') as dst:
+        for name in src.namelist():
+            dst.writestr(name, b'{"step": 2, "hist' if name == 'meta.json'
+                         else src.read(name))
+    (root / 'Mcopy' / '.checkpoint.zip.0badc0de.tmp').write_bytes(b'PK')
+    (root / 'Mcopy' / LOCK_FILE).write_bytes(b'')   # no one holds it
+
+
+def snapshot(directory):
+    """``{name: sha256}`` of every file in `directory`."""
+    return {name: hashlib.sha256((directory / name).read_bytes()).digest()
+            for name in sorted(os.listdir(directory))}
+
+
+def session(sid, marker=None):
+    """The pids of the live processes of the session `sid`, and of any
+    session with `marker` in their command line."""
+    found = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f'/proc/{entry}/stat') as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+            with open(f'/proc/{entry}/cmdline', 'rb') as f:
+                command = f.read().decode(errors='replace')
+        except OSError:
+            continue
+        if fields[0] != 'Z' and (int(fields[3]) == sid or (
+                marker and marker in command)):
+            found.append(int(entry))
+    return found
+
+
+def bounded(fsize=None, address_space=ADDRESS_SPACE):
+    """The `preexec_fn` of a row's process: its limits (and, with
+    `fsize`, writes past it fail with EFBIG instead of SIGXFSZ)."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (address_space,) * 2)
+        resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS,) * 2)
+        if fsize is not None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize,) * 2)
+    return limit
+
+
+def run(root, row):
+    """Run `row` in `root`; return its status, standard error, seconds
+    and the pids of its session left when it ended."""
+    argv = [sys.executable, '-m', 'd2l_bert'] + row.argv.split()
+    stdin, marker = row.extra.get('stdin'), row.extra.get('marker')
+    proc = subprocess.Popen(
+        argv, cwd=root, stdin=subprocess.PIPE if stdin else
+        subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True, preexec_fn=bounded(
+            row.extra.get('fsize'),
+            row.extra.get('address_space', ADDRESS_SPACE)))
+    start = time.monotonic()
+    try:
+        if 'interrupt' in row.extra:
+            _interrupt_after(proc, row.extra['interrupt'])
+        _, err = proc.communicate(stdin, timeout=WALL_SECONDS)
+        seconds = time.monotonic() - start
+        deadline = time.monotonic() + 2
+        while session(proc.pid, marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return (proc.returncode, err.decode(), seconds,
+                session(proc.pid, marker))
+    finally:
+        for pid in session(proc.pid, marker) + [proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+
+
+def _interrupt_after(proc, text):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) one
+    second after `proc` printed a line starting with `text`."""
+    for line in iter(proc.stdout.readline, b''):
+        if line.decode().startswith(text):
+            break
+    time.sleep(1)
+    os.killpg(proc.pid, signal.SIGINT)
+
+
+def _needs_root(what):
+    if os.geteuid() != 0 or shutil.which('mount') is None:
+        pytest.skip(f'{what} needs root and mount')
+
+
+@contextlib.contextmanager
+def full_disk(root, name):
+    """For the `with` block, ``root/name`` is a 64 KB file system with
+    less than 4 KB free (nothing with None)."""
+    if name is None:
+        yield
+        return
+    _needs_root('mounting a small tmpfs')
+    directory = root / name
+    directory.mkdir(exist_ok=True)
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=64k', 'tmpfs',
+                    directory], check=True)
+    try:
+        (directory / 'filler').write_bytes(b'\0' * 60_000)
+        yield
+    finally:
+        subprocess.run(['umount', directory], check=True)
+
+
+@contextlib.contextmanager
+def read_only(directory):
+    """Mount `directory` read-only on itself (a bind mount, as root)
+    for the `with` block; nothing with None."""
+    if directory is None:
+        yield
+        return
+    _needs_root('mounting a directory read-only')
+    subprocess.run(['mount', '--bind', directory, directory], check=True)
+    try:
+        subprocess.run(['mount', '-o', 'remount,ro,bind', directory],
+                       check=True)
+        yield
+    finally:
+        subprocess.run(['umount', directory], check=True)
+
+
+@contextlib.contextmanager
+def locked(root, name):
+    """Hold the lock of the output directory ``root/name`` for the
+    `with` block, as a run in progress does (nothing with None); the
+    lock file is gone afterwards."""
+    if name is None:
+        yield
+        return
+    path = root / name / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield
+    finally:
+        os.close(fd)
+        os.remove(path)
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self'),
+                    reason="counts a command's processes in Linux's /proc")
+@pytest.mark.parametrize('row', TABLE)
+def test_a_command_line_is_answered_in_one_line_and_leaves_nothing(
+        root, row):
+    same = root / row.same if row.same else None
+    readonly, tmpfs = row.extra.get('readonly'), row.extra.get('tmpfs')
+    with read_only(root / readonly if readonly else None), \
+            full_disk(root, tmpfs):
+        before = snapshot(same) if same else None
+        with locked(root, row.extra.get('lock')):
+            status, err, seconds, left = run(root, row)
+        after = snapshot(same) if same else None
+    lines = err.strip().splitlines()
+    cpus = len(os.sched_getaffinity(0))
+    expected = row.line and row.line.format(cpus=cpus, max=8 * cpus,
+                                            root=root)
+    assert (status, lines[-1] if expected else None) == (row.status,
+                                                        expected), err
+    assert 'Traceback' not in err
+    assert sum(': error: ' in line for line in lines) == (
+        1 if expected and ': error: ' in expected else 0), err
+    assert left == [], f'{len(left)} process(es) left: {left}'
+    assert seconds < row.extra.get('seconds', WALL_SECONDS)
+    assert after == before
+    for name in row.extra.get('gone', ()):
+        assert not (root / name).exists(), name
