@@ -174,3 +174,21 @@ def check_kvstore(kvstore):
             f'kvstore {kvstore!r} needs a worker of a job and the job\'s '
             'kvstore object: pass kvstore=create_kvstore() '
             '(d2l_bert.dist.workers), made once per process')
+
+
+def check_snli_dataset(dataset, max_len, vocab):
+    """Check the arguments of `SNLIBERTDataset`: `vocab` given, `max_len`
+    an int of at least 3, `dataset` three lists of equal lengths."""
+    if vocab is None:
+        raise ValueError(
+            'vocab is required: pass the vocabulary the BERT model was '
+            'pretrained with (load_pretrained_model returns it)')
+    if not isinstance(max_len, int) or max_len < 3:
+        raise ValueError(
+            'max_len must be an int of at least 3 (<cls> and two '
+            f'<sep>), got {max_len!r}')
+    if len(dataset) != 3 or not (
+            len(dataset[0]) == len(dataset[1]) == len(dataset[2])):
+        raise ValueError(
+            'dataset must be (premises, hypotheses, labels) of equal '
+            'lengths, as read_snli returns')
