@@ -8,7 +8,6 @@ import pkgutil
 import re
 import subprocess
 import sys
-import warnings
 
 import pytest
 
@@ -18,31 +17,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, 'docs')
 
 
-def is_moved_module(name, module):
-    """True for a module left at an old path: importing `name` gives the
-    module at its new path (a shim that puts it in `sys.modules` under
-    the old name, with a `DeprecationWarning`), so it is documented once,
-    under its new name."""
-    return module.__name__ != name
-
-
 def public_modules():
     """Every module of `d2l_bert`, packages and their modules included,
-    but `__main__`, those whose name has a part starting with `_`, and the
-    old paths of moved modules (and what lies under them)."""
-    names, moved = [], []
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore', DeprecationWarning)
-        for info in pkgutil.walk_packages(d2l_bert.__path__, 'd2l_bert.'):
-            name = info.name
-            if any(part.startswith('_') for part in name.split('.')):
-                continue
-            if any(name.startswith(old + '.') for old in moved):
-                continue
-            if is_moved_module(name, importlib.import_module(name)):
-                moved.append(name)
-                continue
-            names.append(name)
+    but `__main__` and those whose name has a part starting with `_`."""
+    names = []
+    for info in pkgutil.walk_packages(d2l_bert.__path__, 'd2l_bert.'):
+        if not any(part.startswith('_') for part in info.name.split('.')):
+            names.append(info.name)
     return sorted(names)
 
 
