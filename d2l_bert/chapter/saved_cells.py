@@ -14,9 +14,9 @@ numpy-doc sections are for the API pages, the cell is the book's::
 
 To write a new definition out in a notebook, add a cell holding
 ``#@save`` and a stub of the same name (``def load_data_wiki(): pass``),
-then run ``--write``.  `tests/test_saved_cells.py` fails when a cell and
-the package differ by a line of code or of a summary, and when a
-definition of the section (an object of the section's module whose
+then run ``--write``.  `tests/test_chapter_saved_cells.py` fails when a
+cell and the package differ by a line of code or of a summary, and when
+a definition of the section (an object of the section's module whose
 docstring names one of the section's labels as the place that defines
 it) is not written out.
 """

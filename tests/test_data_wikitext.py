@@ -57,7 +57,8 @@ def server(tmp_path):
 
 
 # Mirrors, checksums, truncation and never half-writing are the shared
-# downloader's, tested in tests/test_hub.py; here WikiText-2 goes through it
+# downloader's, tested in tests/test_data_hub.py; here WikiText-2 goes
+# through it
 
 def test_download_goes_through_the_hub_and_extracts(tmp_path, server,
                                                     monkeypatch):
