@@ -46,8 +46,10 @@ html_static_path = ['_static']
 html_theme_options = {'description': 'The BERT chapter of Dive into Deep '
                                      'Learning, tested, in MXNet/Gluon',
                       # 1280 px screens: room for 90-column code lines
-                      'page_width': '1180px',
-                      'sidebar_width': '240px'}
+                      # (alabaster caps the text at 800 px by default)
+                      'page_width': '1220px',
+                      'sidebar_width': '220px',
+                      'body_max_width': 'none'}
 
 # ---------------------------------------------------------------------------
 # The book's cross-references in our docstrings
