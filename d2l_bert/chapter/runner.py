@@ -44,7 +44,7 @@ TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.chapter', 'd2l_bert.threads',
 #: Packages whose modules, not the package itself, offer names
 NAME_PACKAGES = ('d2l_bert.data', 'd2l_bert.runs')
 
-#: Names of the 0.17 releases that d2l 1.0 renamed: old -> new
+#: Names of the 0.17 releases that d2l 1.0 renamed, old -> new
 RENAMED_0_17 = {'EncoderBlock': 'TransformerEncoderBlock'}
 
 #: Environment variable that asks the notebooks for small sizes

@@ -30,7 +30,8 @@ import sys
 #: The marker on the first line of a cell that the package also defines
 MARKER = '#@save'
 
-#: Each notebook: its section's module and the book labels of that section
+#: Each notebook, with its section's module and the book labels of that
+#: section
 NOTEBOOKS = {
     'bert.ipynb': ('d2l_bert.bert', (
         'sec_bert', 'subsec_bert_input_rep', 'subsec_mlm', 'subsec_nsp')),

@@ -1,4 +1,4 @@
-"""d2l_bert.fast: the book's model, fast, by one visible call.
+"""d2l_bert.fast: the book's model, fast, by one visible call::
 
     net = d2l_bert.fast.accelerate(net)
     loss = d2l_bert.fast.accelerate(loss)
