@@ -33,7 +33,7 @@ spins for up to 300,000 rounds before it sleeps.  The compiled loops of a
 training step (`d2l_bert.fast`) run on threads of their own, between
 MXNet's operators, and the spinning threads took cores from them: a
 step used more CPU time and took longer than with short spins
-(`docs/performance.md`).  `shorten_openmp_spin`
+(`docs/performance.md`, "Threads and the CPU").  `shorten_openmp_spin`
 sets ``GOMP_SPINCOUNT`` to 1000 rounds, still long enough for one
 operator to follow another without a wake-up.
 

@@ -346,7 +346,7 @@ def _pair_scratch(qkv, h, n):
 # BLAS runs its products in panels of a few columns: a length rounded up
 # to a multiple of 8 keeps them whole (the extra keys' weights are 0);
 # 8 was faster than no rounding and than 16 or 32, forward and backward
-# (`docs/performance.md`)
+# (`docs/performance-history.md`)
 _KEY_STEP = 8
 
 

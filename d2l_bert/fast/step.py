@@ -20,7 +20,7 @@ weighted predictions instead (K rounded up to a multiple of
 and gradients: only a score that is infinite or NaN at a padded
 position, and finite elsewhere, would have made the book's gradients
 NaN.  A batch with another K costs the graph a new memory plan, small
-against the step (`docs/performance.md`).
+against the step (`docs/performance-history.md`).
 
 Dimension key used in the shape comments:
 
