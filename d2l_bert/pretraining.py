@@ -103,8 +103,10 @@ def _get_batch_loss_bert(net, loss, vocab_size, tokens_X_shards,
 
 def train_bert(train_iter, net, loss, vocab_size, devices, num_steps,
                kvstore='device'):
-    """Pretrain BERT on masked language modeling and next sentence
-    prediction for `num_steps` steps, splitting each batch over `devices`.
+    """Pretrain BERT on its two tasks for `num_steps` steps.
+
+    The tasks are masked language modeling and next sentence prediction;
+    each batch is split over `devices`.
 
     Defined in :numref:`sec_bert-pretraining`.
 

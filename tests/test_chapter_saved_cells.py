@@ -34,7 +34,7 @@ def test_every_saved_cell_equals_the_package(name):
 
 
 @pytest.mark.parametrize('name', NAMES)
-def test_cells_hold_each_docstrings_summary_only(name):
+def test_cells_hold_a_one_line_summary_and_no_method_docstring(name):
     import ast
     module_name, _ = saved_cells.NOTEBOOKS[name]
     module = __import__(module_name, fromlist=['_'])
@@ -48,6 +48,10 @@ def test_cells_hold_each_docstrings_summary_only(name):
             summary = ast.get_docstring(node)
             full = getattr(module, node.name).__doc__
             assert summary is not None, node.name
+            assert '\n' not in summary.strip(), f'{node.name}: one line'
+            for inner in ast.walk(node):  # the book's methods have none
+                if inner is not node and isinstance(inner, ast.FunctionDef):
+                    assert ast.get_docstring(inner) is None, inner.name
             assert ' '.join(summary.split()) == ' '.join(
                 full.split('\n\n')[0].split()), node.name
 

@@ -5,8 +5,9 @@ Each notebook in ``notebooks/`` writes out, in cells whose first line is
 book does, so that a student can edit one and rerun.  Their one source
 is the package: a ``#@save`` cell holds the package's source of each
 name it defines, in the module's order, the same lines and comments,
-with each docstring cut to its summary (its first paragraph): the
-numpy-doc sections are for the API pages, the cell is the book's::
+with the definition's docstring cut to its summary (its first
+paragraph) and its methods' docstrings left out, as in the book: the
+numpy-doc docstrings are for the API pages, the cell is the book's::
 
     python -m d2l_bert.chapter.saved_cells          # check every notebook
     python -m d2l_bert.chapter.saved_cells --write  # rewrite the cells
@@ -74,17 +75,24 @@ def _statement_source(lines, node):
     return ''.join(lines[first:]).rstrip() + '\n'
 
 
-def _docstrings(node):
-    """Yield the docstring expressions of `node` and of the functions and
-    classes defined inside it."""
+def _docstring(node):
+    """The docstring expression of a function or class `node`, or None."""
+    first = node.body[0] if node.body else None
+    if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)):
+        return first
+    return None
+
+
+def _inner_docstrings(node):
+    """Yield the docstrings of the functions and classes inside `node`
+    whose body holds more than the docstring."""
     for inner in ast.walk(node):
-        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef,
-                              ast.ClassDef)) and inner.body:
-            first = inner.body[0]
-            if (isinstance(first, ast.Expr)
-                    and isinstance(first.value, ast.Constant)
-                    and isinstance(first.value.value, str)):
-                yield first
+        if inner is not node and isinstance(inner, (
+                ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            doc = _docstring(inner)
+            if doc is not None and len(inner.body) > 1:
+                yield doc
 
 
 def _summary_lines(lines):
@@ -105,9 +113,14 @@ def _summary_lines(lines):
 
 def _cell_source(lines, node):
     """The source of `node` as a ``#@save`` cell holds it: the module's
-    lines with each docstring cut to its summary."""
+    lines with its docstring cut to its summary and the docstrings of
+    its methods left out (the book's cells have none)."""
     lines = list(lines[:node.end_lineno])
-    for doc in sorted(_docstrings(node), key=lambda d: -d.lineno):
+    for doc in sorted(_inner_docstrings(node), key=lambda d: -d.lineno):
+        del lines[doc.lineno - 1:doc.end_lineno]
+    doc = (_docstring(node) if isinstance(node, (
+        ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else None)
+    if doc is not None:
         start, end = doc.lineno - 1, doc.end_lineno
         lines[start:end] = _summary_lines(lines[start:end])
     return lines
@@ -116,7 +129,7 @@ def _cell_source(lines, node):
 def module_definitions(module_name):
     """Return ``{name: source}`` for the top-level definitions of a
     module of the package, in the module's order, each as a ``#@save``
-    cell writes it (docstrings cut to their summary)."""
+    cell writes it (its docstring cut to its summary, no method's)."""
     module = importlib.import_module(module_name)
     with open(module.__file__, encoding='utf-8') as f:
         text = f.read()
