@@ -157,7 +157,7 @@ def test_chapter_benchmark_downloads_from_127_0_0_1(tmp_path):
     # writing archives of the real sizes
     import zipfile
 
-    from d2l_bert import runner
+    from d2l_bert.chapter import runner
     from d2l_bert.data.snli_synthetic import make_snli_synthetic
     model = str(tmp_path / 'bert.small')
     runner._save_untrained_bert(model, runner.OFFLINE_STAND_INS['bert.small'])
