@@ -392,9 +392,9 @@ def in_processes(script, sides, worker_args, repeats, warmup=1,
     """Time MXNet steps, each side in a process of its own, taking turns.
 
     In one process, what one model leaves behind (memory the kernel must
-    zero again, idle OpenMP threads, numba's threads) slows the next:
-    d2l 1.0.3's pretraining step took 4.2 s alternating with ours and 3.0
-    s alone.  Here every side runs alone in its process, as a user runs
+    zero again, idle OpenMP threads, numba's threads) slows the next
+    (d2l 1.0.3's pretraining step, alternating with ours, runs slower
+    than alone).  Here every side runs alone in its process, as a user runs
     it; the turns (with `pause` seconds of idle between them) still share
     the machine's load alike.
 

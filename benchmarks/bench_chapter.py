@@ -68,8 +68,8 @@ def write_archives(work):
              '/snli_1.0.zip': os.path.join(work, 'snli_1.0.zip')}
     if all(os.path.isfile(p) for p in paths.values()):
         return paths
-    from d2l_bert.files import atomic_write
-    from d2l_bert.snli_synthetic import make_snli_synthetic
+    from d2l_bert.data.atomic import atomic_write
+    from d2l_bert.data.snli_synthetic import make_snli_synthetic
     model = os.path.join(work, 'bert.small')
     _untrained_bert_small(model)
     atomic_write(paths['/bert.small.zip'], _zip(model, 'bert.small'))
@@ -89,7 +89,7 @@ def _untrained_bert_small(folder):
 
     from d2l_bert.bert import BERTModel
     from d2l_bert.dataset import load_data_wiki
-    from d2l_bert.model_files import save_pretrained
+    from d2l_bert.runs.model_files import save_pretrained
     _, vocab = load_data_wiki(64, 32, corpus='embedded', seed=0)
     vocab.idx_to_token += [f'filler{i}' for i in range(
         VOCAB_SIZE - len(vocab))]

@@ -18,7 +18,7 @@ the section's `BERTClassifier` on d2l 1.0.3's `BERTModel`; ours runs
 ``d2l_bert.fast.accelerate(BERTClassifier(bert))`` (what ``d2l-bert
 finetune`` trains) on d2l_bert's.  Both start from the same parameters
 (random: the arithmetic does not depend on them) on the same batch: 512
-synthetic pairs in SNLI's format (`d2l_bert.snli_synthetic`, 18 to 27
+synthetic pairs in SNLI's format (`d2l_bert.data.snli_synthetic`, 18 to 27
 tokens, about the lengths of SNLI's pairs) packed by the book's
 `SNLIBERTDataset`, or ``--batch random``.
 
@@ -42,8 +42,8 @@ def parse_args(argv=None):
     p.add_argument('--batch', choices=('snli', 'random'), default='snli',
                    help="pairs in SNLI's format packed by the book's "
                         '`SNLIBERTDataset` (default: the synthetic corpus '
-                        "of d2l_bert.snli_synthetic, 18 to 27 tokens, about "
-                        "SNLI's lengths), or random tokens of lengths "
+                        'of d2l_bert.data.snli_synthetic, 18 to 27 tokens, '
+                        "about SNLI's lengths), or random tokens of lengths "
                         'spread from 12 to 128')
     _common.add_process_options(p)
     return p.parse_args(argv)
@@ -73,7 +73,7 @@ def finetune_batch(args, cfg):
     from d2l import mxnet as d2l
 
     from d2l_bert.finetuning import SNLIBERTDataset, read_snli
-    from d2l_bert.snli_synthetic import make_snli_synthetic
+    from d2l_bert.data.snli_synthetic import make_snli_synthetic
     with tempfile.TemporaryDirectory() as tmp:
         data = read_snli(make_snli_synthetic(
             tmp, num_train=cfg['batch_size'], num_dev=1, num_test=1), True)

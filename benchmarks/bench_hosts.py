@@ -27,8 +27,8 @@ servers: the time the faster worker waits for the slower), push/pull
 (every gradient pushed to the servers and the sums pulled back), update
 (Adam, on every worker), losses (gathered).  Worker 0 reports medians and
 the bytes its host's link carried a step, both ways.  The projection is
-docs/performance.md's ``2 P (M - 1) / (M b)`` of communication beside the
-computing divided M ways.
+docs/performance-history.md's ``2 P (M - 1) / (M b)`` of communication
+beside the computing divided M ways.
 """
 import json
 import os
@@ -179,7 +179,7 @@ def measure(cluster, name, num_hosts, link, args):
 
 
 def projection(one, model_bytes, rate_bits, hosts=2):
-    """docs/performance.md's step on `hosts` hosts: the whole step of
+    """docs/performance-history.md's step on `hosts` hosts: the whole step of
     `one` (1 host) but its update divided among them, the update whole,
     and the gradients' traffic at the link's rate."""
     update = one['phases'][3]

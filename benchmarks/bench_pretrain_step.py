@@ -26,8 +26,8 @@ Each step and a float32 GEMM of the MLM output layer's shape run in a
 process of their own, as a user runs them, taking turns (`in_processes`),
 so that a machine shared with other work slows them alike; medians are
 reported.  In one process (``--one-process``), d2l's step runs slower
-after ours (4.2 s against 3.0 s alone): what slows it is in
-docs/performance.md, "Pretraining step".
+after ours than alone: what slows it is in docs/performance-history.md,
+"Pretraining step".
 """
 import os
 import sys

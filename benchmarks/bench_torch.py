@@ -1,11 +1,10 @@
 """Time one pretraining step: PyTorch's Hugging Face BERT against d2l_bert.
 
-Issue 5 (speed) takes as its reference "PyTorch with Hugging Face's
-`BertForPreTraining` at the same configuration, with the prediction head
-on the 10 gathered positions as the book does" and asks that d2l_bert's
-training step beat it.  This script measures that reference on this
-machine, taking turns with d2l_bert's step, so that the ratio compares
-the two under the same load.
+The reference for d2l_bert's training step is PyTorch with Hugging
+Face's `BertForPreTraining` at the same configuration, with the
+prediction head on the 10 gathered positions as the book does.  This
+script measures that reference on this machine, taking turns with
+d2l_bert's step, so that the ratio compares the two under the same load.
 
 How to run
 ----------
@@ -49,7 +48,7 @@ the embeddings, uses GELU (the book: ReLU in the FFN), ties the MLM
 decoder to the token embedding and initializes differently.  The matrix
 products are the same (the book also has a tanh layer before NSP and a
 hidden layer in its MLM head), so both steps are credited with
-`_common.pretrain_step_flops`.  It is the issue's stated reference.
+`_common.pretrain_step_flops`.
 
 How the two take turns
 ----------------------

@@ -60,7 +60,9 @@ def get_tokens_and_segments(tokens_a, tokens_b=None):
 
 
 class BERTEncoder(nn.Block):
-    """BERT's encoder: token, segment and position embeddings, summed, then
+    """BERT's encoder: the summed embeddings, then transformer blocks.
+
+    Token, segment and position embeddings are summed, then go through
     `num_blks` transformer encoder blocks.
 
     Defined in :numref:`subsec_bert_input_rep`.
@@ -129,8 +131,9 @@ class BERTEncoder(nn.Block):
 
 
 class MaskLM(nn.Block):
-    """The masked language model task: predict the tokens at given
-    positions from their encodings.
+    """The masked language model task: predict the masked tokens.
+
+    Each prediction reads the encoding at its position.
 
     Defined in :numref:`subsec_mlm`.
 
@@ -179,8 +182,10 @@ class MaskLM(nn.Block):
 
 
 class NextSentencePred(nn.Block):
-    """The next sentence prediction task: is the second sentence the one
-    that followed the first?
+    """The next sentence prediction task: did the second sentence follow?
+
+    Two scores per sequence: whether its second sentence is the one that
+    followed the first in the corpus.
 
     Defined in :numref:`subsec_nsp`.
 

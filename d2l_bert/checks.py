@@ -198,3 +198,21 @@ def check_finite_parameters(params, learning_rate):
                     'values that are not finite after the first update; '
                     'use a smaller learning rate (0.01 in the book, '
                     '0.001 is safer)')
+
+
+def check_snli_dataset(dataset, max_len, vocab):
+    """Check the arguments of `SNLIBERTDataset`: `vocab` given, `max_len`
+    an int of at least 3, `dataset` three lists of equal lengths."""
+    if vocab is None:
+        raise ValueError(
+            'vocab is required: pass the vocabulary the BERT model was '
+            'pretrained with (load_pretrained_model returns it)')
+    if not isinstance(max_len, int) or max_len < 3:
+        raise ValueError(
+            'max_len must be an int of at least 3 (<cls> and two '
+            f'<sep>), got {max_len!r}')
+    if len(dataset) != 3 or not (
+            len(dataset[0]) == len(dataset[1]) == len(dataset[2])):
+        raise ValueError(
+            'dataset must be (premises, hypotheses, labels) of equal '
+            'lengths, as read_snli returns')

@@ -8,12 +8,12 @@ pairs for next sentence prediction (`_get_next_sentence`,
 minibatches by `load_data_wiki`.
 
 Beyond the book, `load_data_wiki` chooses its corpus: the small corpus
-shipped with the package (``'embedded'``, written by
-`d2l_bert.data.corpus`, the default, needing no network), WikiText-2
-(``'wikitext-2'``, from ``../data/wikitext-2`` or downloaded from a
-mirror: the book's address no longer serves it), or a path to files in
-WikiText's token format.  It also takes a `seed`, a held-out `split` and
-the training `vocab`.
+shipped with the package (``'embedded'``, the default, needing no
+network), WikiText-2 (``'wikitext-2'``, downloaded if need be) or a path
+to files in WikiText's token format; `d2l_bert.data.wikitext` finds
+them.  It also takes a `seed`, a held-out `split`, the training `vocab`
+and `pad`, the padding function (`d2l_bert.fast.pad_bert_inputs_stacked`
+builds the same examples as stacked arrays, faster).
 
 Dimension key used in the shapes below:
 
@@ -23,37 +23,14 @@ P: ``round(max_len * 0.15)`` predicted positions per sequence
 import os
 import random
 
-import numpy as onp
 from mxnet import gluon, np
 
-from .data import hub
 from .bert import get_tokens_and_segments
 from .checks import check_positive_int
-from .data.corpus import DATA_DIR as EMBEDDED_DIR
-
-# WikiText-2 :cite:`Merity.Xiong.Bradbury.ea.2016`.  The book's s3 address
-# (tried last) no longer serves the archive (d2l-en issue 2588)
-WIKITEXT2_URLS = (
-    'https://wikitext.smerity.com/wikitext-2-v1.zip',
-    'https://s3.amazonaws.com/research.metamind.io/wikitext/'
-    'wikitext-2-v1.zip')
-WIKITEXT2_SHA1 = '3c914d17d80b1459be871a5039ac23e752a53cbe'
-# Where `d2l.download_extract` keeps its data: relative to the working
-# directory, as in the book
-DATA_ROOT = os.path.join('..', 'data')
-
-
-class CorpusError(ValueError):
-    """The corpus given to `load_data_wiki` cannot be used as it is."""
-
-
-class CorpusNotFoundError(CorpusError, FileNotFoundError):
-    """The corpus file or directory does not exist."""
-
-
-class CorpusUnavailableError(RuntimeError):
-    """WikiText-2 is neither on disk nor downloadable (no network?)."""
-
+from .data.wikitext import (DATA_ROOT, CorpusError,  # noqa: F401
+                            CorpusNotFoundError, CorpusUnavailableError,
+                            SeededRandomSampler, download_wikitext2,
+                            locate_corpus)
 
 def _read_wiki(data_dir, file_name='wiki.train.tokens'):
     """Read a WikiText file into shuffled paragraphs of sentences.
@@ -298,44 +275,6 @@ def _pad_bert_inputs(examples, max_len, vocab):
             all_mlm_weights, all_mlm_labels, nsp_labels)
 
 
-def _pad_bert_inputs_stacked(examples, max_len, vocab):
-    """`_pad_bert_inputs`, as seven stacked NumPy arrays, fast.
-
-    Creating one MXNet array per example and field costs about 100 us, so
-    the book's function takes tens of seconds for WikiText-2; here each
-    field is one NumPy array filled in place.  `_pad_bert_inputs` is the
-    oracle: stacking its arrays gives these, dtypes included.
-
-    Returns
-    -------
-    tuple of seven numpy.ndarray
-        all_token_ids (N, T) int32, all_segments (N, T) int32, valid_lens
-        (N,) float32, all_pred_positions (N, P) int32, all_mlm_weights
-        (N, P) float32, all_mlm_labels (N, P) int32, nsp_labels (N,)
-        float32.
-    """
-    N, T, P = len(examples), max_len, round(max_len * 0.15)
-    all_token_ids = onp.full((N, T), vocab['<pad>'], dtype='int32')
-    all_segments = onp.zeros((N, T), dtype='int32')
-    valid_lens = onp.zeros(N, dtype='float32')
-    all_pred_positions = onp.zeros((N, P), dtype='int32')
-    all_mlm_weights = onp.zeros((N, P), dtype='float32')
-    all_mlm_labels = onp.zeros((N, P), dtype='int32')
-    nsp_labels = onp.zeros(N, dtype='float32')
-    # Row `i` of each field is what `_pad_bert_inputs` makes of example `i`
-    for i, (token_ids, pred_positions, mlm_pred_label_ids, segments,
-            is_next) in enumerate(examples):
-        all_token_ids[i, :len(token_ids)] = token_ids
-        all_segments[i, :len(segments)] = segments
-        valid_lens[i] = len(token_ids)
-        all_pred_positions[i, :len(pred_positions)] = pred_positions
-        all_mlm_weights[i, :len(mlm_pred_label_ids)] = 1
-        all_mlm_labels[i, :len(mlm_pred_label_ids)] = mlm_pred_label_ids
-        nsp_labels[i] = is_next
-    return (all_token_ids, all_segments, valid_lens, all_pred_positions,
-            all_mlm_weights, all_mlm_labels, nsp_labels)
-
-
 def _build_vocab(paragraphs):
     """The vocabulary of tokenized `paragraphs`, as the book builds it.
 
@@ -385,48 +324,50 @@ class _WikiTextDataset(gluon.data.Dataset):
         held-out split); by default built from `paragraphs` with
         ``min_freq=5`` and the reserved tokens ``'<pad>'``, ``'<mask>'``,
         ``'<cls>'`` and ``'<sep>'``.
+    pad : callable, keyword-only, default `_pad_bert_inputs`
+        Pads the examples into the seven fields; the book's makes a list
+        of N MXNet arrays per field (``pad(examples, max_len, vocab)``).
+        `d2l_bert.fast.pad_bert_inputs_stacked` makes the same arrays
+        stacked, (N, ...) each, in a fraction of the time.
 
     Attributes
     ----------
     vocab : d2l.Vocab
     all_token_ids, all_segments, valid_lens, all_pred_positions, \
-    all_mlm_weights, all_mlm_labels, nsp_labels : numpy.ndarray
-        The seven fields of all N examples, stacked (see
-        `_pad_bert_inputs_stacked`).
+    all_mlm_weights, all_mlm_labels, nsp_labels : list or array
+        The seven fields of all N examples (see `_pad_bert_inputs`).
 
     Notes
     -----
-    ``dataset[i]`` is a tuple of seven NumPy arrays, row `i` of each
-    field: token ids (T,), segments (T,), valid length (), predicted
-    positions (P,), prediction weights (P,), prediction labels (P,) and
-    the next sentence label ().  Gluon's `DataLoader` stacks them into
-    MXNet arrays of the same dtypes.  The book stores a list of MXNet
-    arrays per field; creating them one by one takes most of the build
-    time, hence the stacked arrays.  Randomness (pairs and masks) comes
-    from Python's `random`: seed it for a reproducible dataset.
+    ``dataset[i]`` is a tuple of seven arrays, item `i` of each field:
+    token ids (T,), segments (T,), valid length (), predicted positions
+    (P,), prediction weights (P,), prediction labels (P,) and the next
+    sentence label ().  Randomness (pairs and masks) comes from Python's
+    `random`: seed it for a reproducible dataset.
     """
-
-    def __init__(self, paragraphs, max_len, vocab=None):
+    def __init__(self, paragraphs, max_len, vocab=None, *,
+                 pad=_pad_bert_inputs):
         from d2l import mxnet as d2l
-        # Sentence strings become lists of tokens:
-        # `paragraphs[i][j]` is the token list of sentence `j` of paragraph
-        # `i`
+        # Input `paragraphs[i]` is a list of sentence strings representing
+        # a paragraph; while output `paragraphs[i]` is a list of sentences
+        # representing a paragraph, where each sentence is a list of tokens
         paragraphs = [d2l.tokenize(paragraph, token='word')
                       for paragraph in paragraphs]
         _check_pairs(paragraphs, max_len)
         self.vocab = _build_vocab(paragraphs) if vocab is None else vocab
-        # Sentence pairs for next sentence prediction
+        # Get data for the next sentence prediction task
         examples = []
         for paragraph in paragraphs:
             examples.extend(_get_nsp_data_from_paragraph(
                 paragraph, paragraphs, self.vocab, max_len))
-        # Masked tokens for masked language modeling
+        # Get data for the masked language model task
         examples = [(_get_mlm_data_from_tokens(tokens, self.vocab)
                      + (segments, is_next))
                     for tokens, segments, is_next in examples]
+        # Pad inputs
         (self.all_token_ids, self.all_segments, self.valid_lens,
          self.all_pred_positions, self.all_mlm_weights,
-         self.all_mlm_labels, self.nsp_labels) = _pad_bert_inputs_stacked(
+         self.all_mlm_labels, self.nsp_labels) = pad(
             examples, max_len, self.vocab)
 
     def __getitem__(self, idx):
@@ -439,131 +380,9 @@ class _WikiTextDataset(gluon.data.Dataset):
         return len(self.all_token_ids)
 
 
-# -------------------------------------------------------------------------
-# Finding the corpus: the shipped one, WikiText-2 on disk or downloaded, or
-# the user's files
-
-def download_wikitext2(root=DATA_ROOT, urls=WIKITEXT2_URLS,
-                       sha1_hash=WIKITEXT2_SHA1, timeout=30):
-    """Return the WikiText-2 directory, downloading it if needed.
-
-    Looks for ``root/wikitext-2/wiki.train.tokens`` (where the book's
-    `d2l.download_extract` puts it); otherwise `d2l_bert.data.hub.download`
-    fetches ``root/wikitext-2-v1.zip`` (a checked copy already there is
-    used as is), trying each of `urls` in turn, and the archive is
-    unpacked with `d2l_bert.data.hub.extract`.  Nothing half-written is ever
-    left in `root`.
-
-    Parameters
-    ----------
-    root : str, default '../data'
-        The data folder, relative to the working directory as in the book.
-    urls : sequence of str
-        Mirrors of ``wikitext-2-v1.zip``, tried in order.
-    sha1_hash : str
-        Expected SHA-1 of the archive.
-    timeout : float
-        Seconds to wait for a server.
-
-    Returns
-    -------
-    str
-        ``root/wikitext-2``.
-
-    Raises
-    ------
-    CorpusUnavailableError
-        When no mirror gives the archive (for example without network);
-        the message names each mirror tried, why it failed, and the other
-        ways to get a corpus.  Also when the archive holds no
-        ``wikitext-2/wiki.train.tokens``.
-    """
-    data_dir = os.path.join(root, 'wikitext-2')
-    train_file = os.path.join(data_dir, 'wiki.train.tokens')
-    if os.path.isfile(train_file):
-        return data_dir
-    offline_hint = (
-        "use corpus='embedded' (the small corpus shipped with d2l_bert; "
-        '`--corpus embedded` on the command line), or pass corpus=PATH, a '
-        'directory holding wiki.train.tokens (or that file), or put '
-        'WikiText-2 where the book keeps it: unzip wikitext-2-v1.zip into '
-        f'{os.path.abspath(root)!r} so that {os.path.abspath(data_dir)!r} '
-        'holds wiki.train.tokens')
-    failure = None
-    try:
-        zip_name = hub.download(urls, root, sha1_hash, timeout,
-                                offline_hint)
-    except hub.DownloadError as e:
-        failure = str(e)
-    # Raised outside the `except`, so no urllib traceback is chained
-    if failure is not None:
-        raise CorpusUnavailableError(f'WikiText-2: {failure}')
-    hub.extract(zip_name, root)
-    if not os.path.isfile(train_file):
-        raise CorpusUnavailableError(
-            f'{zip_name!r} holds no wikitext-2/wiki.train.tokens')
-    return data_dir
-
-
-def _locate_corpus(corpus, split, root):
-    """``(data_dir, file_name)`` of the `split` file of `corpus`."""
-    file_name = f'wiki.{split}.tokens'
-    if corpus == 'embedded':
-        if not os.path.isfile(os.path.join(EMBEDDED_DIR, file_name)):
-            raise CorpusNotFoundError(
-                f'the embedded corpus has no {file_name} in {EMBEDDED_DIR}'
-                f' (an install without package data?): reinstall d2l_bert '
-                f'or write it with `python -m d2l_bert.data.corpus`')
-        return EMBEDDED_DIR, file_name
-    if corpus == 'wikitext-2':
-        return download_wikitext2(root), file_name
-    if not isinstance(corpus, (str, os.PathLike)):
-        raise TypeError(f"corpus must be 'embedded', 'wikitext-2' or a "
-                        f'path, got {type(corpus).__name__} {corpus!r}')
-    path = os.fspath(corpus)
-    if os.path.isdir(path):
-        if not os.path.isfile(os.path.join(path, file_name)):
-            raise CorpusNotFoundError(
-                f'corpus={corpus!r} is a directory without {file_name}; '
-                f"give a directory holding WikiText's {file_name} or the "
-                f'path of such a file')
-        return path, file_name
-    if os.path.isfile(path):
-        if split == 'train':
-            return os.path.dirname(path) or '.', os.path.basename(path)
-        # A held-out split sits beside the named training file
-        return os.path.dirname(path) or '.', file_name
-    if os.sep in path or '/' in path or '.' in path:
-        raise CorpusNotFoundError(
-            f'corpus={corpus!r}: no such file or directory; give a '
-            f'directory holding {file_name} or a file in WikiText\'s token '
-            f"format, or use corpus='embedded' or 'wikitext-2'")
-    raise CorpusError(
-        f"unknown corpus={corpus!r}: use 'embedded' (shipped with "
-        f"d2l_bert), 'wikitext-2' (from {os.path.join(root, 'wikitext-2')} "
-        f'or downloaded) or a path to a directory holding {file_name} or '
-        f'to such a file')
-
-
-class _SeededRandomSampler(gluon.data.Sampler):
-    """Shuffle indices with a generator of its own, reproducibly per seed.
-
-    Gluon's `RandomSampler` draws from NumPy's global generator.
-    """
-
-    def __init__(self, length, seed):
-        self._length = length
-        self._rng = onp.random.RandomState(seed)
-
-    def __iter__(self):
-        return iter(self._rng.permutation(self._length).tolist())
-
-    def __len__(self):
-        return self._length
-
-
 def load_data_wiki(batch_size, max_len, corpus='embedded', split='train',
-                   vocab=None, seed=None, num_workers=0, root=DATA_ROOT):
+                   vocab=None, seed=None, num_workers=0, root=DATA_ROOT, *,
+                   pad=_pad_bert_inputs):
     """Load a WikiText corpus as minibatches of BERT pretraining examples.
 
     Defined in :numref:`subsec_prepare_mlm_data`.
@@ -578,9 +397,9 @@ def load_data_wiki(batch_size, max_len, corpus='embedded', split='train',
         ``'embedded'``: the small corpus shipped with d2l_bert (see
         `d2l_bert.data.corpus`); ``'wikitext-2'``: WikiText-2, the book's
         corpus, from ``root/wikitext-2`` or downloaded (see
-        `download_wikitext2`); otherwise a directory holding
-        ``wiki.train.tokens`` (and ``wiki.valid.tokens``) or a file in
-        WikiText's token format.
+        `d2l_bert.data.wikitext.download_wikitext2`); otherwise a
+        directory holding ``wiki.train.tokens`` (and
+        ``wiki.valid.tokens``) or a file in WikiText's token format.
     split : {'train', 'valid'}
         ``'valid'`` reads ``wiki.valid.tokens``, the held-out split on which
         to measure masked-token and next-sentence accuracy, in order.
@@ -596,6 +415,10 @@ def load_data_wiki(batch_size, max_len, corpus='embedded', split='train',
         `d2l.get_dataloader_workers()`; the arrays are already in memory).
     root : str, default '../data'
         Where WikiText-2 is looked for and downloaded to.
+    pad : callable, keyword-only, default `_pad_bert_inputs`
+        The padding function of `_WikiTextDataset`
+        (`d2l_bert.fast.pad_bert_inputs_stacked`: the same examples,
+        faster).
 
     Returns
     -------
@@ -615,21 +438,21 @@ def load_data_wiki(batch_size, max_len, corpus='embedded', split='train',
     if vocab is None and split != 'train':
         # The held-out split speaks the training split's ids
         from d2l import mxnet as d2l
-        data_dir, file_name = _locate_corpus(corpus, 'train', root)
+        data_dir, file_name = locate_corpus(corpus, 'train', root)
         vocab = _build_vocab([d2l.tokenize(paragraph, token='word')
                               for paragraph in _read_wiki(data_dir,
                                                           file_name)])
-    data_dir, file_name = _locate_corpus(corpus, split, root)
+    data_dir, file_name = locate_corpus(corpus, split, root)
     paragraphs = _read_wiki(data_dir, file_name)
     try:
-        dataset = _WikiTextDataset(paragraphs, max_len, vocab)
+        dataset = _WikiTextDataset(paragraphs, max_len, vocab, pad=pad)
     except CorpusError as e:
         path = os.path.join(data_dir, file_name)
         raise CorpusError(f'corpus={corpus!r} ({path}): {e}') from None
     if split == 'train' and seed is not None:
         data_iter = gluon.data.DataLoader(
             dataset, batch_size, num_workers=num_workers,
-            sampler=_SeededRandomSampler(len(dataset), seed))
+            sampler=SeededRandomSampler(len(dataset), seed))
     else:
         data_iter = gluon.data.DataLoader(
             dataset, batch_size, shuffle=split == 'train',

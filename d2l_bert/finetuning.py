@@ -17,6 +17,7 @@ N: number of examples, B: batch size, T: sequence length (`max_len`),
 H: num_hiddens, C: number of classes (3: entailment, contradiction,
 neutral)
 """
+import contextlib
 import multiprocessing
 import os
 import re
@@ -26,6 +27,7 @@ from mxnet import gluon, np
 from mxnet.gluon import nn
 
 from .bert import BERTModel, get_tokens_and_segments
+from .checks import check_snli_dataset
 from .data.hub import DATA_HUB, DATA_URL, download_extract  # noqa: F401
 from .data.model_dir import load_vocab, read_config
 
@@ -71,6 +73,39 @@ def _need_file(data_dir, name):
     return path
 
 
+def _check_config(data_dir, vocab_size, sizes):
+    """Raise `ValueError` when `data_dir`'s `config.json` (if any) gives
+    other `sizes` or another `vocab_size` than those asked for."""
+    config = read_config(data_dir) or {}
+    wrong = [f'{k}={sizes[k]} (config.json: {config[k]})'
+             for k in CONFIG_KEYS if k in config and config[k] != sizes[k]]
+    if wrong:
+        raise ValueError(
+            f'the model in {data_dir} was pretrained with other sizes: '
+            f'got {", ".join(wrong)}; pass the sizes of config.json')
+    if config.get('vocab_size', vocab_size) != vocab_size:
+        raise ValueError(
+            f'{data_dir}: vocab.json has {vocab_size} tokens but '
+            f'config.json says vocab_size={config["vocab_size"]}')
+
+
+@contextlib.contextmanager
+def _explain_load_errors(params_file, vocab_size, sizes):
+    """Turn the errors of loading `params_file` into a `ValueError` that
+    says whether the sizes differ or the file is damaged."""
+    try:
+        yield
+    except AssertionError as e:  # a missing parameter or another shape
+        raise ValueError(
+            f'{params_file} does not fit BERTModel(vocab_size={vocab_size}, '
+            + ', '.join(f'{k}={v}' for k, v in sizes.items()) +
+            f'): {e}') from e
+    except (ValueError, mx.base.MXNetError) as e:
+        raise ValueError(
+            f'{params_file} is corrupt or truncated ({str(e).strip()[-80:]})'
+            '; download it again or re-run `d2l-bert pretrain`') from e
+
+
 def load_pretrained_model(pretrained_model, num_hiddens, ffn_num_hiddens,
                           num_heads, num_blks, dropout, max_len, devices):
     """Build a `BERTModel` and load pretrained parameters into it.
@@ -110,33 +145,15 @@ def load_pretrained_model(pretrained_model, num_hiddens, ffn_num_hiddens,
     """
     data_dir = _pretrained_dir(pretrained_model)
     vocab = load_vocab(_need_file(data_dir, 'vocab.json'))
-    params_file = _need_file(data_dir, 'pretrained.params')
-    asked = dict(num_hiddens=num_hiddens, ffn_num_hiddens=ffn_num_hiddens,
+    sizes = dict(num_hiddens=num_hiddens, ffn_num_hiddens=ffn_num_hiddens,
                  num_heads=num_heads, num_blks=num_blks, max_len=max_len)
-    config = read_config(data_dir) or {}
-    wrong = [f'{k}={asked[k]} (config.json: {config[k]})'
-             for k in CONFIG_KEYS if k in config and config[k] != asked[k]]
-    if wrong:
-        raise ValueError(
-            f'the model in {data_dir} was pretrained with other sizes: '
-            f'got {", ".join(wrong)}; pass the sizes of config.json')
-    if config.get('vocab_size', len(vocab)) != len(vocab):
-        raise ValueError(
-            f'{data_dir}: vocab.json has {len(vocab)} tokens but '
-            f'config.json says vocab_size={config["vocab_size"]}')
+    _check_config(data_dir, len(vocab), sizes)
     bert = BERTModel(len(vocab), num_hiddens, ffn_num_hiddens, num_heads,
                      num_blks, dropout, max_len)
-    try:
+    # Load pretrained BERT parameters
+    params_file = _need_file(data_dir, 'pretrained.params')
+    with _explain_load_errors(params_file, len(vocab), sizes):
         bert.load_parameters(params_file, ctx=devices)
-    except AssertionError as e:  # a missing parameter or another shape
-        raise ValueError(
-            f'{params_file} does not fit BERTModel(vocab_size={len(vocab)}, '
-            + ', '.join(f'{k}={v}' for k, v in asked.items()) +
-            f'): {e}') from e
-    except (ValueError, mx.base.MXNetError) as e:
-        raise ValueError(
-            f'{params_file} is corrupt or truncated ({str(e).strip()[-80:]})'
-            '; download it again or re-run `d2l-bert pretrain`') from e
     return bert, vocab
 
 
@@ -229,19 +246,7 @@ class SNLIBERTDataset(gluon.data.Dataset):
     ``(T,) int32``, ``(T,) int32``, ``() float32`` and ``() float32``.
     """
     def __init__(self, dataset, max_len, vocab=None, num_workers=4):
-        if vocab is None:
-            raise ValueError(
-                'vocab is required: pass the vocabulary the BERT model was '
-                'pretrained with (load_pretrained_model returns it)')
-        if not isinstance(max_len, int) or max_len < 3:
-            raise ValueError(
-                'max_len must be an int of at least 3 (<cls> and two '
-                f'<sep>), got {max_len!r}')
-        if len(dataset) != 3 or not (
-                len(dataset[0]) == len(dataset[1]) == len(dataset[2])):
-            raise ValueError(
-                'dataset must be (premises, hypotheses, labels) of equal '
-                'lengths, as read_snli returns')
+        check_snli_dataset(dataset, max_len, vocab)
         self.num_workers = num_workers
         all_premise_hypothesis_tokens = [
             [p_tokens, h_tokens] for p_tokens, h_tokens in zip(

@@ -103,8 +103,10 @@ def _get_batch_loss_bert(net, loss, vocab_size, tokens_X_shards,
 
 def train_bert(train_iter, net, loss, vocab_size, devices, num_steps,
                kvstore='device'):
-    """Pretrain BERT on masked language modeling and next sentence
-    prediction for `num_steps` steps, splitting each batch over `devices`.
+    """Pretrain BERT on its two tasks for `num_steps` steps.
+
+    The tasks are masked language modeling and next sentence prediction;
+    each batch is split over `devices`.
 
     Defined in :numref:`sec_bert-pretraining`.
 
@@ -194,9 +196,17 @@ def _net_context(net):
                      'load parameters first')
 
 
-def _embedding_size(net):
-    """The vocabulary size of `net`'s token embedding."""
-    return net.encoder.token_embedding.weight.shape[0]
+def _check_vocab(net, vocab):
+    """Raise when `vocab` is missing or not the size of `net`'s token
+    embedding."""
+    if vocab is None:
+        raise TypeError('get_bert_encoding needs vocab=, the vocabulary '
+                        'the net was trained with')
+    embedded = net.encoder.token_embedding.weight.shape[0]
+    if len(vocab) != embedded:
+        raise ValueError(f'vocab has {len(vocab)} tokens but the net embeds '
+                         f'{embedded}: pass the vocabulary the net was '
+                         'trained with')
 
 
 def get_bert_encoding(net, tokens_a, tokens_b=None, *, vocab=None,
@@ -228,13 +238,7 @@ def get_bert_encoding(net, tokens_a, tokens_b=None, *, vocab=None,
         ``T = len(tokens_a) + 2``, plus ``len(tokens_b) + 1`` for a pair;
         position 0 is `<cls>`.
     """
-    if vocab is None:
-        raise TypeError('get_bert_encoding needs vocab=, the vocabulary '
-                        'the net was trained with')
-    if len(vocab) != _embedding_size(net):
-        raise ValueError(f'vocab has {len(vocab)} tokens but the net embeds '
-                         f'{_embedding_size(net)}: pass the vocabulary the '
-                         'net was trained with')
+    _check_vocab(net, vocab)
     ctx = devices[0] if devices else _net_context(net)
     tokens, segments = get_tokens_and_segments(tokens_a, tokens_b)
     token_ids = np.expand_dims(np.array(vocab[tokens], ctx=ctx),

@@ -31,9 +31,9 @@ MXNet's OpenMP library (GNU libgomp) reads its settings when it is loaded,
 with `mxnet`.  By default, a thread left idle at the end of an operator
 spins for up to 300,000 rounds before it sleeps.  The compiled loops of a
 training step (`d2l_bert.fast`) run on threads of their own, between
-MXNet's operators, and the spinning threads took cores from them: at the
-book's pretraining sizes on 2 cores, a step used about 2.1 s of CPU for
-1.1 s, against 1.9 s for 1.0 s with short spins.  `shorten_openmp_spin`
+MXNet's operators, and the spinning threads took cores from them: a
+step used more CPU time and took longer than with short spins
+(`docs/performance.md`, "Threads and the CPU").  `shorten_openmp_spin`
 sets ``GOMP_SPINCOUNT`` to 1000 rounds, still long enough for one
 operator to follow another without a wake-up.
 

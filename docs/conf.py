@@ -46,8 +46,10 @@ html_static_path = ['_static']
 html_theme_options = {'description': 'The BERT chapter of Dive into Deep '
                                      'Learning, tested, in MXNet/Gluon',
                       # 1280 px screens: room for 90-column code lines
-                      'page_width': '1180px',
-                      'sidebar_width': '240px'}
+                      # (alabaster caps the text at 800 px by default)
+                      'page_width': '1220px',
+                      'sidebar_width': '220px',
+                      'body_max_width': 'none'}
 
 # ---------------------------------------------------------------------------
 # The book's cross-references in our docstrings
@@ -144,7 +146,63 @@ def expand_api_modules(app, docname, source):
         lambda match: api_module_sections(match.group(1)), source[0])
 
 
+# ---------------------------------------------------------------------------
+# Module constants: their value only when it is short
+#
+# autodoc writes a documented constant's value into its signature; a long
+# one (a table of checksums, a warning's text, the command line's option
+# table) would fill the page, so the `#:` comment that says what it holds
+# stands alone.
+
+MAX_VALUE_CHARS = 100
+
+
+def short_value_documenter():
+    """A `DataDocumenter` that leaves out values longer than
+    `MAX_VALUE_CHARS` characters."""
+    from sphinx.ext.autodoc import DataDocumenter
+    from sphinx.util.inspect import object_description
+
+    class ShortValueDocumenter(DataDocumenter):
+        def should_suppress_value_header(self):
+            return (super().should_suppress_value_header()
+                    or len(object_description(self.object))
+                    > MAX_VALUE_CHARS)
+    return ShortValueDocumenter
+
+
+def bare_colon(text):
+    """Whether `text` holds a colon outside backticks (where napoleon
+    splits an attribute's first line into "type: description")."""
+    return ':' in re.sub(r'`[^`]*`', '', text)
+
+
+def keep_attribute_text(app, what, name, obj, options, lines):
+    """Stop napoleon from taking the words before a colon on the first
+    line of a constant's comment for its type: the line is text.  An
+    empty reST comment (``..``) becomes the first line, which napoleon
+    reads as the description and which renders as nothing."""
+    if (what in ('data', 'attribute', 'property') and lines
+            and bare_colon(lines[0])):
+        lines[:0] = ['..', '']
+
+
+def function_defaults_by_name(app, what, name, obj, options, signature,
+                              return_annotation):
+    """Write a default that is a function by its name, as the source does
+    (``pad=_pad_bert_inputs``), not by its repr."""
+    if signature:
+        signature = re.sub(r'<function ([\w.]+) at 0x[0-9a-f]+>|'
+                           r'<function ([\w.]+)>',
+                           lambda m: m.group(1) or m.group(2), signature)
+    return signature, return_annotation
+
+
 def setup(app):
+    app.add_autodocumenter(short_value_documenter(), override=True)
+    app.connect('autodoc-process-signature', function_defaults_by_name)
+    app.connect('autodoc-process-docstring', keep_attribute_text,
+                priority=400)
     app.connect('missing-reference', book_reference)
     app.connect('source-read', expand_api_modules)
     app.add_role('cite', cite_role)

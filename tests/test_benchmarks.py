@@ -157,8 +157,8 @@ def test_chapter_benchmark_downloads_from_127_0_0_1(tmp_path):
     # writing archives of the real sizes
     import zipfile
 
-    from d2l_bert import runner
-    from d2l_bert.snli_synthetic import make_snli_synthetic
+    from d2l_bert.chapter import runner
+    from d2l_bert.data.snli_synthetic import make_snli_synthetic
     model = str(tmp_path / 'bert.small')
     runner._save_untrained_bert(model, runner.OFFLINE_STAND_INS['bert.small'])
     snli = make_snli_synthetic(str(tmp_path / 'snli'), num_train=30,

@@ -166,7 +166,7 @@ def test_file_mode_reads_a_d2l_layout_directory(tmp_path, capsys):
     from d2l import mxnet as d2l
 
     from d2l_bert import BERTModel
-    from d2l_bert.model_files import D2LTextEncoder, save_pretrained
+    from d2l_bert.runs.model_files import D2LTextEncoder, save_pretrained
     vocab = d2l.Vocab([['a', 'crane', 'is', 'flying', 'river']],
                       reserved_tokens=['<pad>', '<mask>', '<cls>', '<sep>'])
     config = dict(vocab_size=len(vocab), num_hiddens=8, ffn_num_hiddens=16,

@@ -1,20 +1,15 @@
 """Tests of d2l_bert.dataset (sec_bert-dataset) and d2l_bert.data.corpus."""
-import functools
-import hashlib
-import http.server
 import os
 import random
 import shutil
-import socket
-import threading
-import zipfile
 
 import numpy as onp
 import pytest
 from d2l import mxnet as d2l
 
-from d2l_bert.data import corpus
 from d2l_bert import dataset as D
+from d2l_bert import fast
+from d2l_bert.data import corpus
 
 FIXTURE = os.path.join(os.path.dirname(__file__), 'fixtures',
                        'wikitext-tiny')
@@ -36,10 +31,13 @@ def fixture_paragraphs():
 
 @pytest.fixture(scope='module')
 def embedded():
-    """The embedded training set at the book's sizes, built once."""
+    """The embedded training set at the book's sizes, built once, its
+    fields stacked (`tests/test_fast_dataset.py` shows they are the
+    book's lists of arrays)."""
     random.seed(0)
     paragraphs = D._read_wiki(corpus.DATA_DIR)
-    return D._WikiTextDataset(paragraphs, 64)
+    return D._WikiTextDataset(paragraphs, 64,
+                              pad=fast.pad_bert_inputs_stacked)
 
 
 # -------------------------------------------------------------------------
@@ -185,23 +183,6 @@ def test_pad_bert_inputs_matches_d2l(fixture_paragraphs, fixture_vocab):
             onp.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
 
 
-def test_stacked_padding_equals_the_books_padding(fixture_paragraphs,
-                                                  fixture_vocab):
-    paragraphs = _tokenized(fixture_paragraphs)
-    random.seed(6)
-    examples = [e for p in paragraphs
-                for e in D._get_nsp_data_from_paragraph(
-                    p, paragraphs, fixture_vocab, 40)]
-    examples = [D._get_mlm_data_from_tokens(t, fixture_vocab) + (s, n)
-                for t, s, n in examples]
-    plain = D._pad_bert_inputs(examples, 40, fixture_vocab)
-    stacked = D._pad_bert_inputs_stacked(examples, 40, fixture_vocab)
-    for plain_field, stacked_field in zip(plain, stacked):
-        expected = onp.stack([a.asnumpy() for a in plain_field])
-        assert stacked_field.dtype == expected.dtype
-        onp.testing.assert_array_equal(stacked_field, expected)
-
-
 def test_dataset_matches_d2ls_dataset(fixture_paragraphs):
     random.seed(7)
     ours = D._WikiTextDataset(fixture_paragraphs, 40)
@@ -211,8 +192,8 @@ def test_dataset_matches_d2ls_dataset(fixture_paragraphs):
     assert len(ours) == len(theirs) > 0
     for i in range(len(ours)):
         for a, b in zip(ours[i], theirs[i]):
-            assert a.dtype == b.dtype
-            onp.testing.assert_array_equal(a, b.asnumpy())
+            assert a.dtype == b.dtype and a.shape == b.shape
+            onp.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
 
 
 # -------------------------------------------------------------------------
@@ -374,16 +355,6 @@ def test_corpus_file_given_by_path(tmp_path):
     assert len(data_iter._dataset) > 10
 
 
-def test_wikitext2_found_where_d2l_keeps_it(tmp_path):
-    data_dir = tmp_path / 'wikitext-2'
-    shutil.copytree(FIXTURE, data_dir)
-    # No URL to try: the files on disk must be enough
-    assert D.download_wikitext2(str(tmp_path), urls=()) == str(data_dir)
-    data_iter, vocab = D.load_data_wiki(4, 64, corpus='wikitext-2',
-                                        root=str(tmp_path), seed=0)
-    assert len(data_iter._dataset) > 10
-
-
 # -------------------------------------------------------------------------
 # Bad input
 
@@ -463,82 +434,3 @@ def test_embedded_corpus_is_in_wikitext_format():
     for mark in (' = = ', ' @-@ ', ' @,@ ', ' @.@ ', ' <unk> ', ' . \n'):
         assert mark in text
     assert lines[1].startswith(' = ') and lines[1].endswith(' = \n')
-
-
-# -------------------------------------------------------------------------
-# Downloading WikiText-2, against a server on 127.0.0.1
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def server(tmp_path):
-    """Serve a WikiText-2-like zip made from the fixture; yield its URL."""
-    served = tmp_path / 'served'
-    served.mkdir()
-    with zipfile.ZipFile(served / 'wikitext-2-v1.zip', 'w') as zf:
-        for name in ('wiki.train.tokens', 'wiki.valid.tokens'):
-            zf.write(os.path.join(FIXTURE, name), f'wikitext-2/{name}')
-    with open(served / 'wikitext-2-v1.zip', 'rb') as f:
-        sha1 = hashlib.sha1(f.read()).hexdigest()
-    httpd = http.server.ThreadingHTTPServer(
-        ('127.0.0.1', 0),
-        functools.partial(_QuietHandler, directory=str(served)))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f'http://127.0.0.1:{httpd.server_port}', sha1
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
-
-
-# Mirrors, checksums, truncation and never half-writing are the shared
-# downloader's, tested in tests/test_hub.py; here WikiText-2 goes through it
-
-def test_download_goes_through_the_hub_and_extracts(tmp_path, server,
-                                                    monkeypatch):
-    url, sha1 = server
-    calls = []
-    monkeypatch.setattr(D.hub, 'download', functools.partial(
-        _recording, D.hub.download, calls))
-    root = tmp_path / 'data'
-    data_dir = D.download_wikitext2(
-        str(root), urls=(f'{url}/wikitext-2-v1.zip',), sha1_hash=sha1)
-    assert calls == [((f'{url}/wikitext-2-v1.zip',), str(root), sha1)]
-    assert data_dir == str(root / 'wikitext-2')
-    with open(os.path.join(data_dir, 'wiki.train.tokens')) as f, \
-            open(os.path.join(FIXTURE, 'wiki.train.tokens')) as g:
-        assert f.read() == g.read()
-    assert sorted(os.listdir(root)) == ['wikitext-2', 'wikitext-2-v1.zip']
-
-
-def _recording(download, calls, name, folder, sha1_hash, *args):
-    calls.append((name, folder, sha1_hash))
-    return download(name, folder, sha1_hash, *args)
-
-
-def test_server_down_gives_the_offline_options(tmp_path, monkeypatch):
-    # A port that nobody listens on: bind one, then close it
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
-    root = tmp_path / 'data'
-    url = f'http://127.0.0.1:{port}/wikitext-2-v1.zip'
-    dead = functools.partial(D.download_wikitext2, urls=(url,),
-                             sha1_hash='0' * 40, timeout=5)
-    # `load_data_wiki` passes the error on, whatever its default mirrors
-    monkeypatch.setattr(D, 'download_wikitext2', dead)
-    with pytest.raises(D.CorpusUnavailableError) as info:
-        D.load_data_wiki(4, 64, corpus='wikitext-2', root=str(root))
-    message = str(info.value)
-    assert "corpus='embedded'" in message
-    assert 'wiki.train.tokens' in message and str(root) in message
-    assert f'{url}: no network?' in message
-    assert 'refused' in message.lower()
-    # Raised outside the `except` block: no urllib traceback chained
-    assert info.value.__context__ is None and info.value.__cause__ is None
-    assert os.listdir(root) == []

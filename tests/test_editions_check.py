@@ -195,7 +195,7 @@ def test_dataset_excerpt_of_the_last_cells_matches_the_books_shapes():
     indices = cuts.indices(9, 10)
     report = check_excerpt(cuts, indices)
     assert report.place.lines()[1] == (
-        "excerpt of sec_bert-dataset: cells 12-13 of 13; cells 1-11 taken "
+        "excerpt of sec_bert-dataset: cells 11-12 of 12; cells 1-10 taken "
         "from d2l-bert's edition")
     assert_runs_and_matches(report, cuts, indices, 'sec_bert-dataset')
     assert [c.match for c in report.cells] == ['match', 'shown']

@@ -100,8 +100,8 @@ def test_sec_bert_notebook_prints_the_five_shapes(executed):
 @pytest.mark.parametrize('path', NOTEBOOKS, ids=IDS)
 def test_package_names_are_defined_only_in_saved_cells(path):
     # A definition of a package name outside a `#@save` cell would be a
-    # second copy that no test compares (`test_saved_cells.py` compares
-    # the `#@save` cells)
+    # second copy that no test compares (`test_chapter_saved_cells.py`
+    # compares the `#@save` cells)
     import ast
 
     from d2l_bert.chapter import saved_cells

@@ -39,12 +39,12 @@ from dataclasses import dataclass, field
 
 #: Modules of this package that are tools, not book sections
 TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.chapter', 'd2l_bert.threads',
-                'd2l_bert.__main__', 'd2l_bert._moved', 'd2l_bert.dist')
+                'd2l_bert.__main__', 'd2l_bert.dist')
 
 #: Packages whose modules, not the package itself, offer names
 NAME_PACKAGES = ('d2l_bert.data', 'd2l_bert.runs')
 
-#: Names of the 0.17 releases that d2l 1.0 renamed: old -> new
+#: Names of the 0.17 releases that d2l 1.0 renamed, old -> new
 RENAMED_0_17 = {'EncoderBlock': 'TransformerEncoderBlock'}
 
 #: Environment variable that asks the notebooks for small sizes
@@ -95,10 +95,9 @@ def package_names():
         Section modules that could not be imported, with the error.
     """
     import d2l_bert
-    from d2l_bert._moved import MOVED
     real = _real_d2l()
     modules, failed = [d2l_bert], {}
-    for name in _offering_modules(d2l_bert.__path__, MOVED):
+    for name in _offering_modules(d2l_bert.__path__):
         try:
             modules.append(importlib.import_module(name))
         except Exception as e:  # a section being written must not stop us
@@ -121,12 +120,12 @@ def package_names():
     return names, failed
 
 
-def _offering_modules(path, moved):
+def _offering_modules(path):
     """Names of the modules whose names `package_names` collects: the
-    package's modules but its tools and the old paths of moved modules,
-    with the modules of `NAME_PACKAGES` in place of those packages."""
+    package's modules but its tools, with the modules of `NAME_PACKAGES`
+    in place of those packages."""
     for info in pkgutil.iter_modules(path, 'd2l_bert.'):
-        if info.name.startswith(TOOL_MODULES) or info.name in moved:
+        if info.name.startswith(TOOL_MODULES):
             continue
         if info.name not in NAME_PACKAGES:
             yield info.name

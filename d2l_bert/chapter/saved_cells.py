@@ -3,9 +3,11 @@
 Each notebook in ``notebooks/`` writes out, in cells whose first line is
 ``#@save``, the classes and functions its book section defines, as the
 book does, so that a student can edit one and rerun.  Their one source
-is the package: a ``#@save`` cell holds exactly the package's source of
-each name it defines (the same lines, comments and docstrings included),
-in the module's order::
+is the package: a ``#@save`` cell holds the package's source of each
+name it defines, in the module's order, the same lines and comments,
+with the definition's docstring cut to its summary (its first
+paragraph) and its methods' docstrings left out, as in the book: the
+numpy-doc docstrings are for the API pages, the cell is the book's::
 
     python -m d2l_bert.chapter.saved_cells          # check every notebook
     python -m d2l_bert.chapter.saved_cells --write  # rewrite the cells
@@ -13,10 +15,11 @@ in the module's order::
 
 To write a new definition out in a notebook, add a cell holding
 ``#@save`` and a stub of the same name (``def load_data_wiki(): pass``),
-then run ``--write``.  `tests/test_saved_cells.py` fails when a cell and
-the package differ by any line, and when a definition of the section
-(an object of the section's module whose docstring names one of the
-section's labels as the place that defines it) is not written out.
+then run ``--write``.  `tests/test_chapter_saved_cells.py` fails when a
+cell and the package differ by a line of code or of a summary, and when
+a definition of the section (an object of the section's module whose
+docstring names one of the section's labels as the place that defines
+it) is not written out.
 """
 import ast
 import difflib
@@ -28,7 +31,8 @@ import sys
 #: The marker on the first line of a cell that the package also defines
 MARKER = '#@save'
 
-#: Each notebook: its section's module and the book labels of that section
+#: Each notebook, with its section's module and the book labels of that
+#: section
 NOTEBOOKS = {
     'bert.ipynb': ('d2l_bert.bert', (
         'sec_bert', 'subsec_bert_input_rep', 'subsec_mlm', 'subsec_nsp')),
@@ -63,22 +67,74 @@ def _top_level(tree):
 
 def _statement_source(lines, node):
     """The source of `node`: its decorators, the comment lines right
-    above it, and its body."""
+    above it, and its body (to the end of `lines`, which end with it)."""
     first = min([node.lineno] + [d.lineno for d in
                                  getattr(node, 'decorator_list', [])]) - 1
     while first > 0 and lines[first - 1].lstrip().startswith('#'):
         first -= 1
-    return ''.join(lines[first:node.end_lineno]).rstrip() + '\n'
+    return ''.join(lines[first:]).rstrip() + '\n'
+
+
+def _docstring(node):
+    """The docstring expression of a function or class `node`, or None."""
+    first = node.body[0] if node.body else None
+    if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)):
+        return first
+    return None
+
+
+def _inner_docstrings(node):
+    """Yield the docstrings of the functions and classes inside `node`
+    whose body holds more than the docstring."""
+    for inner in ast.walk(node):
+        if inner is not node and isinstance(inner, (
+                ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            doc = _docstring(inner)
+            if doc is not None and len(inner.body) > 1:
+                yield doc
+
+
+def _summary_lines(lines):
+    """The lines of a docstring cut to its summary, its first paragraph;
+    `lines` as written in the module, the last one closing the string."""
+    for end, line in enumerate(lines):
+        if not line.strip():
+            break
+    else:
+        return lines  # one paragraph: the docstring is its summary
+    last = lines[end - 1].rstrip('\n')
+    quote = lines[0].lstrip().lstrip('rRuU')[:3]
+    if len(last) + len(quote) <= 79:
+        return lines[:end - 1] + [last + quote + '\n']
+    indent = lines[0][:len(lines[0]) - len(lines[0].lstrip())]
+    return lines[:end] + [indent + quote + '\n']
+
+
+def _cell_source(lines, node):
+    """The source of `node` as a ``#@save`` cell holds it: the module's
+    lines with its docstring cut to its summary and the docstrings of
+    its methods left out (the book's cells have none)."""
+    lines = list(lines[:node.end_lineno])
+    for doc in sorted(_inner_docstrings(node), key=lambda d: -d.lineno):
+        del lines[doc.lineno - 1:doc.end_lineno]
+    doc = (_docstring(node) if isinstance(node, (
+        ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else None)
+    if doc is not None:
+        start, end = doc.lineno - 1, doc.end_lineno
+        lines[start:end] = _summary_lines(lines[start:end])
+    return lines
 
 
 def module_definitions(module_name):
     """Return ``{name: source}`` for the top-level definitions of a
-    module of the package, in the module's order."""
+    module of the package, in the module's order, each as a ``#@save``
+    cell writes it (its docstring cut to its summary, no method's)."""
     module = importlib.import_module(module_name)
     with open(module.__file__, encoding='utf-8') as f:
         text = f.read()
     lines = text.splitlines(keepends=True)
-    return {name: _statement_source(lines, node)
+    return {name: _statement_source(_cell_source(lines, node), node)
             for name, node in _top_level(ast.parse(text))}
 
 

@@ -20,8 +20,8 @@ import time
 from ..chapter.saved_cells import NOTEBOOKS
 from ._args import RunError, add_devices, examples, resolve_devices
 
-#: Section label -> notebook file name, in the book's order: the first
-#: label of each notebook in `saved_cells.NOTEBOOKS`, the one list of them
+#: Section label -> notebook file name, in the book's order (the first
+#: label of each notebook in `saved_cells.NOTEBOOKS`, the one list of them)
 SECTIONS = tuple((labels[0], name)
                  for name, (_, labels) in NOTEBOOKS.items())
 

@@ -33,8 +33,8 @@ WARNING = (
     "(someone else's pull request) in a container, or in CI.")
 
 
-#: The suffixes of the editions check-text reads (``.rst.txt``: Sphinx's
-#: copy of a page's source)
+#: The suffixes of the editions check-text reads (``.rst.txt`` is
+#: Sphinx's copy of a page's source)
 SUFFIXES = ('.md', '.rst', '.rst.txt', '.ipynb')
 
 

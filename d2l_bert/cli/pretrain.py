@@ -383,6 +383,7 @@ def _load_corpus(args):
     """The training and held-out minibatches of ``--corpus``, and the
     vocabulary."""
     from ..dataset import load_data_wiki
+    from ..fast import pad_bert_inputs_stacked as pad
     print(f'loading the {args.corpus} corpus ({_corpus_size(args.corpus)}'
           f'batch size {args.batch_size}, max_len {args.max_len}) ...',
           flush=True)
@@ -390,10 +391,10 @@ def _load_corpus(args):
     try:
         train_iter, vocab = load_data_wiki(
             args.batch_size, args.max_len, corpus=args.corpus,
-            seed=args.seed)
+            seed=args.seed, pad=pad)
         valid_iter, _ = load_data_wiki(
             args.batch_size, args.max_len, corpus=args.corpus,
-            split='valid', vocab=vocab)
+            split='valid', vocab=vocab, pad=pad)
     except RuntimeError as e:  # WikiText-2 cannot be downloaded
         raise RunError(in_options(e)) from None
     except (ValueError, FileNotFoundError) as e:

@@ -755,14 +755,21 @@ def generate(num_articles, seed):
     return ''.join(f' {line} \n' if line else ' \n' for line in lines)
 
 
-def write_corpus(data_dir=DATA_DIR):
+def write_corpus(data_dir=None):
     """Write ``wiki.train.tokens`` and ``wiki.valid.tokens`` to `data_dir`.
+
+    Parameters
+    ----------
+    data_dir : str, optional
+        Where to write them; by default `DATA_DIR`, the package's
+        ``data/embedded`` folder.
 
     Returns
     -------
     dict
         Split name -> path of the written file.
     """
+    data_dir = DATA_DIR if data_dir is None else data_dir
     os.makedirs(data_dir, exist_ok=True)
     sizes = {'train': (TRAIN_ARTICLES, TRAIN_SEED),
              'valid': (VALID_ARTICLES, VALID_SEED)}

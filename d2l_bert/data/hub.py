@@ -19,7 +19,7 @@ and that behaviour, and adds what a classroom needs:
 
 The cache is ``$D2L_BERT_DATA`` if set, else ``~/.cache/d2l_bert``.
 Every download of the package goes through `download` here, WikiText-2's
-(`d2l_bert.dataset.download_wikitext2`) included.
+(`d2l_bert.data.wikitext.download_wikitext2`) included.
 """
 import hashlib
 import http.client

@@ -16,7 +16,7 @@ import mxnet as mx
 PARAMS_FILE, VOCAB_FILE, CONFIG_FILE = ('pretrained.params', 'vocab.json',
                                         'config.json')
 
-#: BERT's size of one attention head: the number of heads does not show
+#: BERT's size of one attention head.  The number of heads does not show
 #: in the parameter shapes, so it is read as ``num_hiddens // HEAD_SIZE``
 #: (right for `bert.small`, 256 / 4, and `bert.base`, 768 / 12)
 HEAD_SIZE = 64

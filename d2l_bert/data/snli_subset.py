@@ -12,8 +12,8 @@ import os
 from ..checks import check_positive_int
 from .atomic import atomic_write
 
-#: Labels of the rows `read_snli` keeps; other rows (``-``: annotators
-#: disagreed) are not counted
+#: Labels of the rows `read_snli` keeps; other rows (``-``, where the
+#: annotators disagreed) are not counted
 GOLD_LABELS = ('entailment', 'contradiction', 'neutral')
 
 #: SNLI's two files that `read_snli` reads

@@ -71,7 +71,7 @@ ROLE_VARIABLES = ('DMLC_ROLE', 'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT',
                   'DMLC_INTERFACE', 'DMLC_LOCAL', 'OMP_NUM_THREADS')
 
 #: Variables that choose the kernels a process runs (and so the last bits
-#: of its numbers) and how its threads idle: ssh passes no environment,
+#: of its numbers) and how its threads idle.  ssh passes no environment,
 #: so the roles on other machines get those set here
 KERNEL_VARIABLES = ('OPENBLAS_CORETYPE', 'DNNL_MAX_CPU_ISA',
                     'ONEDNN_MAX_CPU_ISA', 'MKLDNN_MAX_CPU_ISA',
@@ -84,14 +84,14 @@ class LaunchError(ValueError):
     option, the value given and what is allowed."""
 
 
-#: One process of a job: its `name` in messages (``'worker 1'``), its
+#: One process of a job, with its `name` in messages (``'worker 1'``), its
 #: ps-lite `role` ('scheduler', 'server' or 'worker'), the `argv` that
 #: starts it, the variables `env` adds to this process's environment
-#: (none for an ssh role: they are in its remote command), and the
-#: `host` it runs on (None: this machine)
+#: (none for an ssh role, whose remote command holds them), and the
+#: `host` it runs on (None for this machine)
 Role = namedtuple('Role', ['name', 'role', 'argv', 'env', 'host'])
 
-#: A machine of a hosts file: the `address` ps-lite binds to there, the
+#: A machine of a hosts file, with the `address` ps-lite binds to there, the
 #: `ssh_target` (``user@address`` or `address`), the ssh `port`, and the
 #: `line` of the file, for messages
 Host = namedtuple('Host', ['address', 'ssh_target', 'port', 'line'])
@@ -538,7 +538,7 @@ def host_lines(hosts, num_workers, num_servers, threads, cores):
     return lines
 
 
-#: A job ready to start: its `roles`, the scheduler's `port`, each
+#: A job ready to start, with its `roles`, the scheduler's `port`, each
 #: worker's `num_threads` (over ssh, a dict by machine address when the
 #: machines differ), `num_workers`, and a `description` (one line on this
 #: machine; over ssh, a line more for each machine)

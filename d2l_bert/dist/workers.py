@@ -57,7 +57,7 @@ def create_kvstore(kind='dist_sync'):
     process of the job has started; later calls return the same kvstore.
     A process can join a job only once (a second ``mx.kv.create`` of a
     distributed kvstore waits forever), so `train_bert` and
-    `d2l_bert.training.train_bert_history` turn the name 'dist_sync'
+    `d2l_bert.runs.pretraining.train_bert_history` turn the name 'dist_sync'
     into this kvstore too.
 
     The kvstore is shut down when Python exits, before MXNet is (in MXNet

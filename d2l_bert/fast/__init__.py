@@ -1,4 +1,4 @@
-"""d2l_bert.fast: the book's model, fast, by one visible call.
+"""d2l_bert.fast: the book's model, fast, by one visible call::
 
     net = d2l_bert.fast.accelerate(net)
     loss = d2l_bert.fast.accelerate(loss)
@@ -22,8 +22,13 @@ Beyond that call, `batch_loss` builds the one-graph pretraining step of
 the command line (`d2l-bert pretrain`): model and both losses in one
 graph, with a compiled MLM loss (`step`).
 
+For the dataset section, `pad_bert_inputs_stacked` pads the examples of
+`load_data_wiki` into stacked arrays (its `pad` argument), the same
+numbers as the book's lists of arrays, built much faster (`dataset`).
+
 Nothing here changes the book's classes; they stay the twins' test
-oracle (`tests/test_fast_blocks.py`, `tests/test_fast_step.py`).
+oracle (`tests/test_fast_blocks.py`, `tests/test_fast_step.py`,
+`tests/test_fast_dataset.py`).
 """
 from mxnet import autograd, gluon, np
 
@@ -31,6 +36,7 @@ from . import _ops
 from ._ops import describe as describe_loops  # noqa: F401
 from .blocks import (FastBERTClassifier, FastBERTEncoder,  # noqa: F401
                      FastBERTModel, _Checked)
+from .dataset import pad_bert_inputs_stacked  # noqa: F401
 from .inference import InferenceBERT, inference  # noqa: F401
 from .loss import FastSoftmaxCELoss, accelerate_loss  # noqa: F401
 from .step import FastBatchLoss, batch_loss  # noqa: F401

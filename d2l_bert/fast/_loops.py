@@ -344,10 +344,9 @@ def _pair_scratch(qkv, h, n):
 
 
 # BLAS runs its products in panels of a few columns: a length rounded up
-# to a multiple of 8 keeps them whole (the extra keys' weights are 0).  On
-# one thread, a block of pretraining (T = 64): forward 14.4 ms unrounded,
-# 10.2 with 8, 10.8 with 16, 11.9 with 32; backward 25.7 (all keys),
-# 20.6, 21.4, 22.9
+# to a multiple of 8 keeps them whole (the extra keys' weights are 0);
+# 8 was faster than no rounding and than 16 or 32, forward and backward
+# (`docs/performance-history.md`)
 _KEY_STEP = 8
 
 

@@ -158,7 +158,7 @@ def _single_threaded_blas():
     """Give SciPy's OpenBLAS one thread: the attention loops already
     split the work among threads, and OpenBLAS's own threads (for
     products above 64 x 64 x 64) would fight them and MXNet's for the
-    cores, 4 times slower at 128 tokens.  SciPy's `scipy.linalg` gets one
+    cores.  SciPy's `scipy.linalg` gets one
     thread too; MXNet's own OpenBLAS is another library and keeps its
     threads.  Returns the libraries set."""
     libs = _scipy_openblas()

@@ -47,7 +47,7 @@ def _param(F, param, X):
 
 class FastLayerNorm(nn.HybridBlock):
     """`nn.LayerNorm` with a compiled backward pass (MXNet 1.9's own is
-    about 20 times slower than its forward pass).
+    many times slower than its forward pass).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The inference twin of a pretrained BERT: encoder and pooler, one graph.
+"""The inference twin of a pretrained BERT: encoder and pooler, one graph::
 
     twin = d2l_bert.fast.inference(encoder, hidden)
     encoded_X, pooled = twin(tokens, segments, valid_lens)

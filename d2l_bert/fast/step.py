@@ -11,16 +11,16 @@ MLM loss's forward and backward passes are compiled loops
 The MLM head runs only on the predictions whose weight is not 0.  The
 book computes scores for every one of the B*P predicted positions and
 multiplies the loss of a padded one (weight 0) by 0: its scores, its
-loss's gradient and so its terms in every gradient are 0.  In the
-benchmark's batch (lengths spread over 12 to 64 tokens) 44% of them are
-padding, and the MLM head's output layer, (B*P, H) x (H, V), is more
-than half of the step's arithmetic.  `FastBatchLoss` gathers the K
+loss's gradient and so its terms in every gradient are 0.  In a batch
+of sentence pairs of spread lengths many of them are padding, and the
+MLM head's output layer, (B*P, H) x (H, V), is more than half of the
+step's arithmetic.  `FastBatchLoss` gathers the K
 weighted predictions instead (K rounded up to a multiple of
 `row_multiple`, the extra rows weighted 0) and computes the same losses
 and gradients: only a score that is infinite or NaN at a padded
 position, and finite elsewhere, would have made the book's gradients
-NaN.  A batch with another K costs the graph a new memory plan, which
-measured as nothing against the step (`docs/performance.md`).
+NaN.  A batch with another K costs the graph a new memory plan, small
+against the step (`docs/performance-history.md`).
 
 Dimension key used in the shape comments:
 

@@ -188,14 +188,19 @@ class PretrainedBERT:
     Attributes
     ----------
     encoder : BERTEncoder
+        The book's encoder, holding the checkpoint's weights.
     hidden : mxnet.gluon.nn.Dense or None
         The pooler: a dense tanh layer on the encoding of ``[CLS]``; None
         when the checkpoint has no pooler weights (`missing_pooler`).
     tokenizer : tokenizers.Tokenizer
+        The checkpoint's WordPiece tokenizer.
     max_len : int
         The longest BERT input sequence, in tokens.
     name : str
+        'minilm', or the name of the directory the model was loaded
+        from.
     ctx : mxnet.Context
+        Where the parameters are and the inputs go.
     net : BERTModel or None
         The whole model with its pretraining heads, when loaded with
         ``heads=True``.

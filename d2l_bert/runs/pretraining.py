@@ -358,6 +358,7 @@ class PretrainingHistory:
         Time spent in forward, backward and update (the book's timer:
         loading the data is not counted).
     devices : list of str
+        The devices trained on, as MXNet names them (``'cpu(0)'``).
     """
 
     def __init__(self, devices=(), mlm=(), nsp=(), num_pairs=0,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .. import book_outputs
 
-#: 0.17 names that d2l 1.0 renamed: (pattern, old name, 1.0 name)
+#: 0.17 names that d2l 1.0 renamed, as (pattern, old name, 1.0 name)
 NAMES_0_17 = (
     (r'\bd2l\.EncoderBlock\b', 'd2l.EncoderBlock',
      'd2l.TransformerEncoderBlock'),

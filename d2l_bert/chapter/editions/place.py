@@ -41,7 +41,7 @@ from .. import book_outputs
 #: Least `similarity` of two cells that match
 MATCH = 0.5
 
-#: Names a cell may use without defining them: the runner provides `d2l`
+#: Names a cell may use without defining them (the runner provides `d2l`)
 _PROVIDED = frozenset(dir(builtins)) | {'d2l'}
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -177,7 +177,7 @@ class Place:
 
     @property
     def span(self):
-        """Positions of d2l-bert's edition the file covers: from its first
+        """Positions of d2l-bert's edition the file covers, from its first
         matched cell to its last, less the cells taken."""
         matched = [p for p in self.positions if p is not None]
         if not matched:

@@ -2,8 +2,9 @@
 (`d2l_bert.chapter.saved_cells`).
 
 A student edits the definitions in the notebooks; the package holds the
-same code.  These tests fail when the two differ by one line, and when a
-section's definition is missing from its notebook.
+same code, and the numpy-doc docstrings whose summaries the cells hold.
+These tests fail when the two differ by a line of code or of a summary,
+and when a section's definition is missing from its notebook.
 """
 import copy
 import os
@@ -30,6 +31,29 @@ def _saved(nb):
 @pytest.mark.parametrize('name', NAMES)
 def test_every_saved_cell_equals_the_package(name):
     assert saved_cells.problems(_read(name), name) == []
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_cells_hold_a_one_line_summary_and_no_method_docstring(name):
+    import ast
+    module_name, _ = saved_cells.NOTEBOOKS[name]
+    module = __import__(module_name, fromlist=['_'])
+    for cell in _saved(_read(name)):
+        assert 'Parameters\n' not in cell.source
+        assert 'Defined in :numref:' not in cell.source
+        for node in ast.walk(ast.parse(cell.source)):
+            if not isinstance(node, (ast.FunctionDef, ast.ClassDef)) \
+                    or node.col_offset:
+                continue
+            summary = ast.get_docstring(node)
+            full = getattr(module, node.name).__doc__
+            assert summary is not None, node.name
+            assert '\n' not in summary.strip(), f'{node.name}: one line'
+            for inner in ast.walk(node):  # the book's methods have none
+                if inner is not node and isinstance(inner, ast.FunctionDef):
+                    assert ast.get_docstring(inner) is None, inner.name
+            assert ' '.join(summary.split()) == ' '.join(
+                full.split('\n\n')[0].split()), node.name
 
 
 # The definitions each section of the book writes out (MXNet edition),

@@ -1,5 +1,0 @@
-"""Old path of `d2l_bert.dist.workers`: warns that it moved, then is it
-(`d2l_bert._moved`)."""
-from ._moved import alias
-
-alias(__name__)
