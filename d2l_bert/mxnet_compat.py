@@ -176,8 +176,8 @@ def give_back():
 
 
 #: The Arm Performance Libraries that MXNet 1.9.1's aarch64 `libmxnet.so`
-#: names, each with the standard libraries its stand-in loads instead:
-#: every function `libmxnet.so` asks of the three is in one of these
+#: names, each with the standard libraries its stand-in loads instead
+#: (every function `libmxnet.so` asks of the three is in one of these)
 ARMPL_LIBRARIES = {
     'libarmpl_lp64_mp.so': ('libopenblas.so.0', 'liblapacke.so.3'),
     'libamath.so': ('libm.so.6',),

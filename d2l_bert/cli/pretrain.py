@@ -103,7 +103,7 @@ def add_arguments(parser):
     job.add_argument('--kvstore', default=None, help=argparse.SUPPRESS)
 
 
-#: The model's options: `BERTModel`'s arguments, the book's small BERT
+#: The model's options, `BERTModel`'s arguments, the book's small BERT
 #: by default (`pretraining.BOOK_BERT_CONFIG`)
 MODEL_OPTIONS = (
     ('num_hiddens', 'H', positive_int, 128,
