@@ -495,6 +495,16 @@ def print_fastest_step(res, flops, peak):
           f'GFLOP/s, {100 * rate / peak:.0f}% of the GEMM peak')
 
 
+def isa_choice(value):
+    """`--isa`'s type: 'avx2' only where there is AVX2 (x86-64)."""
+    machine = platform.machine()
+    if value == 'avx2' and machine not in ('x86_64', 'AMD64'):
+        raise argparse.ArgumentTypeError(
+            f'avx2 holds x86-64 libraries to AVX2, and this machine is '
+            f'{machine}: leave --isa out')
+    return value
+
+
 def arg_parser(doc, repeats, batch_size,
                threads_help='OpenMP threads (default: every core)'):
     """A parser with the options every benchmark takes: --threads,
@@ -504,7 +514,8 @@ def arg_parser(doc, repeats, batch_size,
     p.add_argument('--repeats', type=int, default=repeats,
                    help=f'timed rounds ({repeats}); the median is reported')
     p.add_argument('--batch-size', type=int, default=batch_size)
-    p.add_argument('--isa', choices=('native', 'avx2'), default='native',
+    p.add_argument('--isa', type=isa_choice, choices=('native', 'avx2'),
+                   default='native',
                    help='native: each library picks its kernels; avx2: '
                         'hold OpenBLAS, oneDNN, numba (and PyTorch) to '
                         'AVX2, as on a CPU without AVX-512')

@@ -177,3 +177,24 @@ def test_chapter_benchmark_downloads_from_127_0_0_1(tmp_path):
     assert re.search(r'^d2l-bert chapter --section \S+: \d+\.\d s with the '
                      r'downloads from 127\.0\.0\.1 \(load average ', out,
                      re.M), out
+
+
+@pytest.mark.parametrize('machine,refused', [('x86_64', False),
+                                             ('aarch64', True)])
+def test_isa_avx2_is_refused_where_there_is_no_avx2(machine, refused,
+                                                    monkeypatch, capsys):
+    sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
+    try:
+        import _common
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setattr(_common.platform, 'machine', lambda: machine)
+    parser = _common.arg_parser('A benchmark.', 3, 8)
+    if not refused:
+        assert parser.parse_args(['--isa', 'avx2']).isa == 'avx2'
+        return
+    with pytest.raises(SystemExit):
+        parser.parse_args(['--isa', 'avx2'])
+    assert ("argument --isa: avx2 holds x86-64 libraries to AVX2, and this "
+            "machine is aarch64: leave --isa out") in capsys.readouterr().err
+    assert parser.parse_args([]).isa == 'native'
