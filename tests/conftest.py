@@ -16,7 +16,9 @@ set_threads()
 import pytest  # noqa: E402
 from mxnet import np, npx  # noqa: E402
 
-from helpers import TINY, seed_all, write_small_corpus  # noqa: E402
+from d2l_bert.runs.seeding import seed_everything  # noqa: E402
+
+from helpers import TINY, write_small_corpus  # noqa: E402
 
 try:
     import resource
@@ -30,7 +32,7 @@ npx.set_np()
 @pytest.fixture(autouse=True)
 def seeded():
     """Seed Python, NumPy and MXNet before every test."""
-    seed_all(0)
+    seed_everything(0)
 
 
 def _environment():

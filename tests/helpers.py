@@ -8,13 +8,14 @@ import collections
 import json
 import os
 import pickle
-import random
 import zipfile
 
 import mxnet as mx
 import numpy as onp
 import pytest
 from mxnet import init
+
+from d2l_bert.runs.seeding import seed_everything
 
 #: A configuration small enough for fast tests (vocab 99, hidden 32, 2
 #: blocks), in the book's argument names
@@ -28,13 +29,6 @@ RUN_MAX_LEN = 64
 def tiny(**changes):
     """`TINY` with some arguments changed, as a new dict."""
     return dict(TINY, **changes)
-
-
-def seed_all(seed=0):
-    """Seed Python's, NumPy's and MXNet's generators."""
-    random.seed(seed)
-    onp.random.seed(seed)
-    mx.random.seed(seed)
 
 
 # --- Tolerances --------------------------------------------------------------
@@ -116,7 +110,7 @@ def make_run(corpus_dir, batch_size=32, dropout=0.0, devices=None,
     from d2l_bert import BERTModel
     from d2l_bert.dataset import load_data_wiki
     devices = devices or [mx.cpu()]
-    seed_all(seed)
+    seed_everything(seed)
     train_iter, vocab = load_data_wiki(batch_size, RUN_MAX_LEN,
                                        corpus=corpus_dir, seed=seed)
     net = BERTModel(**run_config(vocab, dropout))

@@ -19,10 +19,11 @@ from d2l_bert.bert import BERTEncoder, BERTModel
 from d2l_bert.fast import _ops, blocks
 from d2l_bert.finetuning import BERTClassifier
 from d2l_bert.pretraining import _get_batch_loss_bert, train_bert
+from d2l_bert.runs.seeding import seed_everything
 from d2l_bert.transformer import AddNorm, TransformerEncoderBlock
 
 from helpers import (EXACT, GRADIENTS, OTHER_DEVICE, TINY, assert_close,
-                     kernel_params, seed_all)
+                     kernel_params)
 
 #: Each twin with the compiled loops (where numba works here) and with
 #: MXNet's own operators
@@ -329,7 +330,7 @@ def test_books_train_bert_on_the_twin_trains_as_on_the_book_model(
              np.array([0, 1, 1], dtype='int32'))
     results = []
     for accelerated in (False, True):
-        seed_all(0)
+        seed_everything(0)
         net, loss = tiny_model(), gluon.loss.SoftmaxCELoss()
         if accelerated:
             net, loss = fast.accelerate(net), fast.accelerate(loss)

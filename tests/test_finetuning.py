@@ -19,8 +19,9 @@ from d2l_bert import BERTModel, fast, finetuning as ft
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from d2l_bert.runs import finetuning as runs_ft
 from d2l_bert.runs.model_files import save_pretrained
+from d2l_bert.runs.seeding import seed_everything
 
-from helpers import seed_all, tiny
+from helpers import tiny
 
 # A pretrained model small enough to fine-tune in seconds: the tiny BERT
 # with the wider FFN, fewer heads and dropout the learning test was
@@ -41,7 +42,7 @@ def snli_dir(tmp_path_factory):
 def pretrained_dir(tmp_path_factory, snli_dir):
     """A randomly initialised tiny BERT saved as `d2l-bert pretrain` does,
     with a vocabulary covering the synthetic SNLI words."""
-    seed_all(0)
+    seed_everything(0)
     premises, hypotheses, _ = ft.read_snli(snli_dir, True)
     vocab = d2l.Vocab([s.lower().split() for s in premises + hypotheses],
                       reserved_tokens=RESERVED)
@@ -101,7 +102,7 @@ def test_load_pretrained_config_reads_config_json(pretrained_dir):
 
 
 def test_bert_small_layout_without_config_is_read_off_the_shapes(tmp_path):
-    seed_all(0)
+    seed_everything(0)
     net = BERTModel(20, **ft.BERT_SMALL)
     net.initialize()
     tokens = np.zeros((1, 4), dtype='int32')
@@ -333,7 +334,7 @@ def test_cls_spread_tells_a_collapsed_model(pretrained_dir, snli_dir):
 
 def test_fine_tuning_on_two_cpus_learns_synthetic_snli(pretrained_dir,
                                                       snli_dir):
-    seed_all(0)
+    seed_everything(0)
     bert, vocab = ft.load_pretrained_model(pretrained_dir, devices=TWO_CPUS,
                                            **TINY_NLI)
     train_iter, test_iter = _loaders(snli_dir, vocab, 28, 32)
@@ -359,7 +360,7 @@ def test_accelerated_classifier_trains_like_the_books_under_d2l_train_ch13(
     # classifier and on its fast twin must agree; both return None, so a
     # cell ending with the call shows only the printout
     def run(accelerated):
-        seed_all(0)
+        seed_everything(0)
         bert, vocab = ft.load_pretrained_model(
             pretrained_dir, devices=[mx.cpu()], **dict(TINY_NLI, dropout=0))
         train_iter, test_iter = _loaders(snli_dir, vocab, 28, 128,
@@ -443,7 +444,7 @@ def test_train_batch_with_compiled_loops_steps_like_without(
     # fast twin with its compiled AddNorm and LayerNorm loops against the
     # twin with MXNet's own operators (kernels=False)
     def one_step(kernels):
-        seed_all(0)
+        seed_everything(0)
         bert, vocab = ft.load_pretrained_model(
             pretrained_dir, devices=devices, **dict(TINY_NLI, dropout=0))
         train_iter, _ = _loaders(snli_dir, vocab, 28, 32, shuffle=False)

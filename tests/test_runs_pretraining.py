@@ -18,9 +18,9 @@ from mxnet import gluon, init, np
 from d2l_bert import BERTModel, fast
 from d2l_bert.runs import pretraining as T
 from d2l_bert.dataset import load_data_wiki
+from d2l_bert.runs.seeding import seed_everything
 
-from helpers import (make_run, run_config, seed_all, tiny,
-                     write_small_corpus)
+from helpers import make_run, run_config, tiny, write_small_corpus
 
 
 @pytest.fixture(scope='module')
@@ -103,7 +103,7 @@ NSP_ACCURACY = 0.65       # held-out, chance is 0.5
 
 
 def test_pretraining_learns_on_the_embedded_corpus(learning_corpus):
-    seed_all(0)
+    seed_everything(0)
     # The stacked padding: the book's examples, built faster
     pad = fast.pad_bert_inputs_stacked
     train_iter, vocab = load_data_wiki(LEARN_BATCH, 64,
@@ -154,7 +154,7 @@ def test_two_cpu_contexts_train_like_one(capsys):
     vocab_size, batches = 50, synthetic_batches(50, 4)
     results = []
     for devices in ([mx.cpu(0)], [mx.cpu(0), mx.cpu(1)]):
-        seed_all(0)
+        seed_everything(0)
         net = BERTModel(**tiny(vocab_size=vocab_size))
         net.initialize(init.Xavier(), ctx=devices)
         history = T.train_bert_history(
@@ -186,7 +186,7 @@ def test_a_batch_smaller_than_the_device_count_is_skipped(capsys):
     vocab_size = 50
     batches = synthetic_batches(vocab_size, 3)
     batches[2] = tuple(elem[:1] for elem in batches[2])
-    seed_all(0)
+    seed_everything(0)
     net = BERTModel(**tiny(vocab_size=vocab_size))
     net.initialize(init.Xavier(), ctx=[mx.cpu(0), mx.cpu(1)])
     history = T.train_bert_history(
@@ -211,7 +211,7 @@ def test_train_bert_on_a_gpu_like_on_the_cpu():
     vocab_size, batches = 50, synthetic_batches(50, 2)
     results = []
     for devices in ([mx.cpu()], [mx.gpu(0)]):
-        seed_all(0)
+        seed_everything(0)
         net = BERTModel(**tiny(vocab_size=vocab_size))
         net.initialize(init.Xavier(), ctx=devices)
         results.append(T.train_bert_history(
@@ -267,7 +267,7 @@ def test_checkpoint_round_trip_restores_params_trainer_and_rng(
                                         'trainer.states']
     expected_python = random.random()
     # Another net and trainer, other random states: all come back
-    seed_all(123)
+    seed_everything(123)
     other = BERTModel(**run_config(vocab))
     other.initialize(init.Xavier())
     trainer = T._make_trainer(other, 0.01)

@@ -108,9 +108,10 @@ def settings_of(args):
 
 def run(args):
     """Fine-tune as the options say; return the history dict."""
+    from ..runs.seeding import seed_everything
     settings = settings_of(args)
     devices = resolve_devices(args.devices)
-    _seed_everything(settings['seed'])
+    seed_everything(settings['seed'])
     start = time.time()
     config, bert, vocab = _load_model(settings, devices)
     train_set, test_set = _load_data(settings, vocab)
@@ -126,16 +127,6 @@ def run(args):
     print(f'{seconds:.1f} s in all; saved the fine-tuned model, history and '
           f'{os.path.join(settings["out"], "finetune.png")}')
     return history
-
-
-def _seed_everything(seed):
-    import random
-
-    import mxnet as mx
-    import numpy as onp
-    random.seed(seed)
-    onp.random.seed(seed)
-    mx.random.seed(seed)
 
 
 def _load_model(settings, devices):

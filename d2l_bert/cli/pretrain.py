@@ -27,7 +27,6 @@ other).
 import argparse
 import contextlib
 import os
-import random
 import sys
 import time
 
@@ -337,22 +336,16 @@ def _join_job(name):
         raise UsageError(f'--kvstore: {e}') from None
 
 
-def _seed_everything(seed):
-    import mxnet as mx
-    import numpy as onp
-    random.seed(seed)
-    onp.random.seed(seed)
-    mx.random.seed(seed)
-
-
 def _pretrain(args, devices, kvstore):
     """Pretrain in this process (alone, or as a worker of a job): load,
     build, train, evaluate and save."""
     from mxnet import npx
 
+    from ..runs.seeding import seed_everything
+
     # The book's first cell: every block is written for NumPy semantics
     npx.set_np()
-    _seed_everything(args.seed)
+    seed_everything(args.seed)
     print(args.threads)
     train_iter, valid_iter, vocab = _load_corpus(args)
     # What a resumed run must share with the run it continues (not the

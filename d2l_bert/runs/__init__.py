@@ -11,7 +11,8 @@
 - `out_dir`: the output directory of a run, locked for it, never
   replacing a finished model unasked;
 - `memory`: whether a model and its batch fit in this machine's memory,
-  estimated before anything is allocated.
+  estimated before anything is allocated;
+- `seeding`: one seed for Python's, NumPy's and MXNet's generators.
 
 These modules import the book's sections; the sections never import
 them.
