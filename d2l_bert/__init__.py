@@ -22,7 +22,8 @@ __version__ = '0.1.0'
 _MODULE_OF = {}
 for _module, _names in (
         ('bert', ('get_tokens_and_segments', 'BERTEncoder', 'MaskLM',
-                  'NextSentencePred', 'BERTModel', 'ORIGINAL_BERT')),
+                  'NextSentencePred', 'BERTModel')),
+        ('presets', ('ORIGINAL_BERT',)),
         ('attention', ('masked_softmax', 'DotProductAttention',
                        'MultiHeadAttention')),
         ('transformer', ('PositionWiseFFN', 'AddNorm',

@@ -4,9 +4,10 @@
 `NextSentencePred` and `BERTModel`: plain Gluon blocks (`nn.Block`
 with `forward`), the book's lines in the book's order.  Beyond the book, each
 `forward` first checks its inputs (`d2l_bert.checks`), and keyword
-options give the original BERT's architecture (`ORIGINAL_BERT`), which
-the Hugging Face loader (`d2l_bert.hf`) uses.  The fast twins of these
-classes live apart, in `d2l_bert.fast`.
+options give the original BERT's architecture
+(`d2l_bert.presets.ORIGINAL_BERT`), which the Hugging Face loader
+(`d2l_bert.hf`) uses.  The fast twins of these classes live apart, in
+`d2l_bert.fast`.
 
 Dimension key used in the shape comments:
 
@@ -23,10 +24,6 @@ from .transformer import TransformerEncoderBlock, dense
 # As the book's first cell: MXNet's NumPy semantics, for which every block
 # here is written
 npx.set_np()
-
-#: Keyword arguments that give the book's classes the original BERT's
-#: architecture (GELU, LayerNorm after the embeddings, epsilon 1e-12)
-ORIGINAL_BERT = dict(activation='gelu', epsilon=1e-12, embedding_norm=True)
 
 
 def get_tokens_and_segments(tokens_a, tokens_b=None):
@@ -87,8 +84,8 @@ class BERTEncoder(nn.Block):
         Number of learnable positions: the longest input accepted.
     activation, epsilon, embedding_norm : keyword-only options
         'relu', 1e-5 and False in the book; the original BERT's are in
-        `ORIGINAL_BERT` (GELU, epsilon 1e-12, and a LayerNorm and dropout
-        on the embedding sum).
+        `d2l_bert.presets.ORIGINAL_BERT` (GELU, epsilon 1e-12, and a
+        LayerNorm and dropout on the embedding sum).
     """
     def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads,
                  num_blks=None, dropout=None, max_len=1000, *,
@@ -216,7 +213,7 @@ class BERTModel(nn.Block):
     max_len : int, default 1000
         Number of learnable positions, as for `BERTEncoder`.
     activation, epsilon, embedding_norm : keyword-only options
-        As for `BERTEncoder`; see `ORIGINAL_BERT`.
+        As for `BERTEncoder`; see `d2l_bert.presets.ORIGINAL_BERT`.
     tie_weights : bool, keyword-only, default False
         Use the token embedding's weight in the MLM output layer, as the
         original BERT does.

@@ -30,14 +30,7 @@ from .bert import BERTModel, get_tokens_and_segments
 from .checks import check_snli_dataset
 from .data.hub import DATA_HUB, DATA_URL, download_extract  # noqa: F401
 from .data.model_dir import load_vocab, read_config
-
-# Constructor arguments of the two models on the d2l data hub: the book
-# fine-tunes `bert.small`; its first exercise asks for `bert.base`
-BERT_SMALL = dict(num_hiddens=256, ffn_num_hiddens=512, num_heads=4,
-                  num_blks=2, dropout=0.1, max_len=512)
-BERT_BASE = dict(num_hiddens=768, ffn_num_hiddens=3072, num_heads=12,
-                 num_blks=12, dropout=0.1, max_len=512)
-PRETRAINED_CONFIGS = {'bert.small': BERT_SMALL, 'bert.base': BERT_BASE}
+from .presets import HUB_MODELS
 
 # the sizes `config.json` may record; `load_pretrained_model` checks them
 CONFIG_KEYS = ('num_hiddens', 'ffn_num_hiddens', 'num_heads', 'num_blks',
@@ -51,7 +44,7 @@ SNLI_LABELS = {'entailment': 0, 'contradiction': 1, 'neutral': 2}
 
 def _pretrained_dir(pretrained_model):
     """Return the directory holding `pretrained.params` and `vocab.json`."""
-    if pretrained_model in PRETRAINED_CONFIGS:
+    if pretrained_model in HUB_MODELS:
         return download_extract(pretrained_model)
     if isinstance(pretrained_model, (str, os.PathLike)) and os.path.isdir(
             pretrained_model):

@@ -27,13 +27,6 @@ from d2l import mxnet as d2l
 from .bert import get_tokens_and_segments
 from .checks import check_kvstore, check_positive_int
 
-# The small BERT the section pretrains, and its training settings
-BOOK_BERT_CONFIG = dict(num_hiddens=128, ffn_num_hiddens=256, num_heads=2,
-                        num_blks=2, dropout=0.2)
-BOOK_BATCH_SIZE, BOOK_MAX_LEN, BOOK_NUM_STEPS = 512, 64, 50
-# Adam's learning rate in d2l 1.0.3 (0.17.0 used 1e-3)
-BOOK_LEARNING_RATE = 0.01
-
 
 # ---------------------------------------------------------------------------
 # The loss of one batch

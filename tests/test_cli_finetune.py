@@ -8,7 +8,7 @@ import re
 import mxnet as mx
 import pytest
 
-from d2l_bert import cli, finetuning as ft
+from d2l_bert import cli, finetuning as ft, presets
 from d2l_bert.cli import finetune
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from d2l_bert.runs import finetuning as runs_ft
@@ -88,6 +88,16 @@ def test_errors_are_one_line_and_exit_2(pretrained_dir, snli_dir, tmp_path,
     assert err.startswith('d2l-bert finetune: error: ')
     assert message in err and len(err.splitlines()) == 1
     assert not os.path.exists(tmp_path / 'out')
+
+
+def test_finetune_defaults_are_the_books_presets():
+    args = cli.build_parser().parse_args(['finetune'])
+    settings = finetune.settings_of(args)
+    assert dict(batch_size=settings['batch_size'],
+                max_len=settings['max_len'], num_epochs=settings['epochs'],
+                lr=settings['lr']) == presets.FINETUNING
+    assert args.dropout == presets.BERT_SMALL['dropout']
+    assert settings['model'] == 'bert.small'
 
 
 def test_options_left_out_take_the_defaults_of_the_data():

@@ -14,7 +14,7 @@ import numpy as onp
 import pytest
 
 from d2l_bert import cli
-from d2l_bert import pretraining as P
+from d2l_bert import presets
 from d2l_bert.cli import pretrain as pretrain_command
 from d2l_bert.dist.launcher import free_port
 from d2l_bert.runs.pretraining import read_checkpoint_meta
@@ -32,20 +32,29 @@ def run(argv, capsys):
     return status, captured.out, captured.err
 
 
-def test_pretrain_defaults_are_the_books_settings():
+def test_pretrain_defaults_are_the_books_presets():
     args = cli.build_parser().parse_args(['pretrain'])
-    assert (args.batch_size, args.max_len, args.steps) == (512, 64, 50)
-    assert (args.num_hiddens, args.ffn_num_hiddens, args.num_heads,
-            args.num_blks, args.dropout) == (128, 256, 2, 2, 0.2)
-    assert args.lr == 0.01 and args.corpus == 'embedded'
-    # The same values as the section module's named presets
-    assert dict(num_hiddens=args.num_hiddens,
-                ffn_num_hiddens=args.ffn_num_hiddens,
-                num_heads=args.num_heads, num_blks=args.num_blks,
-                dropout=args.dropout) == P.BOOK_BERT_CONFIG
-    assert (args.batch_size, args.max_len, args.steps, args.lr) == (
-        P.BOOK_BATCH_SIZE, P.BOOK_MAX_LEN, P.BOOK_NUM_STEPS,
-        P.BOOK_LEARNING_RATE)
+    model = ('num_hiddens', 'ffn_num_hiddens', 'num_heads', 'num_blks',
+             'dropout')
+    assert {name: getattr(args, name) for name in model} == {
+        name: presets.BOOK_BERT[name] for name in model}
+    assert pretrain_command.MODEL_POSITIONS == presets.BOOK_BERT['max_len']
+    assert dict(batch_size=args.batch_size, max_len=args.max_len,
+                num_steps=args.steps, lr=args.lr) == presets.PRETRAINING
+    assert args.corpus == 'embedded'
+
+
+def test_pretrain_help_shows_the_presets_as_defaults(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(['pretrain', '--help'])
+    # the option list, after the usage lines
+    text = ' '.join(capsys.readouterr().out.split('options:')[1].split())
+    for flag, value in (('--num-hiddens H', presets.BOOK_BERT['num_hiddens']),
+                        ('--dropout P', presets.BOOK_BERT['dropout']),
+                        ('--batch-size B', presets.PRETRAINING['batch_size']),
+                        ('--lr LR', presets.PRETRAINING['lr'])):
+        after = text[text.index(flag):]
+        assert f'(default: {value})' in after[:after.index(' --', 2)]
 
 
 @pytest.mark.parametrize('devices, message', [
@@ -432,7 +441,7 @@ def test_two_workers_of_two_devices_continue_a_one_process_checkpoint(
     diffs = onp.concatenate([onp.abs(params[k] - params_r[k]).ravel()
                              for k in params])
     assert onp.quantile(diffs, 0.999) < 1e-4
-    assert diffs.max() <= 2 * P.BOOK_LEARNING_RATE * 4
+    assert diffs.max() <= 2 * presets.PRETRAINING['lr'] * 4
 
 
 # ---------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from mxnet import init, np
 from mxnet.gluon import nn
 
 from d2l_bert import fast, hf
-from d2l_bert.bert import ORIGINAL_BERT, BERTEncoder
+from d2l_bert.bert import BERTEncoder
+from d2l_bert.presets import ORIGINAL_BERT
 from d2l_bert.fast import _ops
 
 from helpers import TINY, assert_close, kernel_params

@@ -15,7 +15,7 @@ import pytest
 from d2l import mxnet as d2l
 from mxnet import gluon, np
 
-from d2l_bert import BERTModel, fast, finetuning as ft
+from d2l_bert import BERTModel, fast, finetuning as ft, presets
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from d2l_bert.runs import finetuning as runs_ft
 from d2l_bert.runs.model_files import save_pretrained
@@ -103,12 +103,13 @@ def test_load_pretrained_config_reads_config_json(pretrained_dir):
 
 def test_bert_small_layout_without_config_is_read_off_the_shapes(tmp_path):
     seed_everything(0)
-    net = BERTModel(20, **ft.BERT_SMALL)
+    net = BERTModel(20, **presets.BERT_SMALL)
     net.initialize()
     tokens = np.zeros((1, 4), dtype='int32')
     net(tokens, tokens, None, np.zeros((1, 1), dtype='int32'))
     net.save_parameters(str(tmp_path / 'pretrained.params'))
-    assert runs_ft.load_pretrained_config(str(tmp_path)) == ft.BERT_SMALL
+    assert runs_ft.load_pretrained_config(str(tmp_path)) == \
+        presets.BERT_SMALL
 
 
 def test_hub_name_loads_an_archive_in_the_cache(tmp_path, pretrained_dir,

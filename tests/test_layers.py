@@ -1,9 +1,9 @@
 """The layers of the package: the book's sections at the bottom.
 
-The book's section modules import only each other, `checks` and the
-data they read (`d2l_bert.data`, which stands in for d2l's data hub),
-besides MXNet and d2l; `d2l_bert.data` imports only itself and
-`checks`.  The tools (`chapter`, `runs`, `cli`, `fast`, ...) stand on
+The book's section modules import only each other, `checks`,
+`presets` (plain constants, importing nothing) and the data they read
+(`d2l_bert.data`, which stands in for d2l's data hub), besides MXNet
+and d2l; `d2l_bert.data` imports only itself and `checks`.  The tools (`chapter`, `runs`, `cli`, `fast`, ...) stand on
 them, never the reverse.  Read from each module's syntax tree, imports
 inside functions included.
 """
@@ -20,7 +20,8 @@ PACKAGE = os.path.dirname(d2l_bert.__file__)
 BOOK = ('attention', 'transformer', 'bert', 'dataset', 'pretraining',
         'finetuning')
 #: What the sections may import of the package
-BOOK_MAY_IMPORT = tuple(f'd2l_bert.{m}' for m in BOOK + ('checks',)) + (
+BOOK_MAY_IMPORT = tuple(f'd2l_bert.{m}'
+                        for m in BOOK + ('checks', 'presets')) + (
     'd2l_bert.data',)
 DATA_MODULES = sorted(name[:-3] for name in os.listdir(
     os.path.join(PACKAGE, 'data')) if name.endswith('.py'))
@@ -64,6 +65,12 @@ def _source(*parts):
 def test_book_sections_import_only_sections_checks_and_data(module):
     imports = package_imports(_source(f'{module}.py'), f'd2l_bert.{module}')
     assert outside(imports, BOOK_MAY_IMPORT) == []
+
+
+def test_the_presets_import_nothing():
+    tree = ast.parse(_source('presets.py'))
+    assert not [node for node in ast.walk(tree)
+                if isinstance(node, (ast.Import, ast.ImportFrom))]
 
 
 @pytest.mark.parametrize('module', DATA_MODULES)

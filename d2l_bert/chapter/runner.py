@@ -37,6 +37,8 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
+from ..presets import HUB_MODELS
+
 #: Modules of this package that are tools, not book sections
 TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.chapter', 'd2l_bert.threads',
                 'd2l_bert.__main__', 'd2l_bert.dist')
@@ -415,13 +417,7 @@ def fine_tuning_note(namespace, train_iter, num_epochs):
 
 #: Hub files a small run may replace when they cannot be downloaded; for
 #: the models, the sizes the book loads them with
-OFFLINE_STAND_INS = {
-    'SNLI': None,
-    'bert.small': dict(num_hiddens=256, ffn_num_hiddens=512, num_heads=4,
-                       num_blks=2, max_len=512),
-    'bert.base': dict(num_hiddens=768, ffn_num_hiddens=3072, num_heads=12,
-                      num_blks=12, max_len=512),
-}
+OFFLINE_STAND_INS = dict(HUB_MODELS, SNLI=None)
 
 
 class _FewBatches:
@@ -496,13 +492,12 @@ def _save_untrained_bert(folder, sizes):
     from ..dataset import load_data_wiki
     from ..runs.model_files import save_pretrained
     _, vocab = load_data_wiki(64, 32, corpus='embedded', seed=0)
-    net = BERTModel(len(vocab), dropout=0.1, **sizes)
+    net = BERTModel(len(vocab), **sizes)
     net.initialize(mx.init.Xavier())
     # One call gives the deferred parameters their shapes
     tokens = np.zeros((1, 4), dtype='int32')
     net(tokens, tokens, np.array([4.0]), np.zeros((1, 1), dtype='int32'))
-    save_pretrained(net, vocab, folder, dict(sizes, vocab_size=len(vocab),
-                                             dropout=0.1))
+    save_pretrained(net, vocab, folder, dict(sizes, vocab_size=len(vocab)))
 
 
 def _accepts(fn, name):

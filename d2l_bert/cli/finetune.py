@@ -26,13 +26,16 @@ from ._args import (RunError, UsageError, add_devices, at_least, examples,
                     in_options, learning_rate, name_or_dir, option,
                     output_dir, per_machine, positive_int, rate,
                     resolve_devices, seed)
+from ..presets import BERT_SMALL, FINETUNING
 
 DEFAULT_OUT = 'finetuned-bert'
 MODEL_FILE = 'finetuned.params'
 
 # Defaults of the options left out: the book's run on SNLI (550k pairs,
 # hours on a CPU), and one that takes minutes on the synthetic data
-BOOK_SETTINGS = dict(epochs=5, batch_size=512, max_len=128, lr=1e-4)
+BOOK_SETTINGS = dict(epochs=FINETUNING['num_epochs'],
+                     batch_size=FINETUNING['batch_size'],
+                     max_len=FINETUNING['max_len'], lr=FINETUNING['lr'])
 SYNTHETIC_SETTINGS = dict(epochs=3, batch_size=64, max_len=32, lr=1e-3)
 # Below this `cls_spread`, the pretrained model encodes every input alike
 COLLAPSED_SPREAD = 1e-3
@@ -72,7 +75,8 @@ def add_arguments(parser):
             help=f'{text} (default: {BOOK_SETTINGS[name]:g}, the '
                  f"book's; {SYNTHETIC_SETTINGS[name]:g} with --data "
                  'synthetic)')
-    parser.add_argument('--dropout', type=rate, default=0.1, metavar='P',
+    parser.add_argument('--dropout', type=rate,
+                        default=BERT_SMALL['dropout'], metavar='P',
                         help='dropout while fine-tuning')
     add_devices(parser, None)
     parser.add_argument('--num-workers', type=per_machine(0, 'processes'),

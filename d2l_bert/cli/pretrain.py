@@ -34,11 +34,12 @@ from ._args import (RunError, UsageError, add_devices, add_job_arguments,
                     add_threads, examples, in_options, learning_rate,
                     option, output_dir, plural, positive_int, rate,
                     resolve_devices, seed)
+from ..presets import BOOK_BERT, PRETRAINING
 
 CHECKPOINT_FILE, PLOT_FILE = 'checkpoint.zip', 'loss.png'
 MODEL_FILE = 'pretrained.params'
 #: The positions of the model (`BERTModel`'s max_len), as in the book
-MODEL_POSITIONS = 1000
+MODEL_POSITIONS = BOOK_BERT['max_len']
 #: Bytes of a corpus that takes more than a minute to prepare
 LARGE_CORPUS = 10 << 20
 #: The tokens of every vocabulary, whatever the corpus
@@ -85,10 +86,10 @@ def add_arguments(parser):
         help='embedded (shipped with d2l-bert), wikitext-2 (the book\'s '
              'corpus, downloaded if need be) or a directory holding '
              'wiki.train.tokens and wiki.valid.tokens')
-    data.add_argument('--batch-size', type=positive_int, default=512,
-                      metavar='B', help='sentence pairs per step')
-    data.add_argument('--max-len', type=positive_int, default=64,
-                      metavar='T', help='tokens per BERT input (max_len)')
+    _book_option(data, 'batch_size', positive_int, 'B',
+                 'sentence pairs per step')
+    _book_option(data, 'max_len', positive_int, 'T',
+                 'tokens per BERT input (max_len)')
     _add_model_arguments(parser)
     _add_training_arguments(parser)
     job = parser.add_argument_group(
@@ -102,34 +103,40 @@ def add_arguments(parser):
     job.add_argument('--kvstore', default=None, help=argparse.SUPPRESS)
 
 
-#: The model's options, `BERTModel`'s arguments, the book's small BERT
-#: by default (`pretraining.BOOK_BERT_CONFIG`)
+def _book_option(group, name, check, metavar, text, setting=None):
+    """Add the option `name` to `group`, its default the book's run's
+    (`presets.PRETRAINING[setting]`, `setting` defaulting to `name`)."""
+    group.add_argument(option(name), type=check, metavar=metavar,
+                       default=PRETRAINING[setting or name], help=text)
+
+
+#: The model's options, `BERTModel`'s arguments; their defaults are the
+#: book's small BERT (`presets.BOOK_BERT`)
 MODEL_OPTIONS = (
-    ('num_hiddens', 'H', positive_int, 128,
+    ('num_hiddens', 'H', positive_int,
      "the size of each token's vector in every block"),
-    ('ffn_num_hiddens', 'F', positive_int, 256,
+    ('ffn_num_hiddens', 'F', positive_int,
      "the hidden size of each block's position-wise feed-forward network"),
-    ('num_heads', 'N', positive_int, 2,
+    ('num_heads', 'N', positive_int,
      'attention heads of each block; they must divide --num-hiddens'),
-    ('num_blks', 'N', positive_int, 2, 'transformer encoder blocks'),
-    ('dropout', 'P', rate, 0.2,
+    ('num_blks', 'N', positive_int, 'transformer encoder blocks'),
+    ('dropout', 'P', rate,
      'the probability that dropout zeroes a value while training'))
 
 
 def _add_model_arguments(parser):
     model = parser.add_argument_group(
         "model (the book's small BERT, BERTModel's arguments)")
-    for name, metavar, check, default, text in MODEL_OPTIONS:
-        model.add_argument(option(name), type=check, default=default,
+    for name, metavar, check, text in MODEL_OPTIONS:
+        model.add_argument(option(name), type=check, default=BOOK_BERT[name],
                            metavar=metavar, help=f'{name}: {text}')
 
 
 def _add_training_arguments(parser):
     train = parser.add_argument_group('training')
-    train.add_argument('--steps', type=positive_int, default=50,
-                       metavar='N', help='steps in total')
-    train.add_argument('--lr', type=learning_rate, default=0.01,
-                       metavar='LR', help="Adam's learning rate")
+    _book_option(train, 'steps', positive_int, 'N', 'steps in total',
+                 setting='num_steps')
+    _book_option(train, 'lr', learning_rate, 'LR', "Adam's learning rate")
     add_devices(train, None, 'every GPU, else the CPU, as the book')
     train.add_argument('--seed', type=seed, default=0,
                        help='seed of every random choice')

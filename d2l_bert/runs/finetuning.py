@@ -19,8 +19,8 @@ from ..data.atomic import atomic_write
 from ..data.hub import data_home, download_extract
 from ..data.model_dir import PARAMS_FILE, infer_config, read_config
 from ..data.snli_synthetic import make_snli_synthetic
-from ..finetuning import (CONFIG_KEYS, PRETRAINED_CONFIGS, _need_file,
-                          _pretrained_dir)
+from ..finetuning import CONFIG_KEYS, _need_file, _pretrained_dir
+from ..presets import BERT_SMALL, HUB_MODELS
 
 
 def load_pretrained_config(pretrained_model):
@@ -29,7 +29,7 @@ def load_pretrained_config(pretrained_model):
     Parameters
     ----------
     pretrained_model : str
-        ``'bert.small'``, ``'bert.base'`` (the book's values, no download)
+        ``'bert.small'``, ``'bert.base'`` (`presets.HUB_MODELS`, no download)
         or a directory: its `config.json` (as `d2l-bert pretrain` writes)
         gives the sizes; without one they are read off the shapes in
         `pretrained.params`, which works for an unzipped `bert.small` or
@@ -41,19 +41,20 @@ def load_pretrained_config(pretrained_model):
         `num_hiddens`, `ffn_num_hiddens`, `num_heads`, `num_blks`,
         `dropout` and `max_len`.
     """
-    if pretrained_model in PRETRAINED_CONFIGS:
-        return dict(PRETRAINED_CONFIGS[pretrained_model])
+    if pretrained_model in HUB_MODELS:
+        return dict(HUB_MODELS[pretrained_model])
     data_dir = _pretrained_dir(pretrained_model)
     config = read_config(data_dir)
     if config is None:
         sizes = infer_config(_need_file(data_dir, PARAMS_FILE))
-        return dict({k: sizes[k] for k in CONFIG_KEYS}, dropout=0.1)
+        return dict({k: sizes[k] for k in CONFIG_KEYS},
+                    dropout=BERT_SMALL['dropout'])
     missing = [k for k in CONFIG_KEYS if k not in config]
     if missing:
         raise ValueError(
             f'{os.path.join(data_dir, "config.json")} lacks {missing}')
     out = {k: int(config[k]) for k in CONFIG_KEYS}
-    out['dropout'] = float(config.get('dropout', 0.1))
+    out['dropout'] = float(config.get('dropout', BERT_SMALL['dropout']))
     return out
 
 

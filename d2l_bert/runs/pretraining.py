@@ -41,7 +41,8 @@ from ..checks import check_finite_parameters, check_positive_int
 from ..dist.workers import (Workers, create_kvstore,
                             share_initial_weights, worker_shards)
 from ..data.atomic import atomic_write, write_failure
-from ..pretraining import BOOK_LEARNING_RATE, _get_batch_loss_bert
+from ..presets import PRETRAINING
+from ..pretraining import _get_batch_loss_bert
 
 CHECKPOINT_VERSION = 1
 
@@ -96,7 +97,7 @@ class PretrainingSettings(
 
 
 def train_bert_history(train_iter, net, loss, vocab_size, devices,
-                       num_steps, *, learning_rate=BOOK_LEARNING_RATE,
+                       num_steps, *, learning_rate=PRETRAINING['lr'],
                        plot='auto', progress=True, checkpoint=None,
                        checkpoint_every=10, resume=False, config=None,
                        batch_loss=None, kvstore=None):

@@ -1,0 +1,48 @@
+"""The book's settings and the named configurations, in one place.
+
+Plain constants, at the bottom of the package (this module imports
+nothing): the book's sections read them where they have a default, and
+so do the command line (its options' defaults and help texts), the runs
+and the benchmarks.  The book's own cells and signatures keep the values
+as the book writes them (``batch_size, max_len = 512, 64``,
+``BERTModel(..., max_len=1000)``); `tests/test_presets.py` checks that
+these constants are those values.
+
+The models, `BERTModel`'s keyword arguments:
+
+- `BOOK_BERT`: the small BERT that sec_bert-pretraining pretrains;
+- `BERT_SMALL`, `BERT_BASE`: the models on d2l's data hub
+  (`HUB_MODELS`), with the sizes and the dropout that
+  sec_natural-language-inference-bert loads them with;
+- `ORIGINAL_BERT`: the options that give the book's classes the
+  original BERT's architecture.
+
+The training settings, in the book's names: `PRETRAINING`
+(sec_bert-pretraining) and `FINETUNING`
+(sec_natural-language-inference-bert).
+"""
+
+#: The small BERT of sec_bert-pretraining (`max_len`: `BERTModel`'s
+#: default, the positions it learns)
+BOOK_BERT = dict(num_hiddens=128, ffn_num_hiddens=256, num_heads=2,
+                 num_blks=2, dropout=0.2, max_len=1000)
+
+#: d2l's `bert.small`, as sec_natural-language-inference-bert loads it
+BERT_SMALL = dict(num_hiddens=256, ffn_num_hiddens=512, num_heads=4,
+                  num_blks=2, dropout=0.1, max_len=512)
+#: d2l's `bert.base`, which the section's first exercise asks for
+BERT_BASE = dict(num_hiddens=768, ffn_num_hiddens=3072, num_heads=12,
+                 num_blks=12, dropout=0.1, max_len=512)
+#: The pretrained models of d2l's data hub, by name
+HUB_MODELS = {'bert.small': BERT_SMALL, 'bert.base': BERT_BASE}
+
+#: Keyword arguments that give the book's classes the original BERT's
+#: architecture (GELU, LayerNorm after the embeddings, epsilon 1e-12)
+ORIGINAL_BERT = dict(activation='gelu', epsilon=1e-12, embedding_norm=True)
+
+#: sec_bert-pretraining's run; `lr` is Adam's in d2l 1.0.3 (0.17.0 used
+#: 1e-3)
+PRETRAINING = dict(batch_size=512, max_len=64, num_steps=50, lr=0.01)
+
+#: sec_natural-language-inference-bert's run on SNLI
+FINETUNING = dict(batch_size=512, max_len=128, num_epochs=5, lr=1e-4)
