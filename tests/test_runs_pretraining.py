@@ -15,7 +15,7 @@ import numpy as onp
 import pytest
 from mxnet import gluon, init, np
 
-from d2l_bert import BERTModel, fast
+from d2l_bert import BERTModel, fast, presets
 from d2l_bert.runs import pretraining as T
 from d2l_bert.dataset import load_data_wiki
 from d2l_bert.runs.seeding import seed_everything
@@ -377,3 +377,10 @@ def test_evaluate_bert_scores_only_real_predictions():
     assert accuracy.num_masked == 10 and accuracy.num_pairs == 8
     assert accuracy.mlm_accuracy == pytest.approx(3 / 5)
     assert accuracy.nsp_accuracy == pytest.approx(3 / 4)
+
+
+def test_settings_default_to_the_books_and_refuse_unknown_keywords():
+    assert T.PretrainingSettings().learning_rate == \
+        presets.PRETRAINING['lr']
+    with pytest.raises(TypeError, match="'learning_rat'"):
+        T.train_bert_history([], None, None, 1, [], 1, learning_rat=0.1)

@@ -32,6 +32,7 @@ import time
 import zipfile
 import zlib
 from collections import namedtuple
+from dataclasses import dataclass
 
 import mxnet as mx
 import numpy as onp
@@ -51,56 +52,49 @@ CHECKPOINT_VERSION = 1
 # The loop
 # ---------------------------------------------------------------------------
 
-class PretrainingSettings(
-        namedtuple('PretrainingSettings', (
-            'learning_rate', 'plot', 'progress', 'checkpoint',
-            'checkpoint_every', 'resume', 'config', 'batch_loss',
-            'kvstore'))):
-    """How `train_bert_history` trains, beyond the book's arguments.
+@dataclass(frozen=True)
+class PretrainingSettings:
+    """How `train_bert_history` trains, beyond the book's arguments: its
+    keyword arguments, each below with its default and what it does."""
 
-    Parameters
-    ----------
-    learning_rate : float
-        Adam's, 0.01 in the book.
-    plot : 'auto', bool or str
-        'auto' draws the curves inline in a notebook and nothing
-        elsewhere; True draws inline; a str saves a PNG there at the end.
-    progress : bool
-        Show a progress bar (outside notebooks) once training has run for
-        more than 2 seconds.
-    checkpoint : str or None
-        File to save a checkpoint to every `checkpoint_every` steps and at
-        the end.  With a checkpoint, MXNet's random generator is reseeded
-        before each step, so that a resumed run repeats an uninterrupted
-        one.
-    checkpoint_every : int
-        Steps between two checkpoints.
-    resume : bool
-        Continue from `checkpoint` if the file exists.
-    config : dict or None
-        Stored in the checkpoint; resuming with another one is an error.
-    batch_loss : callable or None
-        ``batch_loss(*shards) -> (mlm_ls, nsp_ls, ls)``; None: the book's
-        `_get_batch_loss_bert` on the net.  ``d2l-bert pretrain`` passes
-        `d2l_bert.fast.batch_loss(net, loss, vocab_size)`.
-    kvstore : 'dist_sync', mxnet.kvstore.KVStore or None
-        Train as a worker of a ``dist_sync`` job (`d2l_bert.dist.launcher`):
-        every worker walks the same `train_iter` (made with the same
-        seed) and trains on its rows of each batch
-        (`d2l_bert.dist.workers.worker_shards`); the kvstore sums the
-        gradients of all workers, and every worker takes the same Adam
-        step.  Worker 0 alone prints, shows the progress bar, plots and
-        saves the checkpoint; every worker resumes from `checkpoint`.  A
-        batch with fewer pairs than there are devices in the job is
-        skipped (one process with several devices skips it too).
-    """
-
+    #: Adam's learning rate (the book's 0.01)
+    learning_rate: float = PRETRAINING['lr']
+    #: 'auto' draws the curves inline in a notebook and nothing
+    #: elsewhere; True draws inline; a str saves a PNG there at the end
+    plot: object = 'auto'
+    #: Show a progress bar (outside notebooks) once training has run for
+    #: more than 2 seconds
+    progress: bool = True
+    #: File to save a checkpoint to every `checkpoint_every` steps and at
+    #: the end (None, no checkpoint).  With a checkpoint, MXNet's random
+    #: generator is reseeded before each step, so that a resumed run
+    #: repeats an uninterrupted one
+    checkpoint: object = None
+    #: Steps between two checkpoints
+    checkpoint_every: int = 10
+    #: Continue from `checkpoint` if the file exists
+    resume: bool = False
+    #: A dict stored in the checkpoint; resuming with another one is an
+    #: error
+    config: object = None
+    #: ``batch_loss(*shards) -> (mlm_ls, nsp_ls, ls)``; None, the book's
+    #: `_get_batch_loss_bert` on the net.  ``d2l-bert pretrain`` passes
+    #: `d2l_bert.fast.batch_loss(net, loss, vocab_size)`
+    batch_loss: object = None
+    #: 'dist_sync' or an `mxnet.kvstore.KVStore` trains as a worker of a
+    #: ``dist_sync`` job (`d2l_bert.dist.launcher`); None, one process.
+    #: Every worker walks the same `train_iter` (made with the same seed)
+    #: and trains on its rows of each batch
+    #: (`d2l_bert.dist.workers.worker_shards`); the kvstore sums the
+    #: gradients of all workers, and every worker takes the same Adam
+    #: step.  Worker 0 alone prints, shows the progress bar, plots and
+    #: saves the checkpoint; every worker resumes from `checkpoint`.  A
+    #: batch with fewer pairs than there are devices in the job is
+    #: skipped (one process with several devices skips it too)
+    kvstore: object = None
 
 def train_bert_history(train_iter, net, loss, vocab_size, devices,
-                       num_steps, *, learning_rate=PRETRAINING['lr'],
-                       plot='auto', progress=True, checkpoint=None,
-                       checkpoint_every=10, resume=False, config=None,
-                       batch_loss=None, kvstore=None):
+                       num_steps, **settings):
     """`train_bert`'s loop with checkpoints, returning the per-step losses.
 
     Prints what `train_bert` prints, and draws the loss curves as it
@@ -127,11 +121,11 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
 
     Other Parameters
     ----------------
-    learning_rate, plot, progress, checkpoint, checkpoint_every : optional
-        Keyword-only: fields of `PretrainingSettings`, which says what
-        each does.
-    resume, config, batch_loss, kvstore : optional
-        Keyword-only: fields of `PretrainingSettings` too.
+    **settings
+        Keyword-only: the fields of `PretrainingSettings` (`learning_rate`,
+        `plot`, `progress`, `checkpoint`, `checkpoint_every`, `resume`,
+        `config`, `batch_loss`, `kvstore`), which says what each does and
+        gives its default.
 
     Returns
     -------
@@ -139,9 +133,7 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
         The per-step losses (``.mlm``, ``.nsp``), their means
         (``.mlm_loss``, ``.nsp_loss``) and ``.pairs_per_sec``.
     """
-    settings = PretrainingSettings(
-        learning_rate, plot, progress, checkpoint, checkpoint_every,
-        resume, config, batch_loss, kvstore)
+    settings = PretrainingSettings(**settings)
     run = _PretrainingRun(train_iter, net, loss, vocab_size, devices,
                           num_steps, settings)
     run.start()
