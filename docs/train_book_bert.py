@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import os
 
+from d2l_bert.presets import BOOK_BERT, PRETRAINING
 from d2l_bert.threads import set_threads
 
 # Before mxnet: the worker's share of the cores, which `d2l-bert launch`
@@ -26,10 +27,14 @@ from d2l_bert.dist.workers import create_kvstore, worker_rows  # noqa
 
 parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
 parser.add_argument('--corpus', default='embedded')
-parser.add_argument('--batch-size', type=int, default=512)
-parser.add_argument('--num-hiddens', type=int, default=128)
-parser.add_argument('--ffn-num-hiddens', type=int, default=256)
-parser.add_argument('--steps', type=int, default=50)
+# The book's settings by default
+parser.add_argument('--batch-size', type=int,
+                    default=PRETRAINING['batch_size'])
+parser.add_argument('--num-hiddens', type=int,
+                    default=BOOK_BERT['num_hiddens'])
+parser.add_argument('--ffn-num-hiddens', type=int,
+                    default=BOOK_BERT['ffn_num_hiddens'])
+parser.add_argument('--steps', type=int, default=PRETRAINING['num_steps'])
 args = parser.parse_args()
 
 # Join the job: wait until all its processes have started, and learn
@@ -37,11 +42,10 @@ args = parser.parse_args()
 kv = create_kvstore('dist_sync')
 # The same seed in every worker: the same batches, the same initial weights
 mx.random.seed(0)
-train_iter, vocab = load_data_wiki(args.batch_size, 64, corpus=args.corpus,
-                                   seed=0)
-net = BERTModel(len(vocab), num_hiddens=args.num_hiddens,
-                ffn_num_hiddens=args.ffn_num_hiddens, num_heads=2,
-                num_blks=2, dropout=0.2)
+train_iter, vocab = load_data_wiki(args.batch_size, PRETRAINING['max_len'],
+                                   corpus=args.corpus, seed=0)
+net = BERTModel(len(vocab), **dict(BOOK_BERT, num_hiddens=args.num_hiddens,
+                                   ffn_num_hiddens=args.ffn_num_hiddens))
 devices = [mx.cpu()]
 net.initialize(init.Xavier(), ctx=devices)
 loss = gluon.loss.SoftmaxCELoss()
