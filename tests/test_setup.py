@@ -140,20 +140,36 @@ def test_setup_py_and_run_py_agree_on_the_supported_pythons():
     assert LOCKED == SUPPORTED, 'every supported Python has a lock file'
 
 
-def test_setup_py_forms_its_metadata_from_the_supported_pythons(tmp_path):
-    """`python setup.py --classifiers` and the refusal of a Python past
-    the range, with `sys.version_info` faked."""
-    out = subprocess.run(
-        [sys.executable, 'setup.py', '-q', '--classifiers'], cwd=ROOT,
-        capture_output=True, text=True, check=True).stdout.split()
-    assert [line for line in out if line.startswith('3.')] == list(SUPPORTED)
-    fake = ('import sys; sys.version_info = (3, 15, 0); '
-            'sys.argv = ["setup.py", "--version"]; '
-            'exec(open("setup.py").read())')
-    result = subprocess.run([sys.executable, '-c', fake], cwd=ROOT,
-                            capture_output=True, text=True)
-    assert result.returncode == 1
-    assert result.stderr.startswith(
+def run_setup_py(version_info):
+    """What setup.py gives `setup()`, run as Python `version_info` with a
+    stand-in setuptools (a venv made without ensurepip has none)."""
+    code = (
+        'import json, sys, types\n'
+        'given = {}\n'
+        "tools = types.ModuleType('setuptools')\n"
+        'tools.setup = given.update\n'
+        'tools.find_packages = lambda **kwargs: []\n'
+        "sys.modules['setuptools'] = tools\n"
+        f'sys.version_info = {tuple(version_info)!r}\n'
+        'try:\n'
+        "    exec(compile(open('setup.py').read(), 'setup.py', 'exec'),\n"
+        "         {'__name__': '__main__'})\n"
+        'except SystemExit as error:\n'
+        "    given = {'exit': str(error)}\n"
+        "print(json.dumps({k: given[k] for k in ('classifiers', "
+        "'python_requires', 'exit') if k in given}))\n")
+    out = subprocess.run([sys.executable, '-c', code], cwd=ROOT,
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_setup_py_forms_its_metadata_from_the_supported_pythons():
+    given = run_setup_py(sys.version_info[:3])
+    assert [line.rsplit(' ', 1)[1] for line in given['classifiers']] == \
+        list(SUPPORTED)
+    assert given['python_requires'] == '>=3.8,<3.15'
+    refused = run_setup_py((3, 15, 0))
+    assert refused['exit'].startswith(
         'd2l-bert installs on Python 3.8 to 3.14; this is Python 3.15, ')
 
 
