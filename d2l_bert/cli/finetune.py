@@ -254,6 +254,9 @@ def _train(settings, bert, train_set, test_set, devices):
     from ..runs import finetuning as runs_ft
     _warn_if_collapsed(settings['model'],
                        runs_ft.cls_spread(bert, train_set))
+    # the loaders' worker processes are forked with a copy of what
+    # standard output holds: flushed now, no line is printed twice
+    sys.stdout.flush()
     loaders = [gluon.data.DataLoader(
         dataset, settings['batch_size'], shuffle=shuffle,
         num_workers=settings['num_workers'])
@@ -262,7 +265,7 @@ def _train(settings, bert, train_set, test_set, devices):
     net.output.initialize(ctx=devices)
     # The fast layer: the same parameters, one graph, compiled loops
     twin = fast.accelerate(net)
-    print(f'path: {fast.describe(twin)}')
+    print(f'path: {fast.describe(twin)}', flush=True)
     trainer = gluon.Trainer(twin.collect_params(), 'adam',
                             {'learning_rate': settings['lr']})
     loss = gluon.loss.SoftmaxCrossEntropyLoss()
