@@ -5,6 +5,7 @@ Test files import from here (``from helpers import TINY``), never from
 each other or from `conftest`, which holds the fixtures.
 """
 import collections
+import http.server
 import json
 import os
 import pickle
@@ -170,3 +171,33 @@ def assert_same_state(a, b):
     for i in adam_a:
         for x, y in zip(adam_a[i], adam_b[i]):
             onp.testing.assert_array_equal(x, y)
+
+
+class FilesHandler(http.server.BaseHTTPRequestHandler):
+    """A test server's handler: serves the bytes of `files` by path and
+    records the paths asked for in `asked`; under ``/truncated/`` it
+    announces a file's full length and sends half of its bytes.  Each
+    test module subclasses it with its own `files` and `asked`."""
+    files, asked = {}, []
+
+    def do_GET(self):
+        self.asked.append(self.path)
+        truncated = self.path.startswith('/truncated/')
+        body = self.files.get(self.path.replace('/truncated', '', 1)
+                              if truncated else self.path)
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body[:len(body) // 2] if truncated else body)
+
+    def do_HEAD(self):
+        body = self.files.get(self.path)
+        self.send_response(200 if body is not None else 404)
+        self.send_header('Content-Length', str(len(body or b'')))
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass

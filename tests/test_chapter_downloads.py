@@ -22,6 +22,7 @@ from d2l_bert import cli
 from d2l_bert.chapter import runner
 from d2l_bert.data import hub
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
+from helpers import FilesHandler
 
 NLI = 'sec_natural-language-inference-bert'
 #: The cap these tests give the chapter (1,000 by default): one small
@@ -50,28 +51,8 @@ def archives(tmp_path_factory):
             '/snli_1.0.zip': _zip_folder(snli, 'snli_1.0')}
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
+class _Handler(FilesHandler):
     files, asked = {}, []
-
-    def do_GET(self):
-        self.asked.append(self.path)
-        body = self.files.get(self.path)
-        if body is None:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header('Content-Length', str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_HEAD(self):
-        body = self.files.get(self.path)
-        self.send_response(200 if body is not None else 404)
-        self.send_header('Content-Length', str(len(body or b'')))
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture

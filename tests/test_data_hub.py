@@ -13,6 +13,7 @@ import zipfile
 import pytest
 
 from d2l_bert.data import hub
+from helpers import FilesHandler
 
 
 def _zip_bytes(files):
@@ -29,30 +30,8 @@ ARCHIVE = _zip_bytes({'bert.fake/vocab.json': b'["<unk>"]',
 ARCHIVE_SHA1 = hashlib.sha1(ARCHIVE).hexdigest()
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    """Serves `files`; under /truncated/ it announces the full length and
-    sends half of the bytes."""
-    files = {}
-
-    def do_GET(self):
-        truncated = self.path.startswith('/truncated/')
-        body = self.files.get(self.path.replace('/truncated', '', 1))
-        if body is None:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header('Content-Length', str(len(body)))
-        self.end_headers()
-        self.wfile.write(body[:len(body) // 2] if truncated else body)
-
-    def do_HEAD(self):
-        body = self.files.get(self.path)
-        self.send_response(200 if body is not None else 404)
-        self.send_header('Content-Length', str(len(body or b'')))
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
+class _Handler(FilesHandler):
+    files, asked = {}, []
 
 
 @pytest.fixture
