@@ -435,6 +435,39 @@ def check_mxnet():
     return f'MXNet {mx.__version__} on {platform.machine()}{how}: ok'
 
 
+def check_numpy_blas():
+    """Multiply by the identity with NumPy's BLAS, in both precisions.
+
+    The tests' references are NumPy products. OpenBLAS picks its kernels by
+    the CPU it finds, and one family can be wrong on one CPU: the OpenBLAS
+    in NumPy 2.5's aarch64 wheels gives wrong float64 products where the
+    CPU has SME (seen under qemu's ``max`` CPU); another family is right.
+
+    Returns
+    -------
+    str or None
+        A warning naming the remedy, or None when the products are exact.
+    """
+    import numpy
+    wrong = []
+    for dtype in ('float32', 'float64'):
+        A = (numpy.arange(48.0) % 7 - 3).reshape(6, 8).astype(dtype)
+        for product in (A @ numpy.eye(8, dtype=dtype),
+                        numpy.dot(numpy.eye(6, dtype=dtype), A)):
+            if not numpy.array_equal(product, A):
+                wrong.append(dtype)
+                break
+    if not wrong:
+        return None
+    family = ('NEOVERSEN1' if platform.machine() in ('aarch64', 'arm64')
+              else 'Haswell')
+    return (f'warning: NumPy {numpy.__version__} multiplies '
+            f'{" and ".join(wrong)} matrices wrongly on this CPU (its '
+            f'OpenBLAS kernels); results and tests that use NumPy products '
+            f'will be wrong: set OPENBLAS_CORETYPE={family} (export it, or '
+            f'put it before each command) to use another kernel family')
+
+
 def main(argv=None):
     """``python -m d2l_bert.mxnet_compat [--install] [--check]``: say what
     the hook does; write its ``.pth``; import MXNet through it."""
@@ -457,6 +490,9 @@ def main(argv=None):
         except (ImportError, OSError, RuntimeError) as error:
             print(f'import mxnet failed: {error}', file=sys.stderr)
             return 1
+        warning = check_numpy_blas()
+        if warning:
+            print(warning, file=sys.stderr)
     return 0
 
 

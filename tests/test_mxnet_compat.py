@@ -314,3 +314,25 @@ def test_the_module_refuses_options_it_does_not_know(capsys):
     assert mxnet_compat.main(['--instal']) == 2
     assert mxnet_compat.main(['--check', '--check']) == 2
     assert capsys.readouterr().err.count('usage: python -m') == 2
+
+
+def test_numpy_products_by_the_identity_are_exact_here():
+    assert mxnet_compat.check_numpy_blas() is None
+
+
+@pytest.mark.parametrize('machine, family', [('aarch64', 'NEOVERSEN1'),
+                                             ('x86_64', 'Haswell')])
+def test_a_wrong_numpy_product_is_one_warning_naming_the_remedy(
+        monkeypatch, machine, family):
+    import numpy
+    right = numpy.dot
+    monkeypatch.setattr(numpy, 'dot', lambda a, b: right(a, b) + 1)
+    monkeypatch.setattr(mxnet_compat.platform, 'machine', lambda: machine)
+    warning = mxnet_compat.check_numpy_blas()
+    assert warning.startswith(f'warning: NumPy {numpy.__version__} '
+                              'multiplies float32 and float64 matrices '
+                              'wrongly on this CPU')
+    assert warning.endswith(f'set OPENBLAS_CORETYPE={family} (export it, or '
+                            'put it before each command) to use another '
+                            'kernel family')
+    assert '\n' not in warning
