@@ -123,11 +123,7 @@ TABLE = [
     # more epochs than the wall limit allows: only Ctrl-C ends it in time
     case('finetune --model M --data nli --epochs 100000 --batch-size 8 '
          '--max-len 16 --num-workers 0 --no-progress --out Fint', 130,
-         'd2l-bert finetune: interrupted', interrupt='path: ', seconds=15,
-         # seen to end only at the wall limit in fresh clones, about one
-         # run in three: a Ctrl-C lost during fine-tuning, not found yet
-         marks=pytest.mark.xfail(reason='a Ctrl-C during fine-tuning is '
-                                 'sometimes lost (open)', strict=False)),
+         'd2l-bert finetune: interrupted', interrupt='path: ', seconds=15),
     case('check-text --timeout 2 runaway.md', 1, None,
          marker='d2l-bert-runaway-cell'),
     # Values that MXNet or the machine cannot take

@@ -21,6 +21,7 @@ from ..data.model_dir import PARAMS_FILE, infer_config, read_config
 from ..data.snli_synthetic import make_snli_synthetic
 from ..finetuning import CONFIG_KEYS, _need_file, _pretrained_dir
 from ..presets import BERT_SMALL, HUB_MODELS
+from . import interrupts
 
 
 def load_pretrained_config(pretrained_model):
@@ -118,6 +119,7 @@ def cls_spread(bert, dataset, num_examples=64):
     return float(encoded_X[:, 0, :].std(axis=0).mean())
 
 
+@interrupts.between_steps()
 def train_ch13_history(net, train_iter, test_iter, loss, trainer,
                        num_epochs, devices,
                        split_f=d2l.split_batch_multi_inputs, progress=False):
@@ -127,7 +129,8 @@ def train_ch13_history(net, train_iter, test_iter, loss, trainer,
     minibatch, `d2l.evaluate_accuracy_gpus` after each epoch) and the
     same two closing lines; the history takes the place of the book's
     animated plot (`plot_history` draws it, ``d2l-bert finetune`` saves
-    it).  Apply `d2l_bert.fast.accelerate` to `net` first for speed.
+    it).  Apply `d2l_bert.fast.accelerate` to `net` first for speed.  A
+    Ctrl-C ends the current minibatch first (`interrupts.between_steps`).
 
     Parameters
     ----------
@@ -165,7 +168,8 @@ def train_ch13_history(net, train_iter, test_iter, loss, trainer,
             net, train_iter, loss, trainer, devices, split_f, history,
             epoch, num_epochs, progress)
         seconds += epoch_seconds
-        test_acc = d2l.evaluate_accuracy_gpus(net, test_iter, split_f)
+        test_acc = d2l.evaluate_accuracy_gpus(
+            net, interrupts.checked(test_iter), split_f)
         history['test epoch'].append(epoch + 1)
         history['test acc'].append(test_acc)
         if progress:
@@ -190,7 +194,8 @@ def _train_epoch_ch13(net, train_iter, loss, trainer, devices, split_f,
     # Sum of losses, correct predictions, examples, predictions
     loss_sum, correct, examples, predictions = 0.0, 0.0, 0, 0
     seconds = 0.0
-    bar = tqdm(train_iter, total=num_batches, disable=not progress,
+    bar = tqdm(interrupts.checked(train_iter), total=num_batches,
+               disable=not progress,
                desc=f'epoch {epoch + 1}/{num_epochs}', leave=False,
                file=sys.stderr)
     for i, (features, labels) in enumerate(bar):

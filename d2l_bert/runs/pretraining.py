@@ -43,6 +43,7 @@ from ..dist.workers import (Workers, create_kvstore,
                             share_initial_weights, worker_shards)
 from ..data.atomic import atomic_write, write_failure
 from ..presets import PRETRAINING
+from . import interrupts
 from ..pretraining import _get_batch_loss_bert
 
 CHECKPOINT_VERSION = 1
@@ -204,11 +205,14 @@ class _PretrainingRun:
             self.data.restore(meta['data'])
         _set_rng_states(meta['rng'])
 
+    @interrupts.between_steps()
     def train(self):
         """Train until `num_steps`; the progress bar closes in any case,
-        the plot too if training fails."""
+        the plot too if training fails.  A Ctrl-C ends the current step
+        first."""
         try:
             while self.step < self.num_steps:
+                interrupts.check()
                 self._record(*self._step())
         except BaseException:
             if self.animator is not None:
@@ -744,6 +748,7 @@ num_pairs, num_masked : int
 """
 
 
+@interrupts.between_steps()
 def evaluate_bert(net, data_iter, vocab_size, devices, progress=False):
     """Masked-token and next-sentence accuracy of `net` on `data_iter`.
 
@@ -768,7 +773,8 @@ def evaluate_bert(net, data_iter, vocab_size, devices, progress=False):
     from tqdm import tqdm
     mlm_correct = nsp_correct = num_masked = num_pairs = 0.0
     total = len(data_iter) if hasattr(data_iter, '__len__') else None
-    for batch in tqdm(data_iter, total=total, unit='batch', delay=2,
+    for batch in tqdm(interrupts.checked(data_iter), total=total,
+                      unit='batch', delay=2,
                       disable=not progress, file=sys.stderr, leave=False,
                       dynamic_ncols=True, desc='held-out evaluation'):
         shards = [gluon.utils.split_and_load(elem, devices, even_split=False)
