@@ -6,6 +6,8 @@
   against;
 - `saved_cells`: the notebooks' ``#@save`` cells and the package, one
   source (``python -m d2l_bert.chapter.saved_cells --write``);
+- `lengths`: each notebook's code lines against its section's in the
+  book (``python -m d2l_bert.chapter.lengths ../shared/book/en``);
 - `editions`: reads the book's editions (Markdown, reST, notebooks),
   places our cells in their layout and checks them
   (``d2l-bert check-text``).
