@@ -42,8 +42,7 @@ def _measured():
 
 
 #: Notebooks still longer than `MAX_RATIO` times their section
-LONG = {'bert-dataset.ipynb', 'bert.ipynb', 'bert-pretraining.ipynb',
-        'natural-language-inference-bert.ipynb'}
+LONG = {'bert-dataset.ipynb', 'bert.ipynb'}
 
 
 @pytest.mark.parametrize('name', [

@@ -10,5 +10,10 @@
   book (``python -m d2l_bert.chapter.lengths ../shared/book/en``);
 - `editions`: reads the book's editions (Markdown, reST, notebooks),
   places our cells in their layout and checks them
-  (``d2l-bert check-text``).
+  (``d2l-bert check-text``);
+- `notebooks`: what the notebooks run beyond the book's cells, one call
+  each, offered here: `pretraining_settings`, `finetuning_settings`
+  and `model_to_finetune`.
 """
+from .notebooks import (  # noqa: F401
+    finetuning_settings, model_to_finetune, pretraining_settings)
