@@ -41,8 +41,11 @@ def _measured():
     return {x.notebook: x for x in lengths.measure(BOOK_EN)}
 
 
-#: Notebooks still longer than `MAX_RATIO` times their section
-LONG = {'bert-dataset.ipynb', 'bert.ipynb'}
+#: Notebooks longer than `MAX_RATIO` times their section.  The dataset
+#: notebook's `#@save` definitions, the package's own code, are longer
+#: than the book's: `load_data_wiki` reads any corpus and split (34 lines
+#: against the book's 10) and `_build_vocab` is new (26)
+LONG = {'bert-dataset.ipynb'}
 
 
 @pytest.mark.parametrize('name', [
