@@ -144,6 +144,15 @@ def test_finetuning_settings_read_the_first_pairs_asked_for(cache, tmp_path,
         capsys.readouterr().out
 
 
+@pytest.mark.parametrize('value', ['-5', 'many', '1e3'])
+def test_finetuning_settings_refuse_pairs_that_are_no_number(value):
+    with pytest.raises(ValueError, match=(
+            f"D2L_BERT_SNLI_PAIRS must be a whole number of pairs \\(0 for "
+            f"all of them\\), got '{value}'")):
+        notebooks.finetuning_settings({'D2L_BERT_SNLI_PAIRS': value},
+                                      reachable=_never)
+
+
 def test_model_to_finetune_is_bert_small_at_the_books_sizes(cache):
     settings = notebooks.finetuning_settings({}, reachable=lambda _: True)
     assert notebooks.model_to_finetune(settings) == (

@@ -199,8 +199,9 @@ def finetuning_settings(environ=None, reachable=None):
     """Choose the fine-tuning notebook's model and data, and print them.
 
     By default the book's run: `bert.small` and SNLI, downloaded.  When
-    neither can be downloaded nor is in the cache, and the environment
-    names no other, the small offline run, which says so.  At small
+    one of them can be neither downloaded nor found in the cache, and the
+    environment names no other model or data, the small offline run,
+    which says so.  At small
     sizes, unless the environment names SNLI's files, synthetic pairs
     (`SMALL_SNLI`), and every random generator is seeded; with
     `SNLI_PAIRS_ENV`, the first pairs of each SNLI split.
@@ -217,6 +218,11 @@ def finetuning_settings(environ=None, reachable=None):
     Returns
     -------
     FinetuningNotebookSettings
+
+    Raises
+    ------
+    ValueError
+        If `SNLI_PAIRS_ENV` is not a whole number of pairs.
     """
     from ..data import hub
     environ = os.environ if environ is None else environ
@@ -224,7 +230,7 @@ def finetuning_settings(environ=None, reachable=None):
     settings = FinetuningNotebookSettings(
         small_sizes(environ), environ.get(PRETRAINED_ENV, 'bert.small'),
         environ.get(SNLI_ENV, 'snli'),
-        int(environ.get(SNLI_PAIRS_ENV, '').strip() or 0),
+        _snli_pairs(environ),
         os.path.join(hub.data_home(), 'notebook-small'))
     if (not settings.small and (settings.pretrained, settings.snli) == (
             'bert.small', 'snli') and not (reachable('bert.small')
@@ -250,6 +256,17 @@ def finetuning_settings(environ=None, reachable=None):
               f'{BOOK_SNLI_PAIRS:,} training pairs)')
     print(settings)
     return settings
+
+
+def _snli_pairs(environ):
+    """`SNLI_PAIRS_ENV` of `environ` as a number; 0 when not set."""
+    text = environ.get(SNLI_PAIRS_ENV, '').strip()
+    if text.isdigit():
+        return int(text)
+    if text:
+        raise ValueError(f'{SNLI_PAIRS_ENV} must be a whole number of '
+                         f'pairs (0 for all of them), got {text!r}')
+    return 0
 
 
 def model_to_finetune(settings):
