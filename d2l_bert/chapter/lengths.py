@@ -73,7 +73,7 @@ class Length:
                 f'{self.notebook_lines:4}  {self.ratio:.2f}x')
 
 
-def measure(book_dir, notebook_dir=NOTEBOOK_DIR):
+def measure(book_dir, notebook_dir=None):
     """Measure every notebook against the book's markdown source.
 
     Parameters
@@ -82,7 +82,8 @@ def measure(book_dir, notebook_dir=NOTEBOOK_DIR):
         A folder of the book's markdown sources (``bert.md``, ...): the
         English ones are in ``en/`` of the book's repository.
     notebook_dir : str, optional
-        The notebooks' folder (default: ``notebooks/`` of the checkout).
+        The notebooks' folder (default: `saved_cells.NOTEBOOK_DIR`,
+        ``notebooks/`` of the checkout).
 
     Returns
     -------
@@ -94,6 +95,7 @@ def measure(book_dir, notebook_dir=NOTEBOOK_DIR):
     FileNotFoundError
         If a notebook or its section's source is missing.
     """
+    notebook_dir = NOTEBOOK_DIR if notebook_dir is None else notebook_dir
     lengths = []
     for name, (_, labels) in NOTEBOOKS.items():
         source = os.path.join(book_dir, os.path.splitext(name)[0] + '.md')
