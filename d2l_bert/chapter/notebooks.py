@@ -81,7 +81,7 @@ def calls_settings(code):
     return False
 
 
-@dataclass
+@dataclass(frozen=True)
 class PretrainingNotebookSettings:
     """What the pretraining notebook trains on, and for how long.
 
@@ -156,7 +156,7 @@ def _seed():
     seed_everything(0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class FinetuningNotebookSettings:
     """Which model the fine-tuning notebook starts from, and which pairs.
 
@@ -227,33 +227,32 @@ def finetuning_settings(environ=None, reachable=None):
     from ..data import hub
     environ = os.environ if environ is None else environ
     reachable = hub.reachable if reachable is None else reachable
-    settings = FinetuningNotebookSettings(
-        small_sizes(environ), environ.get(PRETRAINED_ENV, 'bert.small'),
-        environ.get(SNLI_ENV, 'snli'),
-        _snli_pairs(environ),
-        os.path.join(hub.data_home(), 'notebook-small'))
-    if (not settings.small and (settings.pretrained, settings.snli) == (
-            'bert.small', 'snli') and not (reachable('bert.small')
-                                           and reachable('SNLI'))):
+    small, snli_pairs = small_sizes(environ), _snli_pairs(environ)
+    pretrained = environ.get(PRETRAINED_ENV, 'bert.small')
+    snli = environ.get(SNLI_ENV, 'snli')
+    work_dir = os.path.join(hub.data_home(), 'notebook-small')
+    if not small and (pretrained, snli) == ('bert.small', 'snli') and not (
+            reachable('bert.small') and reachable('SNLI')):
         print('bert.small or SNLI cannot be downloaded here: running the '
               'offline version (small sizes, a tiny BERT pretrained here, '
               'synthetic SNLI data)')
-        settings.small = True
-    if settings.small:
+        small = True
+    if small:
         _seed()
-        if settings.snli == 'snli':
+        if snli == 'snli':
             from ..data.snli_synthetic import make_snli_synthetic
-            settings.snli = make_snli_synthetic(settings.work_dir,
-                                                **SMALL_SNLI)
-    elif settings.snli_pairs:
+            snli = make_snli_synthetic(work_dir, **SMALL_SNLI)
+    elif snli_pairs:
         from ..data.snli_subset import first_snli_pairs
-        folder = f'snli-first-{settings.snli_pairs}'
-        settings.snli = first_snli_pairs(
-            settings.snli_dir(), settings.snli_pairs,
-            os.path.join(hub.data_home(), folder))
-        print(f'the first {settings.snli_pairs:,} pairs of each SNLI split '
+        from ..runs.finetuning import snli_data_dir
+        snli = first_snli_pairs(
+            snli_data_dir(snli), snli_pairs,
+            os.path.join(hub.data_home(), f'snli-first-{snli_pairs}'))
+        print(f'the first {snli_pairs:,} pairs of each SNLI split '
               f"({SNLI_PAIRS_ENV}; the book's run reads all "
               f'{BOOK_SNLI_PAIRS:,} training pairs)')
+    settings = FinetuningNotebookSettings(small, pretrained, snli,
+                                          snli_pairs, work_dir)
     print(settings)
     return settings
 
