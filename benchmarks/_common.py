@@ -4,6 +4,9 @@ Import this module BEFORE `mxnet`: `set_threads` must set the OpenMP
 thread count before MXNet reads it, and MXNet reads it once, when it is
 imported (and loads OpenBLAS, which picks its kernels then).
 
+- `BOOK`, `FINETUNE`: the book's pretraining and fine-tuning settings,
+  from `d2l_bert/presets.py`, read by path (`read_presets`) so that a
+  Python without d2l_bert (the PyTorch peer's) reads them too;
 - `set_threads`: all cores by default (MXNet alone would give OpenMP half
   of them, one thread on a 2-core machine), and OpenBLAS's AVX-512
   kernels on a CPU that has AVX-512 (`d2l_bert.threads.set_threads`);
@@ -41,12 +44,47 @@ import sys
 import tempfile
 import time
 
-# The book's pretraining settings (sec_bert-pretraining)
-BOOK = dict(batch_size=512, max_len=64, num_hiddens=128, ffn_num_hiddens=256,
-            num_heads=2, num_blks=2, vocab_size=20256, num_preds=10,
-            dropout=0.2)
-
 _HERE = os.path.dirname(os.path.abspath(__file__))
+
+#: The file of the book's settings, `d2l_bert.presets`
+PRESETS_FILE = os.path.join(os.path.dirname(_HERE), 'd2l_bert', 'presets.py')
+
+
+def read_presets(path=PRESETS_FILE):
+    """Return `d2l_bert.presets`, read from `path` without importing
+    `d2l_bert`: the PyTorch peer runs this module in a Python that does
+    not have it (`TorchChild`).  The module imports nothing, so it runs
+    alone."""
+    spec = importlib.util.spec_from_file_location('_d2l_bert_presets', path)
+    presets = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(presets)
+    return presets
+
+
+_PRESETS = read_presets()
+
+#: The book's pretraining settings (sec_bert-pretraining): the run's
+#: batch, length and learning rate (`presets.PRETRAINING`), the small
+#: BERT (`presets.BOOK_BERT`, whose `max_len` of positions is not the
+#: sequences' `max_len` here), WikiText-2's vocabulary (the 20256 tokens
+#: the book prints) and the ``round(0.15 * max_len)`` predictions of a
+#: sequence
+BOOK = dict(
+    {k: _PRESETS.PRETRAINING[k] for k in ('batch_size', 'max_len', 'lr')},
+    **{k: v for k, v in _PRESETS.BOOK_BERT.items() if k != 'max_len'},
+    vocab_size=20256,
+    num_preds=round(0.15 * _PRESETS.PRETRAINING['max_len']))
+
+#: The NLI section's fine-tuning settings
+#: (sec_natural-language-inference-bert): the run's batch, length and
+#: learning rate (`presets.FINETUNING`), `bert.small`'s sizes
+#: (`presets.BERT_SMALL`, its positions as `pretrained_max_len`), its
+#: 60005-token vocabulary and SNLI's three classes
+FINETUNE = dict(
+    {k: _PRESETS.FINETUNING[k] for k in ('batch_size', 'max_len', 'lr')},
+    **{k: v for k, v in _PRESETS.BERT_SMALL.items() if k != 'max_len'},
+    pretrained_max_len=_PRESETS.BERT_SMALL['max_len'], vocab_size=60005,
+    num_classes=3)
 
 
 #: The PyTorch peer's versions (`TorchChild`): not dependencies of d2l-bert
@@ -117,7 +155,8 @@ def machine():
             f'{load:.1f}, Python {platform.python_version()}')
 
 
-def book_batch(batch_size=512, max_len=64, vocab_size=20256, num_preds=10,
+def book_batch(batch_size=BOOK['batch_size'], max_len=BOOK['max_len'],
+               vocab_size=BOOK['vocab_size'], num_preds=BOOK['num_preds'],
                seed=0):
     """A random pretraining batch typed and shaped like the book's.
 
@@ -154,9 +193,12 @@ def book_batch(batch_size=512, max_len=64, vocab_size=20256, num_preds=10,
             mlm_weights, mlm_Y, nsp_y)
 
 
-def pretrain_step_flops(batch_size=512, max_len=64, num_hiddens=128,
-                        ffn_num_hiddens=256, num_blks=2, vocab_size=20256,
-                        num_preds=10, **_):
+def pretrain_step_flops(batch_size=BOOK['batch_size'], max_len=BOOK['max_len'],
+                        num_hiddens=BOOK['num_hiddens'],
+                        ffn_num_hiddens=BOOK['ffn_num_hiddens'],
+                        num_blks=BOOK['num_blks'],
+                        vocab_size=BOOK['vocab_size'],
+                        num_preds=BOOK['num_preds'], **_):
     """Floating-point operations of one training step (matrix products).
 
     Forward: per block, the four projections, the FFN and the two batched
@@ -627,7 +669,7 @@ def book_loop_step(net, vocab_size, batch):
 def _step(batch_loss, net, batch):
     from mxnet import autograd, gluon
     trainer = gluon.Trainer(net.collect_params(), 'adam',
-                            {'learning_rate': 0.01})
+                            {'learning_rate': BOOK['lr']})
     shards = [[b] for b in batch]
 
     def step():
@@ -642,17 +684,10 @@ def _step(batch_loss, net, batch):
     return step, (float(mlm[0]), float(nsp[0]))
 
 
-# The NLI section's fine-tuning settings
-# (sec_natural-language-inference-bert): `bert.small`'s sizes and its
-# 60005-token vocabulary, `max_len` 128, batch 512, Adam at 1e-4
-FINETUNE = dict(batch_size=512, max_len=128, num_hiddens=256,
-                ffn_num_hiddens=512, num_heads=4, num_blks=2,
-                vocab_size=60005, num_classes=3, dropout=0.1,
-                pretrained_max_len=512, lr=1e-4)
-
-
-def finetune_batch(batch_size=512, max_len=128, vocab_size=60005,
-                   num_classes=3, seed=0):
+def finetune_batch(batch_size=FINETUNE['batch_size'],
+                   max_len=FINETUNE['max_len'],
+                   vocab_size=FINETUNE['vocab_size'],
+                   num_classes=FINETUNE['num_classes'], seed=0):
     """A random batch shaped and typed like `SNLIBERTDataset`'s.
 
     Returns numpy arrays ``(tokens_X, segments_X, valid_lens_x, y)``:
@@ -675,9 +710,12 @@ def finetune_batch(batch_size=512, max_len=128, vocab_size=60005,
     return tokens, segments, valid_lens.astype('float32'), y
 
 
-def finetune_step_flops(batch_size=512, max_len=128, num_hiddens=256,
-                        ffn_num_hiddens=512, num_blks=2, num_classes=3,
-                        **_):
+def finetune_step_flops(batch_size=FINETUNE['batch_size'],
+                        max_len=FINETUNE['max_len'],
+                        num_hiddens=FINETUNE['num_hiddens'],
+                        ffn_num_hiddens=FINETUNE['ffn_num_hiddens'],
+                        num_blks=FINETUNE['num_blks'],
+                        num_classes=FINETUNE['num_classes'], **_):
     """Floating-point operations of one fine-tuning step (matrix
     products): the encoder's blocks as in `pretrain_step_flops`, then the
     `hidden` layer and the classifier on the `<cls>` rows; backward costs
@@ -763,7 +801,7 @@ def job_worker(batch_size, prepare_kvstore=None):
     batch_loss = fast.batch_loss(net, gluon.loss.SoftmaxCELoss(), V)
     if kvstore is not None and prepare_kvstore is not None:
         prepare_kvstore(kvstore)
-    trainer = _make_trainer(net, 0.01, kvstore)
+    trainer = _make_trainer(net, BOOK['lr'], kvstore)
     if kvstore is not None:
         share_initial_weights(trainer)
     workers = Workers(kvstore)

@@ -89,18 +89,17 @@ def _untrained_bert_small(folder):
 
     from d2l_bert.bert import BERTModel
     from d2l_bert.dataset import load_data_wiki
+    from d2l_bert.presets import BERT_SMALL
     from d2l_bert.runs.model_files import save_pretrained
     _, vocab = load_data_wiki(64, 32, corpus='embedded', seed=0)
     vocab.idx_to_token += [f'filler{i}' for i in range(
         VOCAB_SIZE - len(vocab))]
-    sizes = dict(num_hiddens=256, ffn_num_hiddens=512, num_heads=4,
-                 num_blks=2, max_len=512)
-    net = BERTModel(VOCAB_SIZE, dropout=0.1, **sizes)
+    net = BERTModel(VOCAB_SIZE, **BERT_SMALL)
     net.initialize(mx.init.Xavier())
     tokens = np.zeros((1, 4), dtype='int32')
     net(tokens, tokens, np.array([4.0]), np.zeros((1, 1), dtype='int32'))
     save_pretrained(net, vocab, folder,
-                    dict(sizes, vocab_size=VOCAB_SIZE, dropout=0.1))
+                    dict(BERT_SMALL, vocab_size=VOCAB_SIZE))
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

@@ -52,7 +52,8 @@ PHASES = ('compute', 'wait', 'push/pull', 'update', 'losses')
 
 
 def parse_args(argv=None):
-    p = _common.arg_parser(__doc__, repeats=5, batch_size=512)
+    p = _common.arg_parser(__doc__, repeats=5,
+                           batch_size=_common.BOOK['batch_size'])
     p.add_argument('--rounds', type=int, default=2,
                    help='runs of every configuration, taking turns (2)')
     p.add_argument('--compression', choices=('none', '1bit', '2bit'),

@@ -37,7 +37,8 @@ import _common  # noqa: E402  (before mxnet: sets the thread count)
 
 
 def parse_args(argv=None):
-    p = _common.arg_parser(__doc__, repeats=5, batch_size=512)
+    p = _common.arg_parser(__doc__, repeats=5,
+                           batch_size=_common.BOOK['batch_size'])
     _common.add_profile_options(p)
     p.add_argument('--batch', choices=('wikitext', 'random'),
                    default='wikitext',

@@ -73,7 +73,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402  (before mxnet: sets the thread count)
 
 def parse_args(argv=None):
-    p = _common.arg_parser(__doc__, repeats=5, batch_size=512,
+    p = _common.arg_parser(__doc__, repeats=5,
+                           batch_size=_common.BOOK['batch_size'],
                            threads_help='threads for both (default: every '
                                         'core)')
     p.add_argument('--torch-python', default=None,

@@ -3,10 +3,11 @@
 Plain constants, at the bottom of the package (this module imports
 nothing): the book's sections read them where they have a default, and
 so do the command line (its options' defaults and help texts), the runs
-and the benchmarks.  The book's own cells and signatures keep the values
-as the book writes them (``batch_size, max_len = 512, 64``,
-``BERTModel(..., max_len=1000)``); `tests/test_presets.py` checks that
-these constants are those values.
+and the benchmarks (``benchmarks/_common.py`` runs this file by path,
+in Pythons without d2l_bert, one more reason to import nothing).  The
+book's own cells and signatures keep the values as the book writes them
+(``batch_size, max_len = 512, 64``, ``BERTModel(..., max_len=1000)``);
+`tests/test_presets.py` checks that these constants are those values.
 
 The models, `BERTModel`'s keyword arguments:
 

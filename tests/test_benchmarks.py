@@ -8,8 +8,10 @@ step and the book's loop on the accelerated model start from the same
 losses, and that the encodings agree.
 """
 import importlib.util
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -131,6 +133,67 @@ def test_finetune_step_benchmark_compares_equal_classifiers():
     assert re.search(r'^step arithmetic: \d+ GFLOP; ', out, re.M), out
     assert re.search(r'^speed-up over d2l 1\.0\.3: \d+\.\d\dx$', out,
                      re.M), out
+
+
+def _common_settings(benchmarks):
+    """``(BOOK, FINETUNE, whether d2l_bert was imported)`` of the
+    `_common` module in the folder `benchmarks`, imported by a Python
+    without site-packages (so without d2l_bert), as a PyTorch peer's."""
+    code = ('import json, sys; sys.path.insert(0, sys.argv[1]); '
+            'import _common; print(json.dumps([_common.BOOK, '
+            "_common.FINETUNE, 'd2l_bert' in sys.modules]))")
+    done = subprocess.run([sys.executable, '-I', '-S', '-c', code,
+                           str(benchmarks)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_benchmark_settings_are_the_presets_read_without_d2l_bert():
+    from d2l_bert import presets
+    book, finetune, imported = _common_settings(
+        os.path.join(ROOT, 'benchmarks'))
+    assert not imported
+    run = presets.PRETRAINING
+    assert book == dict(
+        batch_size=run['batch_size'], max_len=run['max_len'], lr=run['lr'],
+        num_hiddens=128, ffn_num_hiddens=256, num_heads=2, num_blks=2,
+        dropout=0.2, vocab_size=20256, num_preds=10)
+    assert {k: book[k] for k in presets.BOOK_BERT if k != 'max_len'} == \
+        {k: v for k, v in presets.BOOK_BERT.items() if k != 'max_len'}
+    run = presets.FINETUNING
+    assert finetune == dict(
+        batch_size=run['batch_size'], max_len=run['max_len'], lr=run['lr'],
+        num_hiddens=256, ffn_num_hiddens=512, num_heads=4, num_blks=2,
+        dropout=0.1, pretrained_max_len=presets.BERT_SMALL['max_len'],
+        vocab_size=60005, num_classes=3)
+
+
+def test_benchmark_settings_follow_a_change_of_the_presets(tmp_path):
+    # A copy of the two files, the presets changed: the benchmarks read
+    # the new values, so presets.py is their one source
+    for folder in ('benchmarks', 'd2l_bert'):
+        (tmp_path / folder).mkdir()
+    shutil.copy(os.path.join(ROOT, 'benchmarks', '_common.py'),
+                tmp_path / 'benchmarks')
+    with open(os.path.join(ROOT, 'd2l_bert', 'presets.py'),
+              encoding='utf-8') as f:
+        text = f.read()
+    for old, new in (('PRETRAINING = dict(batch_size=512, max_len=64,',
+                      'PRETRAINING = dict(batch_size=32, max_len=20,'),
+                     ('BERT_SMALL = dict(num_hiddens=256, ffn_num_hiddens'
+                      '=512, num_heads=4,\n                  num_blks=2, '
+                      'dropout=0.1, max_len=512)',
+                      'BERT_SMALL = dict(num_hiddens=256, ffn_num_hiddens'
+                      '=512, num_heads=4, num_blks=3, dropout=0.1, '
+                      'max_len=256)')):
+        assert old in text
+        text = text.replace(old, new)
+    (tmp_path / 'd2l_bert' / 'presets.py').write_text(text)
+    book, finetune, _ = _common_settings(tmp_path / 'benchmarks')
+    assert (book['batch_size'], book['max_len'], book['num_preds']) == (
+        32, 20, 3)
+    assert (finetune['num_blks'], finetune['pretrained_max_len']) == (3, 256)
 
 
 def test_finetune_step_flops_counts_the_section_step():

@@ -292,34 +292,39 @@ def test_train_ch13_gets_an_epoch_of_two_batches_in_five(monkeypatch):
                                'batches') for note in hooks.used)
 
 
-@pytest.mark.parametrize('settings, pairs, note', [
-    (dict(SMALL=False, PRETRAINED='bert.small', SNLI_DATA='/c/snli-first',
-          SNLI_PAIRS=1000), 1000,
+@pytest.mark.parametrize('cells, pairs, note', [
+    (dict(settings=('bert.small', '/c/snli-first', 1000, False),
+          pretrained='bert.small'), 1000,
      "fine-tuned bert.small on 1,000 SNLI pairs, 5 epoch(s); --full for "
      "the book's 549,367"),
-    (dict(SMALL=False, PRETRAINED='bert.small', SNLI_DATA='/c/SNLI',
-          SNLI_PAIRS=0), 549367,
+    (dict(settings=('bert.small', '/c/SNLI', 0, False),
+          pretrained='bert.small'), 549367,
      'fine-tuned bert.small on 549,367 SNLI pairs, 5 epoch(s)'),
-    (dict(SMALL=True, PRETRAINED='/c/small/tiny-bert',
-          SNLI_DATA='/c/small/snli_1.0', SNLI_PAIRS=1000,
-          SMALL_DIR='/c/small'), 1000,
+    (dict(settings=('bert.small', '/c/small/snli_1.0', 1000, True),
+          pretrained='/c/small/tiny-bert'), 1000,
      'fine-tuned a tiny BERT pretrained here on 1,000 synthetic '
      'SNLI-format pairs, 5 epoch(s)'),
-    (dict(SMALL=False, PRETRAINED='/m', SNLI_DATA='/d', SNLI_PAIRS=0), 7,
+    (dict(settings=('/m', '/d', 0, False)), 7,
      'fine-tuned the model in /m on 7 SNLI pairs, 5 epoch(s)'),
 ])
-def test_fine_tuning_note_says_what_the_settings_chose(settings, pairs,
-                                                       note):
+def test_fine_tuning_note_says_what_the_settings_chose(cells, pairs, note):
+    from d2l_bert.chapter.notebooks import FinetuningNotebookSettings
     from d2l_bert.chapter.runner import fine_tuning_note
 
     class Loader:
         _dataset = [None] * pairs
-    assert fine_tuning_note(settings, Loader(), 5) == note
+    pretrained, snli, snli_pairs, small = cells['settings']
+    namespace = dict(cells, settings=FinetuningNotebookSettings(
+        small, pretrained, snli, snli_pairs, work_dir='/c/small'))
+    assert fine_tuning_note(namespace, Loader(), 5) == note
 
 
 def test_fine_tuning_note_is_none_outside_the_fine_tuning_notebook():
+    from d2l_bert.chapter.notebooks import PretrainingNotebookSettings
     from d2l_bert.chapter.runner import fine_tuning_note
     assert fine_tuning_note({'x': 1}, [], 5) is None
+    pretraining = PretrainingNotebookSettings(False, 'embedded', 512, 50)
+    assert fine_tuning_note({'settings': pretraining}, [], 5) is None
 
 
 def test_runner_gives_its_hooks_the_cells_namespace():

@@ -377,6 +377,8 @@ def test_evaluate_bert_scores_only_real_predictions():
     assert accuracy.num_masked == 10 and accuracy.num_pairs == 8
     assert accuracy.mlm_accuracy == pytest.approx(3 / 5)
     assert accuracy.nsp_accuracy == pytest.approx(3 / 4)
+    assert str(accuracy) == ('MLM accuracy 0.600 (10 masked tokens), NSP '
+                             'accuracy 0.750 (8 pairs)')
 
 
 def test_settings_default_to_the_books_and_refuse_unknown_keywords():

@@ -6,7 +6,14 @@
   against;
 - `saved_cells`: the notebooks' ``#@save`` cells and the package, one
   source (``python -m d2l_bert.chapter.saved_cells --write``);
+- `lengths`: each notebook's code lines against its section's in the
+  book (``python -m d2l_bert.chapter.lengths ../shared/book/en``);
 - `editions`: reads the book's editions (Markdown, reST, notebooks),
   places our cells in their layout and checks them
-  (``d2l-bert check-text``).
+  (``d2l-bert check-text``);
+- `notebooks`: what the notebooks run beyond the book's cells, one call
+  each, offered here: `pretraining_settings`, `finetuning_settings`
+  and `model_to_finetune`.
 """
+from .notebooks import (  # noqa: F401
+    finetuning_settings, model_to_finetune, pretraining_settings)

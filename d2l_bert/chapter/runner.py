@@ -38,6 +38,8 @@ import weakref
 from dataclasses import dataclass, field
 
 from ..presets import HUB_MODELS
+from .notebooks import (BOOK_SNLI_PAIRS, PRETRAINED_ENV, SMALL_ENV,
+                        FinetuningNotebookSettings, small_sizes)
 
 #: Modules of this package that are tools, not book sections
 TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.chapter', 'd2l_bert.threads',
@@ -49,20 +51,9 @@ NAME_PACKAGES = ('d2l_bert.data', 'd2l_bert.runs')
 #: Names of the 0.17 releases that d2l 1.0 renamed, old -> new
 RENAMED_0_17 = {'EncoderBlock': 'TransformerEncoderBlock'}
 
-#: Environment variable that asks the notebooks for small sizes
-SMALL_ENV = 'D2L_BERT_SMALL'
-
-#: Environment variable that gives the fine-tuning notebook its
-#: pretrained model (a hub name or a directory)
-PRETRAINED_ENV = 'D2L_BERT_PRETRAINED'
-
-#: Environment variable that has the fine-tuning notebook read only the
-#: first pairs of each SNLI split (`d2l-bert chapter` without ``--full``)
-SNLI_PAIRS_ENV = 'D2L_BERT_SNLI_PAIRS'
-
 #: The pairs `d2l-bert chapter` fine-tunes on unless asked for the book's
-#: run, and the pairs of the book's run (SNLI's training split)
-CHAPTER_SNLI_PAIRS, BOOK_SNLI_PAIRS = 1000, 549367
+#: run (`notebooks.BOOK_SNLI_PAIRS`)
+CHAPTER_SNLI_PAIRS = 1000
 
 #: Step count that ``train_bert(...)`` calls are capped to at small sizes
 SMALL_STEPS = 2
@@ -76,11 +67,6 @@ MIN_BATCHES = 5
 SMALL_BATCHES, SMALL_BATCH = 5, 8
 
 _FRAMEWORK_SUBMODULES = ('torch', 'tensorflow', 'jax', 'paddle')
-
-
-def small_sizes():
-    """Return True if `D2L_BERT_SMALL` asks for small sizes (not 0/empty)."""
-    return os.environ.get(SMALL_ENV, '').strip() not in ('', '0')
 
 
 def package_names():
@@ -377,8 +363,9 @@ def fine_tuning_note(namespace, train_iter, num_epochs):
     Parameters
     ----------
     namespace : dict
-        The cells' namespace: the notebook's settings cell has set
-        `SMALL`, `PRETRAINED`, `SNLI_PAIRS` and `SMALL_DIR` there.
+        The cells' namespace: the notebook's cells have set `settings`
+        (`notebooks.finetuning_settings`) and `pretrained`
+        (`notebooks.model_to_finetune`) there.
     train_iter : iterable
         The training batches (a DataLoader: its data set is counted).
     num_epochs : int
@@ -391,18 +378,18 @@ def fine_tuning_note(namespace, train_iter, num_epochs):
         epoch(s); --full for the book's 549,367``; None outside that
         notebook.
     """
-    if 'PRETRAINED' not in namespace or 'SMALL' not in namespace:
+    settings = namespace.get('settings')
+    if not isinstance(settings, FinetuningNotebookSettings):
         return None
-    pretrained = str(namespace['PRETRAINED'])
-    small_dir = str(namespace.get('SMALL_DIR', '\0'))
-    if pretrained in ('bert.small', 'bert.base'):
+    pretrained = str(namespace.get('pretrained', settings.pretrained))
+    if pretrained in HUB_MODELS:
         model = pretrained
-    elif namespace['SMALL'] and pretrained.startswith(small_dir):
+    elif settings.small and pretrained.startswith(settings.work_dir):
         model = 'a tiny BERT pretrained here'
     else:
         model = f'the model in {pretrained}'
-    data = ('synthetic SNLI-format' if namespace['SMALL'] and str(
-        namespace.get('SNLI_DATA')).startswith(small_dir) else 'SNLI')
+    data = ('synthetic SNLI-format' if settings.small and str(
+        settings.snli).startswith(settings.work_dir) else 'SNLI')
     dataset = getattr(train_iter, '_dataset', train_iter)
     try:
         pairs = f'{len(dataset):,} '
@@ -410,7 +397,7 @@ def fine_tuning_note(namespace, train_iter, num_epochs):
         pairs = ''
     note = (f'fine-tuned {model} on {pairs}{data} pairs, {num_epochs} '
             f'epoch(s)')
-    if namespace.get('SNLI_PAIRS') and not namespace['SMALL']:
+    if settings.snli_pairs and not settings.small:
         note += f"; --full for the book's {BOOK_SNLI_PAIRS:,}"
     return note
 

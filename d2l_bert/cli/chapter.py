@@ -91,8 +91,8 @@ def main(args):
         folder = notebook_dir()
     except FileNotFoundError as e:
         raise RunError(e) from None
-    from ..chapter.runner import (CHAPTER_SNLI_PAIRS, SMALL_ENV,
-                                  SNLI_PAIRS_ENV, small_sizes)
+    from ..chapter.notebooks import SMALL_ENV, SNLI_PAIRS_ENV, small_sizes
+    from ..chapter.runner import CHAPTER_SNLI_PAIRS
 
     print(args.threads)
     # the notebooks read them

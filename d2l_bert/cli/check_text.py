@@ -123,7 +123,7 @@ def _check_file(path, args, sections, timeout):
     """
     from ..chapter import editions
     from ..chapter.editions.child import ChildRunner
-    from ..chapter.runner import PRETRAINED_ENV
+    from ..chapter.notebooks import calls_settings
     try:
         edition = editions.read_edition(path, args.layout_from,
                                         args.default_tab)
@@ -139,10 +139,10 @@ def _check_file(path, args, sections, timeout):
         for line in place.lines() if place is not None else ():
             print(line)
     progress = None if args.json else _print_cell
-    # cells of d2l-bert's fine-tuning notebook read their pretrained
-    # model from the environment: the child gives them the book's
+    # the settings cells of d2l-bert's notebooks read the environment:
+    # the child gives them the pretrained model of the book's cells
     notebooks = place is not None and any(
-        PRETRAINED_ENV in cell.code for _, cell in place.taken)
+        calls_settings(cell.code) for _, cell in place.taken)
     with ChildRunner(args.devices, small=not args.book_sizes,
                      timeout=timeout, notebooks=notebooks) as runner:
         return editions.check_edition(edition, runner, progress,

@@ -473,9 +473,7 @@ def _evaluate(twin, valid_iter, vocab_size, devices):
     from ..runs.pretraining import evaluate_bert
     accuracy = evaluate_bert(twin, valid_iter, vocab_size, devices,
                              progress=True)
-    print(f'held-out MLM accuracy {accuracy.mlm_accuracy:.3f} '
-          f'({accuracy.num_masked} masked tokens), NSP accuracy '
-          f'{accuracy.nsp_accuracy:.3f} ({accuracy.num_pairs} pairs)')
+    print(f'held-out {accuracy}')
     return accuracy
 
 

@@ -734,18 +734,26 @@ def _share_update_counts(trainer):
 # Held-out accuracy
 # ---------------------------------------------------------------------------
 
-BertAccuracy = namedtuple('BertAccuracy', ['mlm_accuracy', 'nsp_accuracy',
-                                           'num_pairs', 'num_masked'])
-BertAccuracy.__doc__ = """Accuracies of `evaluate_bert`.
+class BertAccuracy(namedtuple('BertAccuracy', [
+        'mlm_accuracy', 'nsp_accuracy', 'num_pairs', 'num_masked'])):
+    """Accuracies of `evaluate_bert`; printed, one line that says both.
 
-mlm_accuracy : float
-    Share of the masked tokens (real predictions only) whose most likely
-    token is the right one.
-nsp_accuracy : float
-    Share of the sentence pairs whose next-sentence label is right.
-num_pairs, num_masked : int
-    How many pairs and masked tokens were scored.
-"""
+    Parameters
+    ----------
+    mlm_accuracy : float
+        Share of the masked tokens (real predictions only) whose most
+        likely token is the right one.
+    nsp_accuracy : float
+        Share of the sentence pairs whose next-sentence label is right.
+    num_pairs, num_masked : int
+        How many pairs and masked tokens were scored.
+    """
+    __slots__ = ()
+
+    def __str__(self):
+        return (f'MLM accuracy {self.mlm_accuracy:.3f} ({self.num_masked} '
+                f'masked tokens), NSP accuracy {self.nsp_accuracy:.3f} '
+                f'({self.num_pairs} pairs)')
 
 
 @interrupts.between_steps()

@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 
-from ..runner import SMALL_ENV, SMALL_STEPS, CellResult
+from ..notebooks import SMALL_ENV
+from ..runner import SMALL_STEPS, CellResult
 
 #: Seconds a cell may run before it is stopped (`--timeout`)
 DEFAULT_TIMEOUT = 600.0
