@@ -29,8 +29,9 @@ from .bert import get_tokens_and_segments
 from .checks import check_positive_int
 from .data.wikitext import (DATA_ROOT, CorpusError,  # noqa: F401
                             CorpusNotFoundError, CorpusUnavailableError,
-                            SeededRandomSampler, download_wikitext2,
-                            locate_corpus)
+                            SeededRandomSampler, check_sentence_pairs,
+                            download_wikitext2, locate_corpus)
+
 
 def _read_wiki(data_dir, file_name='wiki.train.tokens'):
     """Read a WikiText file into shuffled paragraphs of sentences.
@@ -281,31 +282,11 @@ def _build_vocab(paragraphs):
     Tokens seen fewer than 5 times become ``'<unk>'``; d2l 1.0's `Vocab`
     sorts its tokens alphabetically, so ids depend on the whole corpus.
     """
-    # Imported on use, like every `d2l` import of the package: importing
-    # d2l takes about two seconds
-    from d2l import mxnet as d2l
+    from d2l import mxnet as d2l    # imported on use: it takes seconds
     sentences = [sentence for paragraph in paragraphs
                  for sentence in paragraph]
     return d2l.Vocab(sentences, min_freq=5, reserved_tokens=[
         '<pad>', '<mask>', '<cls>', '<sep>'])
-
-
-def _check_pairs(paragraphs, max_len):
-    """Raise a clear error when `paragraphs` can give no example at all."""
-    pair_lens = [len(paragraph[i]) + len(paragraph[i + 1]) + 3
-                 for paragraph in paragraphs
-                 for i in range(len(paragraph) - 1)]
-    if not pair_lens:
-        raise CorpusError(
-            "the corpus has no paragraph of two sentences, so there is no "
-            "sentence pair to learn from: each line of a WikiText file is a "
-            "paragraph and its sentences end with ' . '")
-    if min(pair_lens) > max_len:
-        raise ValueError(
-            f'max_len={max_len} is too small for any sentence pair of the '
-            f'corpus: the shortest pair needs {min(pair_lens)} tokens (its '
-            f"two sentences, one '<cls>' and two '<sep>'); use max_len >= "
-            f'{min(pair_lens)} (the book uses 64)')
 
 
 class _WikiTextDataset(gluon.data.Dataset):
@@ -353,7 +334,7 @@ class _WikiTextDataset(gluon.data.Dataset):
         # representing a paragraph, where each sentence is a list of tokens
         paragraphs = [d2l.tokenize(paragraph, token='word')
                       for paragraph in paragraphs]
-        _check_pairs(paragraphs, max_len)
+        check_sentence_pairs(paragraphs, max_len)
         self.vocab = _build_vocab(paragraphs) if vocab is None else vocab
         # Get data for the next sentence prediction task
         examples = []

@@ -41,18 +41,7 @@ def _measured():
     return {x.notebook: x for x in lengths.measure(BOOK_EN)}
 
 
-#: Notebooks longer than `MAX_RATIO` times their section.  The dataset
-#: notebook's `#@save` definitions, the package's own code, are longer
-#: than the book's: `load_data_wiki` reads any corpus and split (34 lines
-#: against the book's 10) and `_build_vocab` is new (26)
-LONG = {'bert-dataset.ipynb'}
-
-
-@pytest.mark.parametrize('name', [
-    pytest.param(name, marks=pytest.mark.xfail(
-        strict=True, reason='longer than the book by more than MAX_RATIO'))
-    if name in LONG else name
-    for name in lengths.NOTEBOOKS])
+@pytest.mark.parametrize('name', lengths.NOTEBOOKS)
 def test_notebook_code_is_within_max_ratio_of_the_books(name):
     length = _measured()[name]
     assert length.ratio <= lengths.MAX_RATIO, str(length)

@@ -41,6 +41,41 @@ class CorpusUnavailableError(RuntimeError):
     """WikiText-2 is neither on disk nor downloadable (no network?)."""
 
 
+def check_sentence_pairs(paragraphs, max_len):
+    """Raise a clear error when `paragraphs` can give no BERT example.
+
+    Parameters
+    ----------
+    paragraphs : list of list of list of str
+        Paragraphs of tokenized sentences, as `_WikiTextDataset` holds
+        them.
+    max_len : int
+        T, the length a sentence pair must fit in with its three special
+        tokens.
+
+    Raises
+    ------
+    CorpusError
+        When no paragraph has two sentences.
+    ValueError
+        When no pair fits in `max_len`.
+    """
+    pair_lens = [len(paragraph[i]) + len(paragraph[i + 1]) + 3
+                 for paragraph in paragraphs
+                 for i in range(len(paragraph) - 1)]
+    if not pair_lens:
+        raise CorpusError(
+            "the corpus has no paragraph of two sentences, so there is no "
+            "sentence pair to learn from: each line of a WikiText file is a "
+            "paragraph and its sentences end with ' . '")
+    if min(pair_lens) > max_len:
+        raise ValueError(
+            f'max_len={max_len} is too small for any sentence pair of the '
+            f'corpus: the shortest pair needs {min(pair_lens)} tokens (its '
+            f"two sentences, one '<cls>' and two '<sep>'); use max_len >= "
+            f'{min(pair_lens)} (the book uses 64)')
+
+
 def download_wikitext2(root=DATA_ROOT, urls=WIKITEXT2_URLS,
                        sha1_hash=WIKITEXT2_SHA1, timeout=30):
     """Return the WikiText-2 directory, downloading it if needed.
