@@ -137,3 +137,43 @@ def test_in_the_block_a_ctrl_c_in_mxnets_callback_comes_at_the_check():
             assert float(out.sum()) == 6.0
             interrupts.check()
             raise AssertionError('the Ctrl-C was lost')
+
+
+def sigterm():
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_sigterm_becomes_an_exception_and_its_file_is_not_left(tmp_path):
+    from d2l_bert.data.atomic import atomic_write
+
+    def write(path):
+        with open(path, 'w') as f:
+            f.write('half')
+        sigterm()
+    with pytest.raises(interrupts.Terminated):
+        with interrupts.terminated_as_exception():
+            atomic_write(tmp_path / 'model.params', write)
+    assert os.listdir(tmp_path) == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_sigterm_waits_for_the_next_check_as_a_ctrl_c_does():
+    steps = []
+    with pytest.raises(interrupts.Terminated):
+        with interrupts.terminated_as_exception(), \
+                interrupts.between_steps():
+            for step in interrupts.checked(range(5)):
+                if step == 1:
+                    sigterm()
+                steps.append(step)
+    assert steps == [0, 1]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_within_another_block_the_held_signal_is_kept():
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.between_steps():
+            ctrl_c()
+            with interrupts.between_steps():
+                pass
+            raise AssertionError('the held Ctrl-C was dropped')

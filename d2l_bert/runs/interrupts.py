@@ -1,4 +1,4 @@
-"""Ctrl-C between training steps, not inside MXNet.
+"""Ctrl-C and SIGTERM between training steps, not inside MXNet.
 
 A ``KeyboardInterrupt`` is raised wherever Python next runs, and in a
 training step that is often inside a callback MXNet calls from C: the
@@ -6,31 +6,48 @@ fast layer's custom operators infer shapes and storage types while
 autograd builds the backward pass.  There ctypes prints the exception and
 swallows it, and MXNet goes on with what the callback failed to return:
 the Ctrl-C is lost, or the step fails with an MXNet error.  In a training
-loop, `between_steps` holds a Ctrl-C until the loop's next `check` (the
-next batch, also during evaluation); a second Ctrl-C comes at once.
+loop, `between_steps` holds a Ctrl-C (or a SIGTERM) until the loop's next
+`check` (the next batch, also during evaluation); a second one comes at
+once.  `terminated_as_exception` makes a SIGTERM an exception, so that a
+file being written is removed (`d2l_bert.data.atomic`) rather than left
+half-written by the process's death.
 """
 import contextlib
 import signal
 import threading
 
-#: The Ctrl-Cs held since the last `check`
+
+class Terminated(BaseException):
+    """A SIGTERM, raised where the program stands (not an `Exception`:
+    nothing but the command's entry point should catch it)."""
+
+
+#: The signals held since the last `check`
 _held = []
 
 
+def _terminate(signum, frame):
+    raise Terminated
+
+
+def _raise(signum):
+    _held.clear()
+    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
 def _hold(signum, frame):
-    """SIGINT's handler in `between_steps`: hold the first Ctrl-C, raise
-    at the second."""
+    """The handler in `between_steps`: hold the first signal, raise at
+    the second."""
     if _held:
-        raise KeyboardInterrupt
+        _raise(signum)
     _held.append(signum)
 
 
 def check():
-    """Raise ``KeyboardInterrupt`` if a Ctrl-C is held: call it where a
-    step has ended."""
+    """Raise ``KeyboardInterrupt`` (`Terminated` for a SIGTERM) if a
+    signal is held: call it where a step has ended."""
     if _held:
-        _held.clear()
-        raise KeyboardInterrupt
+        _raise(_held[0])
 
 
 def checked(batches):
@@ -40,23 +57,49 @@ def checked(batches):
         yield batch
 
 
+def _ours(signum):
+    """Whether `signum`'s handler is Python's default (or
+    `terminated_as_exception`'s), which we may replace."""
+    handler = signal.getsignal(signum)
+    return (handler is signal.default_int_handler if signum == signal.SIGINT
+            else handler in (signal.SIG_DFL, _terminate))
+
+
+@contextlib.contextmanager
+def _handled(handler, signums):
+    """Give `signums` to `handler` for the `with` block, in the main
+    thread, where their handlers are ours to replace; restore them
+    after.  Yields whether it gave any."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {s: signal.getsignal(s) for s in signums if _ours(s)}
+    for signum in previous:
+        signal.signal(signum, handler)
+    try:
+        yield bool(previous)
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+@contextlib.contextmanager
+def terminated_as_exception():
+    """For the `with` block, a SIGTERM raises `Terminated`."""
+    with _handled(_terminate, [signal.SIGTERM]):
+        yield
+
+
 @contextlib.contextmanager
 def between_steps():
-    """For the `with` block, a Ctrl-C waits for the next `check`.
+    """For the `with` block, a Ctrl-C or a SIGTERM waits for the next
+    `check`.
 
-    Only in the main thread, and only where SIGINT has Python's own
-    handler (elsewhere, someone else decided what a Ctrl-C does).  A
-    Ctrl-C still held when the block ends is raised then.
+    Only in the main thread, and only where the signal has Python's own
+    handling (elsewhere, someone else decided what it does).  A signal
+    still held when the block ends is raised then.
     """
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT)
-            is not signal.default_int_handler):
+    with _handled(_hold, [signal.SIGINT, signal.SIGTERM]) as ours:
+        if ours:    # (not within another `between_steps`)
+            _held.clear()
         yield
-        return
-    _held.clear()
-    signal.signal(signal.SIGINT, _hold)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     check()
