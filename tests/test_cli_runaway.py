@@ -294,8 +294,13 @@ def session(sid, marker=None):
 
 def bounded(fsize=None, address_space=ADDRESS_SPACE):
     """The `preexec_fn` of a row's process: its limits (and, with
-    `fsize`, writes past it fail with EFBIG instead of SIGXFSZ)."""
+    `fsize`, writes past it fail with EFBIG instead of SIGXFSZ).  Ctrl-C
+    reaches it as a terminal's foreground command: a suite started in the
+    background (``pytest ... &`` in a script) ignores SIGINT, as a shell
+    sets it for background commands, and its children would inherit
+    that."""
     def limit():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_AS, (address_space,) * 2)
         resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS,) * 2)
         if fsize is not None:

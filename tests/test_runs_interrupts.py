@@ -14,6 +14,20 @@ from d2l_bert.runs import interrupts
 npx.set_np()
 
 
+@pytest.fixture(autouse=True)
+def pythons_own_handlers():
+    """SIGINT and SIGTERM handled as in a command started from a terminal,
+    whatever this process inherited (a suite started in the background
+    ignores SIGINT); put back afterwards."""
+    previous = {signum: signal.getsignal(signum)
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
 def ctrl_c():
     os.kill(os.getpid(), signal.SIGINT)
 
