@@ -87,8 +87,10 @@ FINETUNE = dict(
     num_classes=3)
 
 
-#: The PyTorch peer's versions (`TorchChild`): not dependencies of d2l-bert
-TORCH_PINS = 'torch==2.13.0 transformers==5.23.0'
+#: The PyTorch and ONNX Runtime peers' versions (`TorchChild`): not
+#: dependencies of d2l-bert
+TORCH_PINS = ('torch==2.13.0 transformers==5.23.0 onnxruntime==1.32.0 '
+              'onnx==1.23.2 onnxscript==0.7.2')
 
 #: What holds each library to AVX2 on a CPU that has AVX-512: OpenBLAS
 #: (MXNet's and SciPy's), oneDNN (MXNet's and PyTorch's), numba's compiled

