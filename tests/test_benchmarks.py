@@ -108,6 +108,16 @@ def test_minilm_benchmark_agrees_with_pytorch_within_1e_4():
     assert found, out
     assert max(float(v) for v in found.groups()) < 1e-4
     assert re.search(r'^speed of ours over PyTorch: \d+\.\d\dx', out, re.M)
+    onnx = re.search(r'largest difference on the hidden states: (\S+) from '
+                     r'ONNX Runtime, (\S+) from ONNX Runtime, '
+                     r'BERT-optimized$', out, re.M)
+    if onnx is None:    # a PyTorch Python without onnxruntime
+        assert '(no ONNX Runtime sides: onnxruntime is not installed' in out
+        return
+    assert max(float(v) for v in onnx.groups()) < 1e-4
+    assert re.search(r'^ONNX Runtime, BERT-optimized +\d+ ', out, re.M)
+    assert re.search(r'^speed of ours over the fastest peer \(.+\): '
+                     r'\d+\.\d\dx$', out, re.M)
 
 
 def test_minilm_sorting_benchmark_runs():
