@@ -271,3 +271,21 @@ def test_isa_avx2_is_refused_where_there_is_no_avx2(machine, refused,
     assert ("argument --isa: avx2 holds x86-64 libraries to AVX2, and this "
             "machine is aarch64: leave --isa out") in capsys.readouterr().err
     assert parser.parse_args([]).isa == 'native'
+
+
+def test_bf16_benchmark_compares_each_product_of_the_step():
+    out = _bench('bench_bf16.py', '--batch-size', '8', '--repeats', '1')
+    rows = re.findall(r'^(.+?) +(\d+)x(\d+) @ (\d+)x(\d+) +(\d+) +(\d+) +'
+                      r'(\d+\.\d\d)x +(\S+)$', out, re.M)
+    assert [r[0] for r in rows] == [
+        'attention projections (q, k, v, o)', 'FFN, first layer',
+        'FFN, second layer', 'MLM hidden layer', 'MLM output layer'], out
+    # 8 of the book's 512 sequences: 512 token rows, 80 masked rows
+    assert [(int(r[1]), int(r[2]), int(r[4])) for r in rows] == [
+        (512, 128, 128), (512, 128, 256), (512, 256, 128), (80, 128, 128),
+        (80, 128, 20256)]
+    # bfloat16 keeps 8 bits of mantissa: a gap of about 2**-8, not 0
+    assert all(1e-5 < float(r[8]) < 2e-2 for r in rows), out
+    assert re.search(r"^the forward products of one step \(\d+ GFLOP\): "
+                     r'float32 \d+ ms, bfloat16 \d+ ms, \d+\.\d\dx$', out,
+                     re.M), out
