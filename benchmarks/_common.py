@@ -574,11 +574,11 @@ def print_step_table(res, flops, gemm_flops, batch_size, labels,
         which leaves the kernel reclaiming memory, the median GEMM is
         slower).
     """
-    best = min(res['gemm'][1])
-    peak = gemm_flops / best / 1e9
+    fastest = min(res['gemm'][1])
+    peak = gemm_flops / fastest / 1e9
     print(f"\nstep arithmetic: {flops / 1e9:.0f} GFLOP; float32 GEMM "
           f"peak in this run: {peak:.0f} GFLOP/s (fastest of "
-          f"{len(res['gemm'][1])} rounds, {best * 1e3:.0f} ms for 5120x128 "
+          f"{len(res['gemm'][1])} rounds, {fastest * 1e3:.0f} ms for 5120x128 "
           f"@ 128x20256; median {res['gemm'][0] * 1e3:.0f} ms)")
     print(f"{'':30s}{'ms/step':>9s}{'pairs/s':>9s}{'GFLOP/s':>9s}"
           f"{'of GEMM':>9s}{'CPU s':>8s}{'vs d2l':>8s}")
