@@ -372,12 +372,10 @@ def distinct_positions(pred_positions, row_multiple=256):
     row_multiple : int, default 256
         K is rounded up to a multiple of this, at most B*P (the extra
         pairs are example 0's position 0, which no prediction reads), so
-        that the graph meets few shapes: each larger K makes the static
-        graph plan its memory again, and the process keeps the memory of
-        the larger plans.  In the book's data (batch 512, ``max_len`` 64), K is
-        2688 to 2792 of B*P = 5120; rounded to 8 the loop's resident
-        memory settled at 2.5 GB, rounded to 256 at 1.8 GB (1.3 GB with
-        the head on all B*P rows).
+        that the graph meets few shapes: K changes with every batch of
+        the book's data, each larger K makes the static graph plan its
+        memory again, and the process keeps the larger plans' memory
+        (measured in docs/performance-history.md).
 
     Returns
     -------
