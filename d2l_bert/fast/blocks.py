@@ -369,6 +369,8 @@ def distinct_positions(pred_positions, row_multiple=256):
     Parameters
     ----------
     pred_positions : ndarray, int, shape (B, P)
+        The positions `MaskLM` gathers from each sequence, as the book
+        passes them (padding repeats a position).
     row_multiple : int, default 256
         K is rounded up to a multiple of this, at most B*P (the extra
         pairs are example 0's position 0, which no prediction reads), so
