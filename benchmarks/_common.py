@@ -23,6 +23,10 @@ imported (and loads OpenBLAS, which picks its kernels then).
   benchmark (GEMM peak, a row per step, the fastest step);
 - `arg_parser`: the options every script takes; `add_profile_options`
   and `profile`: MXNet's operator profile of one call instead of timing;
+- `cpu_model`, `machine`, `gemm_rates`, `best_gemm`, `print_machine`:
+  what each benchmark prints first, the CPU model and the machine's best
+  float32 GEMM (oneDNN's, MXNet's `np.dot`, NumPy's, SciPy's);
+  `print_against_best`: rates as shares of that best;
 - `start_step_benchmark`: the threads and the machine, printed;
 - `timed`, `take_turns`: time functions here and turns of a PyTorch
   child in rounds, with a pause between turns;
@@ -35,6 +39,7 @@ imported (and loads OpenBLAS, which picks its kernels then).
 """
 import argparse
 import importlib.util
+import json
 import os
 import pickle
 import platform
@@ -141,20 +146,119 @@ def set_threads(num_threads=None, short_spin=True, isa='native'):
     return held + '\n' + lines
 
 
-def machine():
-    """Describe the CPU, the core count and the load, in one line."""
-    model = platform.processor() or platform.machine()
+def cpu_model():
+    """The CPU's model name: `lscpu`'s "Model name", else the "model name"
+    of /proc/cpuinfo, else what `platform` knows."""
+    try:
+        done = subprocess.run(['lscpu'], capture_output=True, text=True,
+                              timeout=30, env=dict(os.environ, LC_ALL='C'))
+        for line in done.stdout.splitlines():
+            if line.startswith('Model name:'):
+                return line.split(':', 1)[1].strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
     try:
         with open('/proc/cpuinfo') as f:
             for line in f:
                 if line.startswith('model name'):
-                    model = line.split(':', 1)[1].strip()
-                    break
+                    return line.split(':', 1)[1].strip()
     except OSError:
         pass
+    return platform.processor() or platform.machine()
+
+
+def machine():
+    """Describe the CPU, the core count and the load, in one line."""
     load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
-    return (f'{model}, {os.cpu_count()} logical CPUs, load average '
+    return (f'{cpu_model()}, {os.cpu_count()} logical CPUs, load average '
             f'{load:.1f}, Python {platform.python_version()}')
+
+
+#: The shape of every GEMM timed here, (M, K) @ (K, N): the MLM output
+#: layer's at the book's settings, 5120 rows of 128 times 128 x 20256
+GEMM_SHAPE = (5120, 128, 20256)
+
+
+def gemm_rates(repeats=3):
+    """GFLOP/s of a float32 GEMM of `GEMM_SHAPE` by each library of this
+    process, the fastest of `repeats` after one untimed call, each
+    writing into an output it reuses.
+
+    Run after `set_threads` (MXNet imported afterwards): the libraries'
+    threads are then those the benchmarks run with.
+
+    Returns
+    -------
+    dict of str -> float
+        "oneDNN FullyConnected" (`gemm_rate`, what Gluon's `Dense`
+        runs), "MXNet np.dot", "NumPy matmul" and "SciPy sgemm" (when
+        SciPy imports).
+    """
+    import numpy as onp
+    from mxnet import np
+    M, K, N = GEMM_SHAPE
+    X = onp.random.uniform(-1, 1, (M, K)).astype('float32')
+    W = onp.random.uniform(-1, 1, (K, N)).astype('float32')
+    fc, _ = gemm_rate()
+    X_mx, W_mx, out_mx = np.array(X), np.array(W), np.zeros((M, N))
+    out = onp.empty((M, N), 'float32')
+    runs = {'oneDNN FullyConnected': fc,
+            'MXNet np.dot': lambda: np.dot(X_mx, W_mx,
+                                           out=out_mx).wait_to_read(),
+            'NumPy matmul': lambda: onp.matmul(X, W, out=out)}
+    try:
+        from scipy.linalg.blas import sgemm
+        X_f, W_f = onp.asfortranarray(X), onp.asfortranarray(W)
+        out_f = onp.empty((M, N), 'float32', order='F')
+        runs['SciPy sgemm'] = lambda: sgemm(1.0, X_f, W_f, c=out_f,
+                                             overwrite_c=True)
+    except ImportError:
+        pass
+    rates = {}
+    for name, run in runs.items():
+        run()
+        best = min(timed(run)[0] for _ in range(repeats))
+        rates[name] = 2 * M * K * N / best / 1e9
+    return rates
+
+
+def best_gemm(threads=None):
+    """The machine's best float32 GEMM rate: `gemm_rates` measured in a
+    process of its own (after `set_threads(threads)`, with the
+    instruction set this process's environment holds).
+
+    Returns
+    -------
+    best : float
+        The highest of the libraries' rates, GFLOP/s.
+    line : str
+        Every library's rate and the best, to print.
+    """
+    command = [sys.executable, os.path.abspath(__file__), '--gemm-rates']
+    if threads is not None:
+        command += ['--threads', str(threads)]
+    done = subprocess.run(command, capture_output=True, text=True,
+                          timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError('measuring the GEMMs failed:\n' + done.stderr)
+    rates = json.loads(done.stdout.strip().splitlines()[-1])
+    name = max(rates, key=rates.get)
+    M, K, N = GEMM_SHAPE
+    return rates[name], (
+        f'float32 GEMM {M}x{K} @ {K}x{N}, fastest of 3: ' +
+        ', '.join(f'{n} {r:.0f}' for n, r in rates.items()) +
+        f' GFLOP/s; best {rates[name]:.0f} ({name})')
+
+
+def print_machine(threads=None):
+    """Print the CPU model (`cpu_model`), the cores and the load
+    (`machine`), and the machine's best float32 GEMM (`best_gemm`), at
+    the start of a benchmark; return that best rate in GFLOP/s, the rate
+    a benchmark's arithmetic is compared with."""
+    print(machine(), flush=True)
+    best, line = best_gemm(threads)
+    print(line, flush=True)
+    return best
 
 
 def book_batch(batch_size=BOOK['batch_size'], max_len=BOOK['max_len'],
@@ -488,7 +592,8 @@ def waited(f):
     return run
 
 
-def print_step_table(res, flops, gemm_flops, batch_size, labels):
+def print_step_table(res, flops, gemm_flops, batch_size, labels,
+                     best=None):
     """Print the GEMM peak and a row per step of a run of `alternate`.
 
     Parameters
@@ -502,6 +607,9 @@ def print_step_table(res, flops, gemm_flops, batch_size, labels):
     batch_size : int
     labels : sequence of (name, label)
         The rows, in order.
+    best : float, optional
+        The machine's best float32 GEMM rate (`print_machine`), GFLOP/s:
+        each row's rate against it is printed too (`print_against_best`).
 
     Returns
     -------
@@ -510,11 +618,11 @@ def print_step_table(res, flops, gemm_flops, batch_size, labels):
         which leaves the kernel reclaiming memory, the median GEMM is
         slower).
     """
-    best = min(res['gemm'][1])
-    peak = gemm_flops / best / 1e9
+    fastest = min(res['gemm'][1])
+    peak = gemm_flops / fastest / 1e9
     print(f"\nstep arithmetic: {flops / 1e9:.0f} GFLOP; float32 GEMM "
           f"peak in this run: {peak:.0f} GFLOP/s (fastest of "
-          f"{len(res['gemm'][1])} rounds, {best * 1e3:.0f} ms for 5120x128 "
+          f"{len(res['gemm'][1])} rounds, {fastest * 1e3:.0f} ms for 5120x128 "
           f"@ 128x20256; median {res['gemm'][0] * 1e3:.0f} ms)")
     print(f"{'':30s}{'ms/step':>9s}{'pairs/s':>9s}{'GFLOP/s':>9s}"
           f"{'of GEMM':>9s}{'CPU s':>8s}{'vs d2l':>8s}")
@@ -524,7 +632,19 @@ def print_step_table(res, flops, gemm_flops, batch_size, labels):
         print(f'{label:30s}{t * 1e3:9.0f}{batch_size / t:9.0f}'
               f'{rate:9.1f}{100 * rate / peak:8.0f}%{res[name][2]:8.2f}'
               f"{res['d2l'][0] / t:7.2f}x")
+    if best is not None:
+        print_against_best({label: flops / res[name][0] / 1e9
+                            for name, label in labels}, best)
     return peak
+
+
+def print_against_best(rates, best):
+    """Print each rate of `rates` (label -> GFLOP/s) as a share of the
+    machine's best float32 GEMM rate `best` (`print_machine`)."""
+    print(f"against the machine's best float32 GEMM ({best:.0f} GFLOP/s, "
+          'measured at the start): ' + ', '.join(
+              f'{label.strip()} {100 * rate / best:.0f}%'
+              for label, rate in rates.items()))
 
 
 def print_fastest_step(res, flops, peak):
@@ -578,24 +698,25 @@ def add_profile_options(p):
 def start_step_benchmark(args):
     """Set the threads of a step benchmark (`set_threads`, before `mxnet`
     is imported) and, with `args.profile`, one operator per engine job,
-    so that each gets its own time; print the choices and `machine()`."""
+    so that each gets its own time; print the choices and the machine
+    (`print_machine`).  Returns the machine's best float32 GEMM rate."""
     threads = set_threads(args.threads, isa=args.isa)
     if args.profile:
         os.environ['MXNET_EXEC_BULK_EXEC_TRAIN'] = '0'
     print(threads)
-    print(machine())
+    return print_machine(args.threads)
 
 
 def start_steps(args):
     """The start of a step benchmark's run: in this process
     (``--one-process`` or ``--profile``) `start_step_benchmark`; else,
     each side in its own process, hold the instruction set the sides
-    inherit and print the machine."""
+    inherit and print the machine (`print_machine`).  Returns the
+    machine's best float32 GEMM rate, GFLOP/s."""
     if args.one_process or args.profile:
-        start_step_benchmark(args)
-    else:
-        print(hold_isa(args.isa))
-        print(machine())
+        return start_step_benchmark(args)
+    print(hold_isa(args.isa))
+    return print_machine(args.threads)
 
 
 def profile(fn, label, top):
@@ -812,3 +933,15 @@ def job_worker(batch_size, prepare_kvstore=None):
         devices=devices, batch_size=batch_size,
         shards=worker_shards(batch, devices, workers.rank,
                              workers.num_workers))
+
+
+if __name__ == '__main__':
+    # `best_gemm`'s process: the libraries' GEMM rates, as JSON
+    if sys.argv[1:2] == ['--gemm-rates']:
+        p = argparse.ArgumentParser()
+        p.add_argument('--gemm-rates', action='store_true')
+        p.add_argument('--threads', type=int, default=None)
+        options = p.parse_args()
+        # the instruction set is the environment's, inherited
+        print(set_threads(options.threads), file=sys.stderr)
+        print(json.dumps(gemm_rates()))

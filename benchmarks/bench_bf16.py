@@ -77,6 +77,7 @@ def sides(rows, inputs, outputs):
 def main(argv=None):
     args = parse_args(argv)
     print(_common.set_threads(args.threads, isa=args.isa))
+    _common.print_machine(args.threads)
     import mxnet as mx
     print(f'MXNet {mx.__version__}; bfloat16 flags of this CPU: '
           f'{bf16_flags()}')

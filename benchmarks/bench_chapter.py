@@ -159,6 +159,9 @@ def main(argv=None):
     args = parse_args(argv)
     from d2l_bert.threads import set_threads
     set_threads()  # before mxnet, which building the stand-ins imports
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _common
+    _common.print_machine()
     from d2l_bert import cli
     paths = write_archives(args.work)
     for path in paths.values():

@@ -176,7 +176,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker(args)
-    print(_common.machine())
+    _common.print_machine(args.threads)
     runs = {name: [] for name, _, _, _ in CONFIGURATIONS}
     for r in range(args.rounds):
         order = CONFIGURATIONS if r % 2 == 0 else CONFIGURATIONS[::-1]

@@ -102,7 +102,7 @@ def main(argv=None):
     if args.profile:
         os.environ['MXNET_EXEC_BULK_EXEC_INFERENCE'] = '0'
     print(threads)
-    print(_common.machine())
+    best = _common.print_machine(args.threads)
     d2l_encode, ours_encode, onednn_encode, gap, cfg = build(args)
     print(f"largest difference from d2l's encodings: {gap:.2e}")
     if args.profile:
@@ -128,6 +128,10 @@ def main(argv=None):
         rate = flops / t / 1e9
         print(f'{label:18s}{t * 1e3:9.0f}{cfg["batch_size"] / t:9.0f}'
               f'{rate:9.1f}{100 * rate / peak:8.0f}%{res[name][2]:8.2f}')
+    _common.print_against_best(
+        {label: flops / res[name][0] / 1e9 for name, label in (
+            ('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert'),
+            ('onednn', '+ optimize_for'))}, best)
     print(f"speed-up of d2l_bert over d2l 1.0.3: "
           f"{res['d2l'][0] / res['ours'][0]:.2f}x (accelerate), "
           f"{res['d2l'][0] / res['onednn'][0]:.2f}x "

@@ -168,7 +168,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker(args)
-    _common.start_steps(args)
+    best = _common.start_steps(args)
     if not (args.one_process or args.profile):
         print('each step in a process of its own, taking turns')
     if args.profile:
@@ -184,7 +184,7 @@ def main(argv=None):
     flops = _common.finetune_step_flops(**cfg)
     peak = _common.print_step_table(
         res, flops, gemm_flops, cfg['batch_size'],
-        (('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert accelerated')))
+        (('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert accelerated')), best)
     print(f"speed-up over d2l 1.0.3: {res['d2l'][0] / res['ours'][0]:.2f}x")
     _common.print_fastest_step(res, flops, peak)
     print('load average at the end: '

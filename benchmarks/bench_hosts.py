@@ -232,7 +232,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker(args)
-    print(_common.machine())
+    _common.print_machine()
     cluster = C.Cluster()
     runs = {name: [] for name, _, _ in CONFIGURATIONS}
     try:

@@ -25,7 +25,7 @@ def main():
     parser.add_argument('--repeats', type=int, default=15)
     args = parser.parse_args()
     print(_common.set_threads())
-    print(_common.machine())
+    _common.print_machine()
 
     import mxnet as mx
     from mxnet import np, npx

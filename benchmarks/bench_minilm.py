@@ -310,7 +310,7 @@ def main(argv=None):
         return 2
     print(_common.set_threads(args.threads, isa=args.isa))
     num_threads = int(os.environ.get('OMP_NUM_THREADS', '1'))
-    print(_common.machine())
+    best = _common.print_machine(args.threads)
     if args.sorting:
         return sorting(args)
     batch = token_batch(args.batch_size, args.seq_len, args.valid)
@@ -325,13 +325,13 @@ def main(argv=None):
         if child is None:
             return 2
     try:
-        return timing(args, fns, child)
+        return timing(args, fns, child, best)
     finally:
         if child is not None:
             child.close()
 
 
-def timing(args, fns, child):
+def timing(args, fns, child, best):
     gemm, gemm_flops = _common.gemm_rate()
     turns = {name: (lambda f=f: _common.timed(f))
              for name, f in fns.items()}
@@ -359,6 +359,9 @@ def timing(args, fns, child):
             rate = flops / t / 1e9
             print(f'{label:28s}{t * 1e3:9.0f}{B / t:9.1f}{rate:9.1f}'
                   f'{100 * rate / peak:8.0f}%{cpu[name]:8.2f}')
+    _common.print_against_best({label: flops / wall[name] / 1e9
+                                for name, label in labels if name in wall},
+                               best)
     if 'torch' in wall:
         print(f'speed of ours over PyTorch: '
               f"{wall['torch'] / wall['ours']:.2f}x (median wall time; "

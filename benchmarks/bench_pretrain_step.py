@@ -137,7 +137,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker(args)
-    _common.start_steps(args)
+    best = _common.start_steps(args)
     print(f'batch: {args.batch}; '
           + ('all in this process' if args.one_process or args.profile
              else 'each step in a process of its own, taking turns'))
@@ -158,7 +158,7 @@ def main(argv=None):
     peak = _common.print_step_table(
         res, flops, gemm_flops, cfg['batch_size'],
         (('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert command line'),
-         ('book', "book's loop, accelerated")))
+         ('book', "book's loop, accelerated")), best)
     print(f"speed-up over d2l 1.0.3: command line "
           f"{res['d2l'][0] / res['ours'][0]:.2f}x, book's loop on the "
           f"accelerated model and loss {res['d2l'][0] / res['book'][0]:.2f}x")

@@ -103,6 +103,11 @@ def main(argv=None):
         return worker(args.isa)
     if len(args.python) < 2:
         p.error('give two interpreters: --python A --python B')
+    sys.path.insert(0, HERE)
+    import _common
+    if args.isa == 'avx2':
+        _common.hold_isa('avx2')     # for the GEMMs' process
+    _common.print_machine()
     load = os.getloadavg()[0]
     children = [Child(python, args.isa) for python in args.python]
     for i, child in enumerate(children):

@@ -81,7 +81,7 @@ def main():
     if args.worker:
         return worker(args.worker, args.batch)
     print(_common.hold_isa('avx2'))
-    print(_common.machine(), flush=True)
+    _common.print_machine()
     children = {kind: _common.Child(sys.executable, __file__, kind,
                                     '--batch', args.batch)
                 for kind in ('alone', 'mixed')}

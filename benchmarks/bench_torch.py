@@ -208,7 +208,7 @@ def main(argv=None):
         return 2
     print(_common.set_threads(args.threads, isa=args.isa))
     num_threads = int(os.environ.get('OMP_NUM_THREADS', '1'))
-    print(_common.machine())
+    best = _common.print_machine(args.threads)
     cfg = dict(_common.BOOK, batch_size=args.batch_size)
     batch = _common.book_batch(cfg['batch_size'], cfg['max_len'],
                                cfg['vocab_size'], cfg['num_preds'])
@@ -227,12 +227,12 @@ def main(argv=None):
                 print(install_hint(python), file=sys.stderr)
                 return 2
             raise
-        return run(args, cfg, batch, child, info, num_threads)
+        return run(args, cfg, batch, child, info, num_threads, best)
     finally:
         child.close()
 
 
-def run(args, cfg, batch, child, info, num_threads):
+def run(args, cfg, batch, child, info, num_threads, best):
     print(f"PyTorch {info['torch']}, transformers {info['transformers']}, "
           f"{info['threads']} threads (Python {info['python']}, child "
           f'process); d2l_bert: {num_threads} threads')
@@ -271,6 +271,10 @@ def run(args, cfg, batch, child, info, num_threads):
         rate = flops / t / 1e9
         print(f'{label:22s}{t * 1e3:9.0f}{cfg["batch_size"] / t:9.0f}'
               f'{rate:9.1f}{100 * rate / peak:8.0f}%{cpu[name]:8.2f}')
+    _common.print_against_best(
+        {label: flops / wall[name] / 1e9 for name, label in (
+            ('torch', 'HF BERT (PyTorch)'), ('ours', 'd2l_bert (MXNet)'))},
+        best)
     print(f"ratio torch/ours: {wall['torch'] / wall['ours']:.2f} in wall "
           f"time, {cpu['torch'] / cpu['ours']:.2f} in CPU seconds (above "
           f'1: d2l_bert is faster)')

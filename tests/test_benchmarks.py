@@ -46,6 +46,21 @@ def test_pretrain_step_benchmark_compares_three_equal_models():
     assert re.search(r"^speed-up over d2l 1\.0\.3: command line "
                      r"\d+\.\d\dx, book's loop on the accelerated model "
                      r"and loss \d+\.\d\dx$", out, re.M), out
+    # First the CPU and the machine's best GEMM, last each step against it
+    gemm = re.search(r'^float32 GEMM 5120x128 @ 128x20256, fastest of 3: '
+                     r'oneDNN FullyConnected (\d+), MXNet np\.dot (\d+), '
+                     r'NumPy matmul (\d+)(?:, SciPy sgemm (\d+))? '
+                     r'GFLOP/s; best (\d+) \(', out, re.M)
+    assert gemm, out
+    rates = [int(r) for r in gemm.groups()[:4] if r is not None]
+    assert int(gemm.group(5)) == max(rates) > 0
+    assert out.index('float32 GEMM') < out.index('round 1/1')
+    against = re.search(
+        r"^against the machine's best float32 GEMM \((\d+) GFLOP/s, "
+        r"measured at the start\): d2l 1\.0\.3 \d+%, d2l_bert command "
+        r"line \d+%, book's loop, accelerated \d+%$", out, re.M)
+    assert against, out
+    assert against.group(1) == gemm.group(5)
 
 
 def test_encode_benchmark_encodes_as_d2l_does():
@@ -289,3 +304,34 @@ def test_bf16_benchmark_compares_each_product_of_the_step():
     assert re.search(r"^the forward products of one step \(\d+ GFLOP\): "
                      r'float32 \d+ ms, bfloat16 \d+ ms, \d+\.\d\dx$', out,
                      re.M), out
+
+
+def _common_module():
+    sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
+    try:
+        import _common
+    finally:
+        sys.path.pop(0)
+    return _common
+
+
+def test_cpu_model_reads_lscpu_then_proc_cpuinfo(monkeypatch):
+    _common = _common_module()
+
+    class Done:
+        stdout = 'Architecture:  x86_64\nModel name:   Some CPU 9000\n'
+    monkeypatch.setattr(_common.subprocess, 'run', lambda *a, **k: Done)
+    assert _common.cpu_model() == 'Some CPU 9000'
+
+    def missing(*args, **kwargs):
+        raise FileNotFoundError('lscpu')
+    monkeypatch.setattr(_common.subprocess, 'run', missing)
+    if os.path.exists('/proc/cpuinfo'):
+        with open('/proc/cpuinfo') as f:
+            names = [line.split(':', 1)[1].strip() for line in f
+                     if line.startswith('model name')]
+        if names:
+            assert _common.cpu_model() == names[0]
+            return
+    assert _common.cpu_model() == (_common.platform.processor()
+                                   or _common.platform.machine())

@@ -84,6 +84,22 @@ def test_fast_model_equals_the_book_model(tiny_batch, kernels,
         assert_close(fast_grads[name], book_grads[name], GRADIENTS)
 
 
+def test_distinct_positions_name_each_pair_once():
+    pred_positions = np.array([[1, 5, 0, 0], [2, 2, 0, 7], [0, 0, 0, 0]],
+                              dtype='int32')
+    # Rounded up to 256 rows, but never more than B*P
+    assert blocks.distinct_positions(pred_positions)[0].shape == (2, 12)
+    rows, copies = blocks.distinct_positions(pred_positions, row_multiple=8)
+    # 7 distinct pairs, rounded up to 8 rows with example 0's position 0
+    assert rows.shape == (2, 8) and copies.shape == (3, 4)
+    rows, copies = rows.asnumpy(), copies.asnumpy()
+    pairs = [tuple(p) for p in rows.T]
+    assert len(set(pairs[:7])) == 7 and pairs[7] == (0, 0)
+    for b in range(3):
+        for p in range(4):
+            assert pairs[copies[b, p]] == (b, int(pred_positions[b, p]))
+
+
 @pytest.mark.parametrize('kernels', KERNELS)
 def test_fast_blocks_take_the_books_parameters_and_names(kernels):
     net = tiny_model()

@@ -15,7 +15,10 @@ arithmetic runs:
   operators, masking by addition (`_softmax_with_lens`);
 - AddNorm is one compiled operator (`_ops.add_norm`), and the other
   LayerNorms get a compiled backward pass (`_ops.layer_norm`);
-- the three embeddings are summed by one `add_n` (`_ops.add_embeddings`).
+- the three embeddings are summed by one `add_n` (`_ops.add_embeddings`);
+- the MLM head runs once per distinct predicted position
+  (`distinct_positions`): the padding of `pred_positions` repeats a
+  position, and the book computes its scores again for each repeat.
 
 Whether the compiled loops run (``kernels``) is decided once, when a twin
 is built (`d2l_bert.fast.accelerate` decides for the whole model); each
@@ -33,6 +36,7 @@ input size of the projections
 import warnings
 
 import mxnet as mx
+import numpy as onp
 from mxnet.gluon import nn
 
 from ..checks import check_encoder_inputs, check_pred_positions
@@ -334,24 +338,68 @@ class FastBERTEncoder(_Checked):
 
 
 class FastMaskLM(nn.HybridBlock):
-    """`MaskLM`, gathering with `gather_nd`."""
+    """`MaskLM` on each gathered position once.
+
+    The book's `MaskLM` runs its MLP on all B*P gathered encodings.  A
+    position named twice in a sequence (as the padding of
+    `pred_positions` names position 0 again and again) gives the same
+    scores twice; the twin runs the MLP on the K distinct positions
+    (`distinct_positions`) and copies each row of scores to where the
+    book's would be.  The scores are the same numbers; the backward pass
+    sums the gradients of a row's copies, as the book's sums them into
+    the weights.
+    """
     def __init__(self, mlm, kernels):
         super().__init__()
         self.mlp = nn.HybridSequential()
         self.mlp.add(mlm.mlp[0], FastLayerNorm(mlm.mlp[1], kernels),
                      mlm.mlp[2])
 
-    def hybrid_forward(self, F, X, pred_positions):
-        """`X` (B, T, H), `pred_positions` (B, P) -> (B, P, V)."""
-        pred_positions = pred_positions.astype('int32')      # (B, P)
-        batch_idx = F.npx.arange_like(pred_positions,
-                                      axis=0).astype('int32')  # (B,)
-        # Row b of `batch_idx` repeats b once per predicted position
-        batch_idx = (F.np.zeros_like(pred_positions)
-                     + F.npx.reshape(batch_idx, (-1, 1)))    # (B, P)
-        indices = F.np.stack([batch_idx, pred_positions])    # (2, B, P)
-        masked_X = F.npx.gather_nd(X, indices)               # (B, P, H)
-        return self.mlp(masked_X)                            # (B, P, V)
+    def hybrid_forward(self, F, X, rows, copies):
+        """`X` (B, T, H), `rows` (2, K), `copies` (B, P) -> (B, P, V)."""
+        masked_X = F.npx.gather_nd(X, rows)                  # (K, H)
+        scores = self.mlp(masked_X)                          # (K, V)
+        return F.np.take(scores, copies, axis=0)             # (B, P, V)
+
+
+def distinct_positions(pred_positions, row_multiple=256):
+    """The distinct (example, position) pairs of `pred_positions`, and for
+    each prediction the index of its pair.
+
+    Parameters
+    ----------
+    pred_positions : ndarray, int, shape (B, P)
+        The positions `MaskLM` gathers from each sequence, as the book
+        passes them (padding repeats a position).
+    row_multiple : int, default 256
+        K is rounded up to a multiple of this, at most B*P (the extra
+        pairs are example 0's position 0, which no prediction reads), so
+        that the graph meets few shapes: K changes with every batch of
+        the book's data, each larger K makes the static graph plan its
+        memory again, and the process keeps the larger plans' memory
+        (measured in docs/performance-history.md).
+
+    Returns
+    -------
+    rows : ndarray, int32, shape (2, K)
+        Each pair's example and position, for `gather_nd`.
+    copies : ndarray, int32, shape (B, P)
+        The pair of each prediction, an index into the K rows.
+    """
+    ctx = pred_positions.ctx
+    positions = pred_positions.asnumpy().astype('int64')    # (B, P)
+    B, P = positions.shape
+    T = int(positions.max()) + 1 if positions.size else 1
+    keys = onp.arange(B)[:, None] * T + positions           # (B, P)
+    pairs, copies = onp.unique(keys, return_inverse=True)   # (n,), (B*P,)
+    K = min(max(1, -(-len(pairs) // row_multiple)) * row_multiple,
+            max(B * P, 1))
+    pairs = onp.concatenate([pairs, onp.zeros(K - len(pairs),
+                                              pairs.dtype)])  # (K,)
+    rows = onp.stack([pairs // T, pairs % T])               # (2, K)
+    return (mx.np.array(rows, dtype='int32', ctx=ctx),      # (2, K)
+            mx.np.array(copies.reshape(B, P), dtype='int32',
+                        ctx=ctx))                           # (B, P)
 
 
 class FastNextSentencePred(nn.HybridBlock):
@@ -386,18 +434,25 @@ class FastBERTModel(_Checked):
 
     def forward(self, tokens, segments, valid_lens=None,
                 pred_positions=None):
-        """Check the inputs (arrays), then run the graph."""
-        if not isinstance(tokens, mx.sym.Symbol):
+        """Check the inputs (arrays), then run the graph on the distinct
+        predicted positions (`distinct_positions`).  Given a graph's
+        symbols, `pred_positions` stands for the graph's two inputs
+        ``rows`` and ``copies``, as a tuple."""
+        if isinstance(tokens, mx.sym.Symbol):
+            positions = pred_positions or ()
+        else:
             self._prepare(self.encoder, tokens, segments, valid_lens,
                           [valid_lens, pred_positions])
+            positions = ()
             if pred_positions is not None:
                 check_pred_positions(pred_positions, *tokens.shape)
+                positions = distinct_positions(pred_positions)
         with warnings.catch_warnings():
             # Without `pred_positions` the graph leaves `mlm` out, as it
             # should; Gluon's warning about unused parameters would confuse
             warnings.filterwarnings('ignore', 'Parameter .* is not used')
             outputs = super().forward(tokens, segments, valid_lens,
-                                      pred_positions)
+                                      *positions)
         if isinstance(tokens, mx.sym.Symbol):
             return outputs
         if pred_positions is None:
@@ -406,15 +461,17 @@ class FastBERTModel(_Checked):
         return tuple(outputs)
 
     def hybrid_forward(self, F, tokens, segments, valid_lens=None,
-                       pred_positions=None):
-        """Returns ``encoded_X`` (B, T, H), ``mlm_Y_hat`` (B, P, V) (left
-        out without `pred_positions`) and ``nsp_Y_hat`` (B, 2)."""
+                       rows=None, copies=None):
+        """`rows` (2, K) and `copies` (B, P): `distinct_positions` of the
+        book's `pred_positions`.  Returns ``encoded_X`` (B, T, H),
+        ``mlm_Y_hat`` (B, P, V) (left out without `rows`) and
+        ``nsp_Y_hat`` (B, 2)."""
         encoded_X = self.encoder(tokens, segments, valid_lens)  # (B, T, H)
         # The NSP classifier reads the encoding of `<cls>`, at position 0
         nsp_Y_hat = self.nsp(self.hidden(encoded_X[:, 0, :]))  # (B, 2)
-        if pred_positions is None:
+        if rows is None:
             return encoded_X, nsp_Y_hat  # a graph cannot output None
-        mlm_Y_hat = self.mlm(encoded_X, pred_positions)      # (B, P, V)
+        mlm_Y_hat = self.mlm(encoded_X, rows, copies)        # (B, P, V)
         return encoded_X, mlm_Y_hat, nsp_Y_hat
 
 
