@@ -191,3 +191,23 @@ def test_within_another_block_the_held_signal_is_kept():
             with interrupts.between_steps():
                 pass
             raise AssertionError('the held Ctrl-C was dropped')
+
+
+def test_a_forked_worker_dies_of_sigterm_as_a_pool_expects():
+    # Pool.terminate() ends its workers with SIGTERM: in a worker forked
+    # inside the blocks the signal is neither raised nor held
+    import multiprocessing
+    with interrupts.terminated_as_exception(), interrupts.between_steps():
+        pool = multiprocessing.get_context('fork').Pool(1)
+        try:
+            handlers = pool.apply(_handlers)
+        finally:
+            pool.terminate()
+            pool.join()
+    assert handlers == (True, True)
+
+
+def _handlers():
+    """Whether SIGINT and SIGTERM have Python's default handling."""
+    return (signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+            signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)

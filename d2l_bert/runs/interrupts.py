@@ -13,6 +13,7 @@ file being written is removed (`d2l_bert.data.atomic`) rather than left
 half-written by the process's death.
 """
 import contextlib
+import os
 import signal
 import threading
 
@@ -24,6 +25,21 @@ class Terminated(BaseException):
 
 #: The signals held since the last `check`
 _held = []
+#: signal -> the handler it had before `_handled` replaced it
+_replaced = {}
+
+
+def _restore_in_child():
+    """In a process forked from here (a `multiprocessing` worker), the
+    handlers it had before: ``Pool.terminate`` ends its workers with
+    SIGTERM, which must not be raised or held there."""
+    for signum, handler in _replaced.items():
+        signal.signal(signum, handler)
+    _replaced.clear()
+    _held.clear()
+
+
+os.register_at_fork(after_in_child=_restore_in_child)
 
 
 def _terminate(signum, frame):
@@ -74,12 +90,15 @@ def _handled(handler, signums):
     if threading.current_thread() is threading.main_thread():
         previous = {s: signal.getsignal(s) for s in signums if _ours(s)}
     for signum in previous:
+        _replaced.setdefault(signum, previous[signum])
         signal.signal(signum, handler)
     try:
         yield bool(previous)
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+            if _replaced.get(signum) is old:
+                del _replaced[signum]
 
 
 @contextlib.contextmanager
