@@ -1,6 +1,9 @@
 """Tests of d2l_bert/data/atomic.py: files written whole or not at all."""
 import os
+import signal
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -273,3 +276,38 @@ def test_a_failure_that_is_not_the_disks_is_raised_as_it_is(tmp_path):
                                   tmp_path / 'x')
     assert str(failure) == (f'[Errno 5] the write failed (Write '
                             f"incomplete): '{tmp_path / 'x'}'")
+
+
+SIGTERM_MID_WRITE = """
+import os, signal, sys
+from d2l_bert.data.atomic import atomic_write
+
+def write(path):
+    with open(path, 'w') as f:
+        f.write('new, ')
+        os.kill(os.getpid(), signal.SIGTERM)   # mid-write
+        f.write('whole')
+    print('written', flush=True)
+
+atomic_write(sys.argv[1], write)
+print('not reached', flush=True)
+"""
+
+
+def test_a_sigterm_mid_write_waits_for_the_file_then_ends_the_process(
+        tmp_path):
+    dest = tmp_path / 'model.params'
+    dest.write_text('old')
+    proc = subprocess.run([sys.executable, '-c', SIGTERM_MID_WRITE,
+                           str(dest)], capture_output=True, text=True,
+                          timeout=60)
+    # killed by SIGTERM as by default, once the file was in place whole
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert proc.stdout == 'written\n'
+    assert dest.read_text() == 'new, whole'
+    assert sorted(os.listdir(tmp_path)) == ['model.params']
+
+
+def test_sigterm_keeps_its_handler_outside_a_write(tmp_path):
+    atomic_write(tmp_path / 'f', 'x')
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

@@ -17,10 +17,8 @@ modules turn on MXNet's NumPy semantics when a command imports them, as
 the book's first cell does.
 """
 import importlib
-import signal
 import sys
 
-from ..runs import interrupts
 from ._args import (Parser, RunError, UsageError, above_processors,
                     os_error)
 
@@ -84,8 +82,7 @@ def main(argv=None):
     for note in above_processors(args):
         print(f'{prog}: {note}', file=sys.stderr)
     try:
-        with interrupts.terminated_as_exception():
-            return module.main(args)
+        return module.main(args)
     except (UsageError, RunError) as e:
         print(f'{prog}: error: {e}', file=sys.stderr)
         return 2 if isinstance(e, UsageError) else 1
@@ -95,6 +92,3 @@ def main(argv=None):
     except KeyboardInterrupt:
         print(f'{prog}: interrupted', file=sys.stderr)
         return 130
-    except interrupts.Terminated:   # files being written were removed
-        print(f'{prog}: terminated', file=sys.stderr)
-        return 128 + signal.SIGTERM

@@ -13,7 +13,9 @@ downloads, corpora) goes through one of two functions here:
   each renamed into place.
 
 On any failure, a KeyboardInterrupt included, the temporary file or folder
-is removed and the error raised again.  A file gets the mode a plain
+is removed and the error raised again.  A SIGTERM that comes while they
+write waits until the files are in place, then ends the process as it
+would have (`_sigterm_after`): no temporary file is left by it.  A file gets the mode a plain
 ``open(path, 'w')`` would give it under the current umask.
 """
 import contextlib
@@ -22,9 +24,31 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import tempfile
+import threading
 
 
+@contextlib.contextmanager
+def _sigterm_after():
+    """For the `with` block, a SIGTERM waits; at its end, the process
+    gets it again and ends as SIGTERM's default ends it.  Only in the
+    main thread, where SIGTERM has its default disposition."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL):
+        yield
+        return
+    received = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: received.append(1))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if received:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+@_sigterm_after()
 def atomic_write(path, write):
     """Write the file `path` whole or not at all.
 
@@ -124,6 +148,7 @@ def _disk_full(directory, partial):
         else None
 
 
+@_sigterm_after()
 def atomic_write_into(folder, write):
     """Write files and folders into `folder`, each whole or not at all.
 

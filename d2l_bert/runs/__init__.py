@@ -13,9 +13,8 @@
 - `memory`: whether a model and its batch fit in this machine's memory,
   estimated before anything is allocated;
 - `seeding`: one seed for Python's, NumPy's and MXNet's generators.
-- `interrupts`: Ctrl-C and SIGTERM at the end of a training step, not
-  inside MXNet's callbacks; SIGTERM as an exception, so that no file is
-  left half-written.
+- `interrupts`: Ctrl-C at the end of a training step, not inside
+  MXNet's callbacks.
 
 These modules import the book's sections; the sections never import
 them.
