@@ -15,8 +15,9 @@ downloads, corpora) goes through one of two functions here:
 On any failure, a KeyboardInterrupt included, the temporary file or folder
 is removed and the error raised again.  A SIGTERM that comes while they
 write waits until the files are in place, then ends the process as it
-would have (`_sigterm_after`): no temporary file is left by it.  A file gets the mode a plain
-``open(path, 'w')`` would give it under the current umask.
+would have (`_sigterm_after`): no temporary file is left by it.  A file
+gets the mode a plain ``open(path, 'w')`` would give it under the
+current umask.
 """
 import contextlib
 import errno
