@@ -118,6 +118,65 @@ def test_one_graph_step_equals_the_books_losses_and_gradients(
     assert float(abs(book_grads['mlm.mlp.2.weight'][0]).sum()) > 0
 
 
+@pytest.mark.parametrize('devices', DEVICES)
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_books_loop_on_the_twin_equals_the_books_losses_and_gradients(
+        devices, kernels):
+    """The notebook's way: the book's `_get_batch_loss_bert` on
+    ``accelerate(net)`` and ``accelerate(loss)``, whose MLM scores
+    reshape to the graph's own output (`MLMScores`)."""
+    net = model_on(devices)
+    loss = gluon.loss.SoftmaxCELoss()
+    shards = [gluon.utils.split_and_load(a, devices, even_split=False)
+              for a in pretraining_batch()]
+    book = losses_and_grads(
+        lambda *s: _get_batch_loss_bert(net, loss, V, *s), net, shards)
+    twin, fast_loss = fast.accelerate(net, kernels=kernels), \
+        fast.accelerate(loss)
+    ours = losses_and_grads(
+        lambda *s: _get_batch_loss_bert(twin, fast_loss, V, *s), net,
+        shards)
+    for our_losses, book_losses in zip(ours[0], book[0]):
+        assert_close(our_losses, book_losses)
+    for name, grads in book[1].items():
+        for our_grad, book_grad in zip(ours[1][name], grads):
+            assert our_grad.ctx == book_grad.ctx
+            assert_close(our_grad, book_grad, GRADIENTS, err_msg=name)
+    assert float(abs(book[1]['mlm.mlp.2.weight'][0]).sum()) > 0
+
+
+def test_mlm_scores_reshape_to_the_graphs_output_and_back_propagate():
+    net = model_on([mx.cpu()])
+    twin = fast.accelerate(net)
+    tokens, segments, valid_lens, pred_positions = pretraining_batch()[:4]
+    B, P = pred_positions.shape
+    book_scores = net(tokens, segments, valid_lens, pred_positions)[1]
+    scores = twin(tokens, segments, valid_lens, pred_positions)[1]
+    assert isinstance(scores, np.ndarray) and scores.shape == (B, P, V)
+    assert_close(scores, book_scores)
+    rows = scores.reshape((-1, V))
+    # the book's loss line gets the graph's output itself, no copy
+    assert rows is scores.reshape(-1, V) is scores.reshape((B * P, V))
+    assert rows.shape == (B * P, V) and type(rows) is np.ndarray
+    assert_close(rows, book_scores.reshape((-1, V)))
+    # other shapes are mxnet.numpy's copies, of the same numbers
+    other = scores.reshape((B, -1))
+    assert other.shape == (B, P * V) and other is not rows
+    assert_close(other, book_scores.reshape((B, -1)))
+    # a loss on the (B, P, V) view or on its reshape: the book's gradients
+    weights = np.random.uniform(size=(B, P, V))
+    grads = []
+    for model, use_rows in ((net, False), (twin, False), (twin, True)):
+        with autograd.record():
+            Y = model(tokens, segments, valid_lens, pred_positions)[1]
+            Y = Y.reshape((-1, V)) if use_rows else Y
+            l = (Y * weights.reshape(Y.shape)).sum()
+        l.backward()
+        grads.append(net.mlm.mlp[0].weight.grad().copy())
+    assert_close(grads[1], grads[0], GRADIENTS)
+    assert_close(grads[2], grads[0], GRADIENTS)
+
+
 def test_padded_predictions_change_nothing():
     """A padded position (weight 0) adds nothing to the MLM loss or to a
     gradient, whatever its label: the same batch with other labels there

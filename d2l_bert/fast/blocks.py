@@ -356,10 +356,45 @@ class FastMaskLM(nn.HybridBlock):
                      mlm.mlp[2])
 
     def hybrid_forward(self, F, X, rows, copies):
-        """`X` (B, T, H), `rows` (2, K), `copies` (B, P) -> (B, P, V)."""
+        """`X` (B, T, H), `rows` (2, K), `copies` (B, P) -> the scores
+        with their first two axes merged, (B*P, V) (`MLMScores`)."""
         masked_X = F.npx.gather_nd(X, rows)                  # (K, H)
         scores = self.mlp(masked_X)                          # (K, V)
-        return F.np.take(scores, copies, axis=0)             # (B, P, V)
+        copies = F.npx.reshape(copies, (-1,))                # (B*P,)
+        return F.np.take(scores, copies, axis=0)             # (B*P, V)
+
+
+class MLMScores(mx.np.ndarray):
+    """The twin's MLM scores, (B, P, V) as the book's: a view of the
+    graph's output, (B*P, V).
+
+    The book's loop reshapes the scores to (B*P, V) for its loss.  An
+    `mxnet.numpy` reshape copies, and in the backward pass the copy's
+    gradient is a second new array of the scores' size (415 MB at the
+    book's settings, each a step).  `reshape` to that shape returns the
+    graph's output itself, sharing memory as NumPy's reshape does; the
+    loss's gradient then goes straight into the graph.  Any other
+    reshape is `mxnet.numpy`'s.
+    """
+
+    @classmethod
+    def view(cls, rows_view, B, P):
+        """`rows_view` (B*P, V), the graph's output -> its (B, P, V) view,
+        recorded for autograd when recording."""
+        scores = rows_view.reshape_view(B, P, -1)            # (B, P, V)
+        scores.__class__ = cls
+        scores.rows_view = rows_view
+        return scores
+
+    def reshape(self, *args, **kwargs):
+        shape = args[0] if len(args) == 1 and isinstance(
+            args[0], (tuple, list)) else args
+        rows_view = self.__dict__.get('rows_view')
+        if rows_view is not None and not kwargs and len(shape) == 2 \
+                and tuple(shape) in ((-1, rows_view.shape[1]),
+                                     rows_view.shape):
+            return rows_view
+        return super().reshape(*args, **kwargs)
 
 
 def distinct_positions(pred_positions, row_multiple=256):
@@ -454,24 +489,33 @@ class FastBERTModel(_Checked):
             outputs = super().forward(tokens, segments, valid_lens,
                                       *positions)
         if isinstance(tokens, mx.sym.Symbol):
-            return outputs
+            if not positions:
+                return outputs
+            encoded_X, mlm_Y_hat, nsp_Y_hat = outputs    # mlm: (B*P, V)
+            mlm_Y_hat = mx.sym.npx.reshape_like(
+                mlm_Y_hat, positions[1], lhs_begin=0, lhs_end=1,
+                rhs_begin=0, rhs_end=2)                      # (B, P, V)
+            return encoded_X, mlm_Y_hat, nsp_Y_hat
         if pred_positions is None:
             encoded_X, nsp_Y_hat = outputs
             return encoded_X, None, nsp_Y_hat
-        return tuple(outputs)
+        encoded_X, mlm_Y_hat, nsp_Y_hat = outputs        # mlm: (B*P, V)
+        mlm_Y_hat = MLMScores.view(mlm_Y_hat, *pred_positions.shape)
+        return encoded_X, mlm_Y_hat, nsp_Y_hat             # mlm: (B, P, V)
 
     def hybrid_forward(self, F, tokens, segments, valid_lens=None,
                        rows=None, copies=None):
         """`rows` (2, K) and `copies` (B, P): `distinct_positions` of the
         book's `pred_positions`.  Returns ``encoded_X`` (B, T, H),
-        ``mlm_Y_hat`` (B, P, V) (left out without `rows`) and
+        ``mlm_Y_hat`` (B*P, V) (left out without `rows`; `forward`
+        hands out its (B, P, V) view) and
         ``nsp_Y_hat`` (B, 2)."""
         encoded_X = self.encoder(tokens, segments, valid_lens)  # (B, T, H)
         # The NSP classifier reads the encoding of `<cls>`, at position 0
         nsp_Y_hat = self.nsp(self.hidden(encoded_X[:, 0, :]))  # (B, 2)
         if rows is None:
             return encoded_X, nsp_Y_hat  # a graph cannot output None
-        mlm_Y_hat = self.mlm(encoded_X, rows, copies)        # (B, P, V)
+        mlm_Y_hat = self.mlm(encoded_X, rows, copies)        # (B*P, V)
         return encoded_X, mlm_Y_hat, nsp_Y_hat
 
 
