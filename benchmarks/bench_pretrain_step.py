@@ -6,6 +6,7 @@
     python benchmarks/bench_pretrain_step.py --threads 1
     python benchmarks/bench_pretrain_step.py --one-process # the old way
     python benchmarks/bench_pretrain_step.py --profile     # where time goes
+    python benchmarks/bench_pretrain_step.py --vocab corpus  # 2201 outputs
 
 At the book's settings (batch 512, max_len 64, the small BERT, vocabulary
 20256, 10 predictions per sequence, Adam with learning rate 0.01), one
@@ -19,8 +20,9 @@ notebook run it) on ``d2l_bert.fast.accelerate(net)`` with
 ``d2l_bert.fast.accelerate(loss)``.  All three models
 start from the same parameters, on the same batch: by default the first
 batch of WikiText (the embedded corpus: its sentence pairs, lengths,
-masks and predictions; the model keeps the book's 20256 outputs), or
-``--batch random``, lengths spread evenly.
+masks and predictions; the model keeps the book's 20256 outputs, or
+with ``--vocab corpus`` the corpus's own 2201, as ``d2l-bert pretrain``
+trains it), or ``--batch random``, lengths spread evenly.
 
 Each step and a float32 GEMM of the MLM output layer's shape run in a
 process of their own, as a user runs them, taking turns (`in_processes`),
@@ -44,8 +46,16 @@ def parse_args(argv=None):
                    default='wikitext',
                    help='the first batch of the embedded WikiText corpus '
                         '(default), or random tokens of spread lengths')
+    p.add_argument('--vocab', choices=('book', 'corpus'), default='book',
+                   help="the model's outputs: the book's 20256 (default), or "
+                        "the embedded corpus's own vocabulary (2201), as "
+                        "`d2l-bert pretrain` builds it")
     _common.add_process_options(p)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.vocab == 'corpus' and args.batch == 'random':
+        p.error("--vocab corpus needs --batch wikitext (a random batch "
+                "has no corpus)")
+    return args
 
 
 def book_batch(args, cfg):
@@ -58,6 +68,16 @@ def book_batch(args, cfg):
     data_iter, _ = load_data_wiki(cfg['batch_size'], cfg['max_len'],
                                   corpus='embedded', seed=0)
     return [a.asnumpy() for a in next(iter(data_iter))]
+
+
+def corpus_vocab_size(args):
+    """The embedded corpus's vocabulary size, as `d2l-bert pretrain`
+    builds it."""
+    from d2l_bert.dataset import load_data_wiki
+    _, vocab = load_data_wiki(_common.BOOK['batch_size'],
+                              _common.BOOK['max_len'], corpus='embedded',
+                              seed=0)
+    return len(vocab)
 
 
 def build(args, sides=('d2l', 'ours', 'book')):
@@ -73,6 +93,8 @@ def build(args, sides=('d2l', 'ours', 'book')):
     npx.set_np()  # as the book's first cell does
 
     cfg = dict(_common.BOOK, batch_size=args.batch_size)
+    if args.vocab == 'corpus':
+        cfg['vocab_size'] = corpus_vocab_size(args)
     V = cfg['vocab_size']
     batch = [np.array(a) for a in book_batch(args, cfg)]
     loss = gluon.loss.SoftmaxCELoss()
@@ -180,7 +202,8 @@ def _time(args):
                                 repeats=args.repeats)
         return res, losses, gemm_flops, cfg
     res, infos = _common.in_processes(
-        __file__, sides + ('gemm',), _common.worker_args(args),
+        __file__, sides + ('gemm',),
+        _common.worker_args(args) + ['--vocab', args.vocab],
         args.repeats, pause=args.pause)
     print('each process: ' + infos['d2l']['threads'].replace(
         '\n', '\n              '))
