@@ -60,24 +60,19 @@ def parse_args(argv=None):
 
 def book_batch(args, cfg):
     """The batch of the run: the first of the embedded WikiText corpus at
-    the book's sizes, or `_common.book_batch`'s random one."""
+    the book's sizes, or `_common.book_batch`'s random one; and the
+    vocabulary size of the model (with ``--vocab corpus`` the corpus's,
+    as `d2l-bert pretrain` builds it)."""
     if args.batch == 'random':
         return _common.book_batch(cfg['batch_size'], cfg['max_len'],
-                                  cfg['vocab_size'], cfg['num_preds'])
+                                  cfg['vocab_size'], cfg['num_preds']), \
+            cfg['vocab_size']
     from d2l_bert.dataset import load_data_wiki
-    data_iter, _ = load_data_wiki(cfg['batch_size'], cfg['max_len'],
-                                  corpus='embedded', seed=0)
-    return [a.asnumpy() for a in next(iter(data_iter))]
-
-
-def corpus_vocab_size(args):
-    """The embedded corpus's vocabulary size, as `d2l-bert pretrain`
-    builds it."""
-    from d2l_bert.dataset import load_data_wiki
-    _, vocab = load_data_wiki(_common.BOOK['batch_size'],
-                              _common.BOOK['max_len'], corpus='embedded',
-                              seed=0)
-    return len(vocab)
+    data_iter, vocab = load_data_wiki(cfg['batch_size'], cfg['max_len'],
+                                      corpus='embedded', seed=0)
+    batch = [a.asnumpy() for a in next(iter(data_iter))]
+    return batch, (len(vocab) if args.vocab == 'corpus'
+                   else cfg['vocab_size'])
 
 
 def build(args, sides=('d2l', 'ours', 'book')):
@@ -93,10 +88,8 @@ def build(args, sides=('d2l', 'ours', 'book')):
     npx.set_np()  # as the book's first cell does
 
     cfg = dict(_common.BOOK, batch_size=args.batch_size)
-    if args.vocab == 'corpus':
-        cfg['vocab_size'] = corpus_vocab_size(args)
-    V = cfg['vocab_size']
-    batch = [np.array(a) for a in book_batch(args, cfg)]
+    batch, cfg['vocab_size'] = book_batch(args, cfg)
+    batch, V = [np.array(a) for a in batch], cfg['vocab_size']
     loss = gluon.loss.SoftmaxCELoss()
     model_args = (V, cfg['num_hiddens'], cfg['ffn_num_hiddens'],
                   cfg['num_heads'], cfg['num_blks'], cfg['dropout'])

@@ -9,6 +9,7 @@ losses, and that the encodings agree.
 """
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -32,8 +33,9 @@ def _bench(script, *args):
 
 
 def test_pretrain_step_benchmark_compares_three_equal_models():
+    # at the embedded corpus's vocabulary, as `d2l-bert pretrain` trains
     out = _bench('bench_pretrain_step.py', '--batch-size', '4',
-                 '--repeats', '1')
+                 '--repeats', '1', '--vocab', 'corpus')
     found = re.search(
         r'd2l (\S+), (\S+); command line (\S+), (\S+); book loop, '
         r'accelerated (\S+), (\S+)$', out, re.M)
@@ -43,6 +45,9 @@ def test_pretrain_step_benchmark_compares_three_equal_models():
     for mlm, nsp in (ours[:2], ours[2:]):
         assert mlm == pytest.approx(d2l_mlm, rel=1e-5)
         assert nsp == pytest.approx(d2l_nsp, rel=1e-5)
+    # an untrained model's MLM loss is about log(vocabulary size): 7.7
+    # for the corpus's 2201 tokens, where the book's 20256 would give 9.9
+    assert abs(d2l_mlm - math.log(2201)) < 1.0
     assert re.search(r"^speed-up over d2l 1\.0\.3: command line "
                      r"\d+\.\d\dx, book's loop on the accelerated model "
                      r"and loss \d+\.\d\dx$", out, re.M), out
@@ -61,6 +66,22 @@ def test_pretrain_step_benchmark_compares_three_equal_models():
         r"line \d+%, book's loop, accelerated \d+%$", out, re.M)
     assert against, out
     assert against.group(1) == gemm.group(5)
+
+
+def test_pretrain_run_benchmark_reads_the_commands_rate():
+    out = _bench('bench_pretrain_run.py', '--steps', '1', '--repeats', '1',
+                 '--batch-size', '8', '--threads', '1')
+    assert re.search(r'^d2l-bert pretrain --steps 1, batch 8, embedded '
+                     r'corpus; step arithmetic 1\.0 GFLOP$', out, re.M), out
+    found = re.search(r'^  round 1/1: ([\d.]+) pairs/s, ([\d.]+) GFLOP/s, '
+                      r'(\d+)% of the best GEMM; float32 GEMM .* best '
+                      r'(\d+) \(', out, re.M)
+    assert found, out
+    pairs, rate, share, best = [float(v) for v in found.groups()]
+    assert pairs > 0
+    assert rate == pytest.approx(pairs / 8 * 1.05e9 / 1e9, rel=0.05)
+    assert share == pytest.approx(100 * rate / best, abs=1)
+    assert re.search(r'^median: [\d.]+ sentence pairs/s', out, re.M), out
 
 
 def test_encode_benchmark_encodes_as_d2l_does():
