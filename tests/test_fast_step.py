@@ -20,6 +20,7 @@ from mxnet import autograd, gluon, init, np
 from d2l_bert import fast
 from d2l_bert.bert import BERTModel
 from d2l_bert.fast import _ops
+from d2l_bert.fast import step as step_module
 from d2l_bert.pretraining import _get_batch_loss_bert
 
 from helpers import GRADIENTS, TINY, assert_close, kernel_params
@@ -84,11 +85,17 @@ def losses_and_grads(step, net, shards):
 ROW_MULTIPLES = [1, 8, 256]
 
 
-@pytest.mark.parametrize('row_multiple', ROW_MULTIPLES)
+#: The encoder's packed tokens: exactly the valid ones (1), those rounded
+#: up to 8, all B*T of a shard here (the default, 1024)
+TOKEN_MULTIPLES = [1, 8, 1024]
+
+
+@pytest.mark.parametrize('row_multiple, token_multiple',
+                         list(zip(ROW_MULTIPLES, TOKEN_MULTIPLES)))
 @pytest.mark.parametrize('devices', DEVICES)
 @pytest.mark.parametrize('kernels', KERNELS)
 def test_one_graph_step_equals_the_books_losses_and_gradients(
-        devices, kernels, row_multiple):
+        devices, kernels, row_multiple, token_multiple):
     net = model_on(devices)
     loss = gluon.loss.SoftmaxCELoss()
     shards = [gluon.utils.split_and_load(a, devices, even_split=False)
@@ -99,7 +106,8 @@ def test_one_graph_step_equals_the_books_losses_and_gradients(
 
     book_losses, book_grads = losses_and_grads(book, net, shards)
     step = fast.batch_loss(net, loss, V, kernels=kernels,
-                           row_multiple=row_multiple)
+                           row_multiple=row_multiple,
+                           token_multiple=token_multiple)
     assert step.graph.kernels == (kernels and _ops.usable(devices))
     fast_losses, fast_grads = losses_and_grads(step, net, shards)
 
@@ -177,6 +185,37 @@ def test_mlm_scores_reshape_to_the_graphs_output_and_back_propagate():
     assert_close(grads[2], grads[0], GRADIENTS)
 
 
+def test_packed_tokens_are_the_valid_ones_and_the_predicted_ones():
+    """Lengths 3, 0 (all T) and 1 with a prediction at position 2, T = 4:
+    3 + 4 + 3 tokens, rounded up to 12 with token (0, 0)."""
+    valid_lens = np.array([3, 0, 1], dtype='float32')
+    rows = np.array([[0, 1, 2, 2], [1, 3, 0, 2]], dtype='int32')  # (2, K)
+    pack, positions, unpack, cls_rows, mlm_rows = [
+        a.asnumpy().tolist() for a in step_module.packed_tokens(
+            valid_lens, rows, 3, 4, multiple=4)]
+    assert pack == [0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 0, 0]
+    assert positions == [0, 1, 2, 0, 1, 2, 3, 0, 1, 2, 0, 0]
+    assert cls_rows == [0, 3, 7]
+    # position (0, 3) is left out: it reads example 0's <cls> row
+    assert unpack == [0, 1, 2, 0, 3, 4, 5, 6, 7, 8, 9, 7]
+    assert mlm_rows == [1, 6, 7, 9]
+    # at most B*T rows, whatever the multiple
+    assert step_module.packed_tokens(valid_lens, rows, 3, 4,
+                                     multiple=1024)[0].shape == (12,)
+
+
+def test_the_step_packs_a_batchs_valid_tokens():
+    """The batch's 23 valid tokens of 48 (lengths 12, 1, 7, 3), and two
+    predicted positions (0, 10) and (2, 6) within them."""
+    net = model_on([mx.cpu()])
+    step = fast.batch_loss(net, gluon.loss.SoftmaxCELoss(), V,
+                           token_multiple=1)
+    batch = pretraining_batch()
+    rows = step.graph.weighted_predictions(*batch[3:6])[0]
+    pack = step_module.packed_tokens(batch[2], rows, 4, 12, 1)[0]
+    assert pack.shape == (23,)
+
+
 def test_padded_predictions_change_nothing():
     """A padded position (weight 0) adds nothing to the MLM loss or to a
     gradient, whatever its label: the same batch with other labels there
@@ -235,10 +274,11 @@ def test_batches_with_other_numbers_of_predictions_share_the_step(kernels):
     assert book[0][0] == [0.0]                      # no weighted prediction
 
 
-@pytest.mark.parametrize('row_multiple', [0, -2, 1.5, '4', True])
-def test_row_multiple_must_be_a_positive_int(row_multiple):
+@pytest.mark.parametrize('name', ['row_multiple', 'token_multiple'])
+@pytest.mark.parametrize('multiple', [0, -2, 1.5, '4', True])
+def test_the_multiples_must_be_positive_ints(name, multiple):
     net = model_on([mx.cpu()])
-    with pytest.raises(ValueError, match=f'row_multiple must be a '
-                       f'positive int, got {row_multiple!r}'):
+    with pytest.raises(ValueError, match=f'{name} must be a '
+                       f'positive int, got {multiple!r}'):
         fast.batch_loss(net, gluon.loss.SoftmaxCELoss(), V,
-                        row_multiple=row_multiple)
+                        **{name: multiple})

@@ -22,11 +22,25 @@ position, and finite elsewhere, would have made the book's gradients
 NaN.  A batch with another K costs the graph a new memory plan, small
 against the step (`docs/performance-history.md`).
 
+The encoder likewise runs its position-wise layers (the projections, the
+feed-forward networks, AddNorm) on the tokens the losses depend on only
+(`packed_tokens`): each sequence's positions below its valid length,
+packed into N rows (N rounded up to a multiple of `token_multiple`).
+The attention reads them in the book's (B, T) layout, in which the
+padded positions' keys have weight exactly 0; the heads read `<cls>` and
+the predicted positions, all valid.  So a padded position's encoding
+changes no loss, its gradient is exactly 0, and leaving it out changes no
+number: it saves half of the blocks' arithmetic in the book's data, whose
+sentence pairs fill 46% of `max_len` on average.  The book's model still
+computes every position (its `encoded_X` holds them all), and the twin
+of `accelerate` too.
+
 Dimension key used in the shape comments:
 
 B: batch size, T: sequence length, H: num_hiddens, V: vocab_size, P:
 predicted positions per sequence, K: the predictions with a weight (a
-multiple of `row_multiple`)
+multiple of `row_multiple`), N: the packed tokens (a multiple of
+`token_multiple`), D: the input size of a projection
 """
 import mxnet as mx
 import numpy as onp
@@ -34,6 +48,7 @@ from mxnet.gluon import nn
 
 from ..checks import check_encoder_inputs, check_pred_positions
 from . import _ops
+from .blocks import _param
 from .loss import is_plain_softmax_ce
 
 
@@ -54,16 +69,23 @@ class FastBatchLoss(nn.HybridBlock):
     row_multiple : int, default 8
         The MLM head runs on the weighted predictions, their number
         rounded up to a multiple of this (at most B*P).
+    token_multiple : int, default 1024
+        The encoder's position-wise layers run on the valid tokens
+        (`packed_tokens`), their number rounded up to a multiple of this
+        (at most B*T): each new number costs the graph a memory plan.
     """
-    def __init__(self, twin, loss, vocab_size, kernels, row_multiple=8):
+    def __init__(self, twin, loss, vocab_size, kernels, row_multiple=8,
+                 token_multiple=1024):
         super().__init__()
-        if isinstance(row_multiple, bool) or not (
-                isinstance(row_multiple, int) and row_multiple >= 1):
-            raise ValueError('row_multiple must be a positive int, got '
-                             f'{row_multiple!r}')
+        for name, value in (('row_multiple', row_multiple),
+                            ('token_multiple', token_multiple)):
+            if isinstance(value, bool) or not (
+                    isinstance(value, int) and value >= 1):
+                raise ValueError(f'{name} must be a positive int, got '
+                                 f'{value!r}')
         self.net, self.loss, self.vocab_size = twin, loss, vocab_size
         self.kernels = kernels and is_plain_softmax_ce(loss)
-        self.row_multiple = row_multiple
+        self.row_multiple, self.token_multiple = row_multiple, token_multiple
 
     def forward(self, tokens_X, segments_X, valid_lens_x, pred_positions_X,
                 mlm_weights_X, mlm_Y, nsp_y):
@@ -77,7 +99,9 @@ class FastBatchLoss(nn.HybridBlock):
         check_pred_positions(pred_positions_X, *tokens_X.shape)
         rows, weights, labels = self.weighted_predictions(
             pred_positions_X, mlm_weights_X, mlm_Y)
-        return super().forward(tokens_X, segments_X, valid_lens_x, rows,
+        tokens = packed_tokens(valid_lens_x, rows, *tokens_X.shape,
+                               self.token_multiple)
+        return super().forward(tokens_X, segments_X, valid_lens_x, *tokens,
                                weights, labels, nsp_y)
 
     def weighted_predictions(self, pred_positions_X, mlm_weights_X, mlm_Y):
@@ -115,18 +139,22 @@ class FastBatchLoss(nn.HybridBlock):
                 mx.np.array(weights, dtype='float32', ctx=ctx),  # (K,)
                 mx.np.array(labels, dtype='int32', ctx=ctx))     # (K,)
 
-    def hybrid_forward(self, F, tokens_X, segments_X, valid_lens_x, rows,
-                       mlm_weights, mlm_Y, nsp_y):
-        """`BERTModel`'s forward pass, its MLM head on the K rows, and
-        both losses; returns ``(mlm_l, nsp_l, mlm_l + nsp_l)``, each of
-        shape ()."""
+    def hybrid_forward(self, F, tokens_X, segments_X, valid_lens_x, pack,
+                       positions, unpack, cls_rows, mlm_rows, mlm_weights,
+                       mlm_Y, nsp_y):
+        """`BERTModel`'s forward pass on the packed tokens
+        (`packed_tokens`'s four arrays), its MLM head on the K weighted
+        predictions, and both losses; returns ``(mlm_l, nsp_l, mlm_l +
+        nsp_l)``, each of shape ()."""
         net = self.net
-        encoded_X = net.encoder(tokens_X, segments_X,
-                                valid_lens_x.reshape(-1))    # (B, T, H)
+        valid_lens = valid_lens_x.reshape(-1)                # (B,)
+        X = encode_packed(F, net.encoder, tokens_X, segments_X,
+                          valid_lens, pack, positions, unpack)  # (N, H)
         # The NSP classifier reads the encoding of `<cls>`, at position 0
-        nsp_Y_hat = net.nsp(net.hidden(encoded_X[:, 0, :]))  # (B, 2)
+        cls = F.np.take(X, cls_rows, axis=0)                 # (B, H)
+        nsp_Y_hat = net.nsp(net.hidden(cls))                 # (B, 2)
         # `MaskLM` on the weighted predictions only
-        masked_X = F.npx.gather_nd(encoded_X, rows)          # (K, H)
+        masked_X = F.np.take(X, mlm_rows, axis=0)            # (K, H)
         scores = net.mlm.mlp(masked_X)                       # (K, V)
         if self.kernels:
             # `self.loss`'s arithmetic, with compiled loops
@@ -140,7 +168,113 @@ class FastBatchLoss(nn.HybridBlock):
         return mlm_l, nsp_l, mlm_l + nsp_l
 
 
-def batch_loss(net, loss, vocab_size, kernels=None, row_multiple=8):
+def packed_tokens(valid_lens, rows, B, T, multiple):
+    """The tokens the losses depend on, packed: each sequence's positions
+    below its valid length (all T for a length of 0, whose attention the
+    book spreads over every position; and up to its last predicted
+    position, should one lie past the length).
+
+    Parameters
+    ----------
+    valid_lens : ndarray, shape (B,) or (B, 1)
+    rows : ndarray, int32, shape (2, K)
+        The example and position of each MLM prediction the step reads.
+    B, T : int
+        The batch's shape.
+    multiple : int
+        N, the number of packed rows, is rounded up to a multiple of
+        this (at most B*T); the extra rows repeat token (0, 0) and are
+        read by nothing.
+
+    Returns
+    -------
+    pack : ndarray, int32, shape (N,)
+        The index of each packed row in the batch's B*T positions.
+    positions : ndarray, int32, shape (N,)
+        Each packed row's position in its sequence.
+    unpack : ndarray, int32, shape (B*T,)
+        The packed row of each position; a position left out gets its
+        sequence's `<cls>` row (its key is masked, its query unread).
+    cls_rows : ndarray, int32, shape (B,)
+        The packed row of each sequence's position 0.
+    mlm_rows : ndarray, int32, shape (K,)
+        The packed row of each prediction of `rows`.
+    """
+    ctx = rows.ctx
+    lens = onp.rint(valid_lens.asnumpy().reshape(-1)).astype('int64')
+    lens = onp.where(lens <= 0, T, onp.minimum(lens, T))    # (B,)
+    examples, positions = rows.asnumpy().astype('int64')     # (K,), (K,)
+    onp.maximum.at(lens, examples, positions + 1)           # (B,)
+    kept = onp.arange(T)[None, :] < lens[:, None]           # (B, T)
+    pack = onp.flatnonzero(kept)                             # (n,)
+    n = len(pack)
+    N = min(B * T, -(-max(n, 1) // multiple) * multiple)
+    pack = onp.concatenate([pack, onp.zeros(N - n, 'int64')])  # (N,)
+    packed_row = onp.full(B * T, -1, 'int64')                # (B*T,)
+    packed_row[pack[:n]] = onp.arange(n)
+    cls_rows = packed_row[onp.arange(B) * T]                 # (B,)
+    unpack = onp.where(packed_row >= 0, packed_row,
+                       onp.repeat(cls_rows, T))              # (B*T,)
+    mlm_rows = packed_row[examples * T + positions]          # (K,)
+    return tuple(mx.np.array(a, dtype='int32', ctx=ctx)
+                 for a in (pack, pack % T, unpack, cls_rows, mlm_rows))
+
+
+def encode_packed(F, encoder, tokens, segments, valid_lens, pack,
+                  positions, unpack):
+    """The twin encoder's `hybrid_forward` on the packed tokens only.
+
+    `tokens`, `segments` (B, T), `valid_lens` (B,), and `pack`,
+    `positions` (N,) and `unpack` (B*T,) from `packed_tokens` -> the
+    encodings of the packed tokens, (N, H): the rows of the book's
+    `encoded_X` (B, T, H) at `pack`.
+    """
+    pos_embedding = _param(F, encoder.pos_embedding, tokens)  # (1, L, H)
+    pos_embedding = F.npx.reshape(pos_embedding, (-5, -2))   # (L, H)
+    token_ids = F.np.take(F.npx.reshape(tokens, (-1,)), pack)       # (N,)
+    segment_ids = F.np.take(F.npx.reshape(segments, (-1,)), pack)   # (N,)
+    # The book's sum, in its order: (tokens + segments) + positions
+    X = encoder.token_embedding(token_ids) + \
+        encoder.segment_embedding(segment_ids)               # (N, H)
+    X = X + F.np.take(pos_embedding, positions, axis=0)      # (N, H)
+    if encoder.embedding_norm is not None:
+        X = encoder.embedding_dropout(encoder.embedding_norm(X))  # (N, H)
+    for blk in encoder.blks:
+        X = _packed_block(F, blk, X, tokens, valid_lens, pack,
+                          unpack)                            # (N, H)
+    return X
+
+
+def _packed_block(F, blk, X, like, valid_lens, pack, unpack):
+    """`FastTransformerEncoderBlock` on packed rows, `X` (N, D) -> (N, H);
+    the attention in the (B, T) layout of `like` (B, T)."""
+    attention = blk.attention
+
+    def unpacked(Z):                                         # (N, C)
+        Z = F.np.take(Z, unpack, axis=0)                     # (B*T, C)
+        return F.npx.reshape_like(Z, like, lhs_begin=0, lhs_end=1,
+                                  rhs_begin=0, rhs_end=2)    # (B, T, C)
+
+    def packed(Z):                                           # (B, T, C)
+        Z = F.npx.reshape(Z, (-5, -2))                       # (B*T, C)
+        return F.np.take(Z, pack, axis=0)                    # (N, C)
+
+    if attention.kernels:
+        weight, bias = attention.qkv_weight(F, X)  # (3*H, D), (3*H,)
+        qkv = F.npx.fully_connected(
+            X, weight, bias, num_hidden=3 * attention.num_hiddens,
+            no_bias=bias is None, flatten=False)             # (N, 3*H)
+        O = attention._compiled_attention(F, unpacked(qkv),
+                                          valid_lens)        # (B, T, H)
+        O = attention.W_o(packed(O))                         # (N, H)
+    else:
+        O = packed(attention(unpacked(X), valid_lens))       # (N, H)
+    Y = blk.addnorm1(X, O)                                   # (N, H)
+    return blk.addnorm2(Y, blk.ffn(Y))                       # (N, H)
+
+
+def batch_loss(net, loss, vocab_size, kernels=None, row_multiple=8,
+               token_multiple=1024):
     """Return ``f(*shards) -> (mlm_ls, nsp_ls, ls)``: what
     ``_get_batch_loss_bert(net, loss, vocab_size, *shards)`` returns,
     each shard's losses computed by one `FastBatchLoss` graph.
@@ -157,12 +291,15 @@ def batch_loss(net, loss, vocab_size, kernels=None, row_multiple=8):
         As for `accelerate`.
     row_multiple : int, default 8
         As for `FastBatchLoss`.
+    token_multiple : int, default 1024
+        As for `FastBatchLoss`.
     """
     from . import _contexts, _hybridize_twin, accelerate
     if kernels is None:
         kernels = _ops.usable(_contexts(net))
     twin = accelerate(net, kernels=kernels, check=False)
-    graph = FastBatchLoss(twin, loss, vocab_size, kernels, row_multiple)
+    graph = FastBatchLoss(twin, loss, vocab_size, kernels, row_multiple,
+                          token_multiple)
     _hybridize_twin(graph, net, loss)     # `net` and `loss` stay as they were
 
     def compute(*shards):
