@@ -138,6 +138,25 @@ def _d2l_step(d2l, ref, loss, V, batch):
     return d2l_step, (float(mlm[0]), float(nsp[0]))
 
 
+def rows_line(args, cfg):
+    """Say what the command line's step leaves out of the book's
+    arithmetic, which the GFLOP/s count whole: the padded tokens of its
+    encoder and the predictions of weight 0 of its MLM head."""
+    from d2l_bert.fast.step import TOKEN_MULTIPLE
+    batch, _ = book_batch(args, cfg)
+    B, T = batch[0].shape
+    lens = batch[2].reshape(-1)
+    tokens = int(sum(T if n <= 0 else min(int(n), T) for n in lens))
+    packed = min(B * T, -(-tokens // TOKEN_MULTIPLE) * TOKEN_MULTIPLE)
+    weighted = int((batch[4] != 0).sum())
+    return (f"the GFLOP/s count the book's arithmetic; the command line's "
+            f'step runs the encoder\'s position-wise layers on {packed} of '
+            f'{B * T} token rows ({tokens} valid) and the MLM head on '
+            f'{weighted} of {batch[4].size} predictions (those of weight '
+            f'1): a share above 100% is work left out, not a GEMM above '
+            f'its peak')
+
+
 def worker(args):
     """One side in this process, served to the parent: its step, or the
     GEMM (`_common.serve_step`)."""
@@ -178,6 +197,7 @@ def main(argv=None):
           f"{res['d2l'][0] / res['ours'][0]:.2f}x, book's loop on the "
           f"accelerated model and loss {res['d2l'][0] / res['book'][0]:.2f}x")
     _common.print_fastest_step(res, flops, peak)
+    print(rows_line(args, cfg))
     print('load average at the end: '
           + ', '.join(f'{x:.1f}' for x in os.getloadavg()))
     return 0

@@ -45,6 +45,12 @@ def test_pretrain_step_benchmark_compares_three_equal_models():
     for mlm, nsp in (ours[:2], ours[2:]):
         assert mlm == pytest.approx(d2l_mlm, rel=1e-5)
         assert nsp == pytest.approx(d2l_nsp, rel=1e-5)
+    rows = re.search(r"position-wise layers on (\d+) of 256 token rows "
+                     r"\((\d+) valid\) and the MLM head on (\d+) of 40 "
+                     r"predictions", out)
+    assert rows, out
+    packed, valid, weighted = [int(v) for v in rows.groups()]
+    assert packed == 256 and 4 * 3 <= valid < packed and 4 <= weighted < 40
     # an untrained model's MLM loss is about log(vocabulary size): 7.7
     # for the corpus's 2201 tokens, where the book's 20256 would give 9.9
     assert abs(d2l_mlm - math.log(2201)) < 1.0

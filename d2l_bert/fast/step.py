@@ -49,6 +49,9 @@ from mxnet.gluon import nn
 from ..checks import check_encoder_inputs, check_pred_positions
 from . import _ops
 from .blocks import _param
+
+#: The default multiple of the packed tokens' count (`packed_tokens`)
+TOKEN_MULTIPLE = 1024
 from .loss import is_plain_softmax_ce
 
 
@@ -75,7 +78,7 @@ class FastBatchLoss(nn.HybridBlock):
         (at most B*T): each new number costs the graph a memory plan.
     """
     def __init__(self, twin, loss, vocab_size, kernels, row_multiple=8,
-                 token_multiple=1024):
+                 token_multiple=TOKEN_MULTIPLE):
         super().__init__()
         for name, value in (('row_multiple', row_multiple),
                             ('token_multiple', token_multiple)):
@@ -274,7 +277,7 @@ def _packed_block(F, blk, X, like, valid_lens, pack, unpack):
 
 
 def batch_loss(net, loss, vocab_size, kernels=None, row_multiple=8,
-               token_multiple=1024):
+               token_multiple=TOKEN_MULTIPLE):
     """Return ``f(*shards) -> (mlm_ls, nsp_ls, ls)``: what
     ``_get_batch_loss_bert(net, loss, vocab_size, *shards)`` returns,
     each shard's losses computed by one `FastBatchLoss` graph.
