@@ -721,10 +721,10 @@ def start_steps(args):
     return print_machine(args.threads)
 
 
-def profile(fn, label, top):
-    """Print the `top` operators of one call of `fn`, with their share,
-    then the compiled loops' custom operators (`loop_times`), which
-    MXNet's profiler does not see."""
+def profile(fn, label, top, steps=5):
+    """Print the `top` operators of `fn`, their time per call over
+    `steps` calls and their share, then the compiled loops' custom
+    operators (`loop_times`), which MXNet's profiler does not see."""
     import mxnet as mx
     from mxnet import npx
     fn()
@@ -737,22 +737,26 @@ def profile(fn, label, top):
                            filename=trace)
     with loop_times() as loops:
         mx.profiler.set_state('run')
-        fn()
-        npx.waitall()
+        for _ in range(steps):
+            fn()
+            npx.waitall()
         mx.profiler.set_state('stop')
     stats = mx.profiler.dumps(reset=True, format='json')
     import json
     ops = json.loads(stats)['Time'].get('operator', {})
-    total = sum(v['Total'] for v in ops.values())
+    total = sum(v['Total'] for v in ops.values()) / steps
     rows = sorted(ops.items(), key=lambda kv: -kv[1]['Total'])[:top]
-    print(f'\n{label}: {total:.0f} ms of operator time')
+    print(f'\n{label}: {total:.0f} ms of operator time a step '
+          f'(mean of {steps})')
     for name, v in rows:
-        print(f"  {name[:40]:40s} {v['Count']:4d} x {v['Total']:9.1f} ms "
-              f"{100 * v['Total'] / total:5.1f}%")
+        ms = v['Total'] / steps
+        print(f"  {name[:40]:40s} {v['Count'] // steps:4d} x {ms:9.1f} ms "
+              f"{100 * ms / total:5.1f}%")
     if loops:
-        print(f'  and the compiled loops: {sum(loops.values()):.0f} ms')
+        print(f'  and the compiled loops: '
+              f'{sum(loops.values()) / steps:.0f} ms')
     for name, ms in sorted(loops.items(), key=lambda kv: -kv[1]):
-        print(f'  {name[:40]:40s}        {ms:9.1f} ms')
+        print(f'  {name[:40]:40s}        {ms / steps:9.1f} ms')
 
 
 @contextlib.contextmanager
