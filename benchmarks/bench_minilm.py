@@ -32,7 +32,8 @@ bring a libgomp and must not share a process.  Each round times our
 batch here, then the child's (timed inside the child), then a float32
 GEMM here; medians of the rounds are reported, with our GFLOP/s and its
 share of the GEMM peak of the same run (fastest round).  ``--isa avx2``
-holds both sides to AVX2 (the child inherits the environment).
+holds ours and PyTorch to AVX2 (the child inherits the environment);
+ONNX Runtime has no such switch, which the script says.
 
 torch and transformers are not dependencies of d2l-bert; without them
 the script says how to install them and exits with status 2.
@@ -289,6 +290,10 @@ def run_torch(args, batch, fns, ours, pooled, num_threads):
               f'exported from PyTorch; its BERT optimizer fused: '
               f'{fused or "nothing"}); largest difference on the hidden '
               f'states: {gaps}')
+        if args.isa == 'avx2':
+            print('ONNX Runtime is not held to AVX2: its kernels (MLAS) '
+                  'pick their instruction set when it starts and offer no '
+                  'switch, so on an AVX-512 CPU it runs AVX-512 here')
     else:
         print('(no ONNX Runtime sides: onnxruntime is not installed for '
               f'{python})')
