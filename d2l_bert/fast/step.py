@@ -180,6 +180,7 @@ def packed_tokens(valid_lens, rows, B, T, multiple):
     Parameters
     ----------
     valid_lens : ndarray, shape (B,) or (B, 1)
+        Each sequence's valid length, as the book passes it.
     rows : ndarray, int32, shape (2, K)
         The example and position of each MLM prediction the step reads.
     B, T : int
