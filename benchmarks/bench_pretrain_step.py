@@ -142,12 +142,18 @@ def rows_line(args, cfg):
     """Say what the command line's step leaves out of the book's
     arithmetic, which the GFLOP/s count whole: the padded tokens of its
     encoder and the predictions of weight 0 of its MLM head."""
-    from d2l_bert.fast.step import TOKEN_MULTIPLE
+    import numpy as onp
+    from mxnet import np
+    from d2l_bert.fast.step import TOKEN_MULTIPLE, packed_tokens
     batch, _ = book_batch(args, cfg)
     B, T = batch[0].shape
-    lens = batch[2].reshape(-1)
-    tokens = int(sum(T if n <= 0 else min(int(n), T) for n in lens))
-    packed = min(B * T, -(-tokens // TOKEN_MULTIPLE) * TOKEN_MULTIPLE)
+    pred_positions = batch[3]                                # (B, P)
+    rows = onp.stack([onp.repeat(onp.arange(B), pred_positions.shape[1]),
+                      pred_positions.reshape(-1)])           # (2, B*P)
+    pack = packed_tokens(np.array(batch[2]), np.array(rows, dtype='int32'),
+                         B, T, TOKEN_MULTIPLE)[0].asnumpy()  # (N,)
+    # the extra rows repeat token 0: the distinct ones are the valid ones
+    packed, tokens = len(pack), len(onp.unique(pack))
     weighted = int((batch[4] != 0).sum())
     return (f"the GFLOP/s count the book's arithmetic; the command line's "
             f'step runs the encoder\'s position-wise layers on {packed} of '

@@ -134,17 +134,22 @@ class FastSelfAttention(nn.HybridBlock):
 
     def hybrid_forward(self, F, X, valid_lens=None):
         """`X` (B, T, D), `valid_lens` (B,) or None -> (B, T, H)."""
-        weight, bias = self.qkv_weight(F, X)     # (3*H, D), (3*H,) or None
         if self.kernels:
-            qkv = F.npx.fully_connected(
-                X, weight, bias, num_hidden=3 * self.num_hiddens,
-                no_bias=bias is None, flatten=False)         # (B, T, 3*H)
             output = self._compiled_attention(
-                F, qkv, valid_lens)                          # (B, T, H)
+                F, self.qkv(F, X), valid_lens)               # (B, T, H)
         else:
+            weight, bias = self.qkv_weight(F, X)  # (3*H, D), (3*H,) or None
             output = self._interleaved_attention(
                 F, X, weight, bias, valid_lens)              # (B, T, H)
         return self.W_o(output)                              # (B, T, H)
+
+    def qkv(self, F, X):
+        """The queries, keys and values of every position, by one product
+        with `qkv_weight`: `X` (..., D) -> (..., 3*H)."""
+        weight, bias = self.qkv_weight(F, X)     # (3*H, D), (3*H,) or None
+        return F.npx.fully_connected(
+            X, weight, bias, num_hidden=3 * self.num_hiddens,
+            no_bias=bias is None, flatten=False)             # (..., 3*H)
 
     def _compiled_attention(self, F, qkv, valid_lens):
         """The compiled loops' attention, with dropout: `qkv` (B, T, 3*H),

@@ -264,10 +264,7 @@ def _packed_block(F, blk, X, like, valid_lens, pack, unpack):
         return F.np.take(Z, pack, axis=0)                    # (N, C)
 
     if attention.kernels:
-        weight, bias = attention.qkv_weight(F, X)  # (3*H, D), (3*H,)
-        qkv = F.npx.fully_connected(
-            X, weight, bias, num_hidden=3 * attention.num_hiddens,
-            no_bias=bias is None, flatten=False)             # (N, 3*H)
+        qkv = attention.qkv(F, X)                            # (N, 3*H)
         O = attention._compiled_attention(F, unpacked(qkv),
                                           valid_lens)        # (B, T, H)
         O = attention.W_o(packed(O))                         # (N, H)
