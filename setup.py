@@ -1,9 +1,15 @@
 """Install d2l-bert: ``pip install -e .`` (see README.md for the full set-up).
 
-The direct requirements are pinned here; `requirements/` holds the full
-lock files, one per supported Python, that `run.py` installs so that a
-fresh machine resolves exactly the same versions every time.
+The package asks only for the libraries it imports, unpinned, so that
+``pip install`` keeps what an environment has (a hosted notebook's NumPy,
+pandas...).  The versions are pinned in `requirements/`: `PINS` below are
+the direct ones, which `requirements/lock.py` resolves into the lock
+files, one per supported Python, that `run.py` installs so that a fresh
+machine resolves exactly the same versions every time.  MXNet 1.9.1 and
+d2l 1.0.3 are installed by `run.py` or by a notebook's set-up cell
+(`d2l_bert/chapter/hosted.py`), on NumPy 2 without their own pins.
 """
+import ast
 import sys
 
 # The Pythons d2l-bert installs on, the one place they are written
@@ -30,7 +36,8 @@ from setuptools import find_packages, setup  # noqa: E402  (after the check)
 BOOK = 'python_version < "3.12"'
 NEW = 'python_version >= "3.12"'
 
-INSTALL_REQUIRES = [
+#: The direct pins the lock files resolve (not the package's metadata)
+PINS = [
     # Python 3.8 to 3.11: the book's versions
     f'mxnet==1.9.1; {BOOK}',
     f'numpy==1.23.5; {BOOK}',  # MXNet 1.9.1 reads names 1.24 removed
@@ -62,7 +69,7 @@ INSTALL_REQUIRES = [
     'nbformat==5.10.4',
 ]
 
-EXTRAS = {
+EXTRA_PINS = {
     'test': [
         'pytest==8.3.5',
         'nbclient==0.10.1',
@@ -78,6 +85,27 @@ EXTRAS = {
     ],
 }
 
+
+
+def hosted_names(*names):
+    """Top-level constants of `d2l_bert/chapter/hosted.py`, read without
+    importing the package: the repository, what the chapter imports."""
+    with open('d2l_bert/chapter/hosted.py', encoding='utf-8') as f:
+        tree = ast.parse(f.read())
+    return {node.targets[0].id: ast.literal_eval(node.value)
+            for node in tree.body if isinstance(node, ast.Assign)
+            and getattr(node.targets[0], 'id', None) in names}
+
+
+HOSTED = hosted_names('REPOSITORY', 'NEEDS')
+#: What the package asks of pip: the libraries the chapter imports,
+#: unpinned; setuptools only where Python lacks `distutils`
+INSTALL_REQUIRES = [dist + (f'; {NEW}' if dist == 'setuptools' else '')
+                    for _, dist in HOSTED['NEEDS']]
+#: The extras, unpinned as well
+EXTRAS = {extra: sorted({pin.split('==')[0] for pin in pins})
+          for extra, pins in EXTRA_PINS.items()}
+
 with open('README.md', encoding='utf-8') as f:
     README = f.read()
 
@@ -88,6 +116,7 @@ setup(
                  'MXNet/Gluon package'),
     long_description=README,
     long_description_content_type='text/markdown',
+    url=HOSTED['REPOSITORY'],
     # The notebooks are the package's own edition of the chapter, which
     # `d2l-bert chapter` runs: a regular install copies them into
     # d2l_bert/notebooks/ (an editable one finds them in the checkout)

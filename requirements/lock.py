@@ -123,9 +123,9 @@ def setup_requirements():
     The strings keep their environment markers
     (``'numpy==1.23.5; python_version < "3.12"'``).
     """
-    found = setup_names('BOOK', 'NEW', 'INSTALL_REQUIRES', 'EXTRAS')
-    requirements = list(found['INSTALL_REQUIRES'])
-    for extra in found['EXTRAS'].values():
+    found = setup_names('BOOK', 'NEW', 'PINS', 'EXTRA_PINS')
+    requirements = list(found['PINS'])
+    for extra in found['EXTRA_PINS'].values():
         requirements += extra
     return requirements
 

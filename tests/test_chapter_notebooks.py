@@ -51,11 +51,15 @@ def test_calls_settings_finds_the_cells_that_read_the_environment(code,
 
 def test_the_notebooks_read_the_environment_in_one_cell_each():
     import nbformat
+    from d2l_bert.chapter.hosted import is_setup_cell
     from d2l_bert.chapter.saved_cells import NOTEBOOK_DIR
     for name in ('bert-pretraining.ipynb',
                  'natural-language-inference-bert.ipynb'):
         nb = nbformat.read(os.path.join(NOTEBOOK_DIR, name), as_version=4)
-        code = [c.source for c in nb.cells if c.cell_type == 'code']
+        # the hosted set-up cell reads D2L_BERT_SOURCE: set-up, not the
+        # section's settings
+        code = [c.source for c in nb.cells if c.cell_type == 'code'
+                and not is_setup_cell(c.source)]
         assert sum(map(notebooks.calls_settings, code)) == 1, name
         assert not any('os.environ' in c or 'D2L_BERT_' in c
                        for c in code), name
@@ -91,9 +95,11 @@ def test_small_pretraining_writes_a_corpus_it_removes_and_seeds(capsys):
     assert not os.path.exists(folder)
 
 
-def test_finetuning_settings_are_the_books_when_it_can_download(cache,
-                                                                capsys):
-    settings = notebooks.finetuning_settings({}, reachable=lambda _: True)
+@pytest.mark.parametrize('pairs', ['all', '0'])
+def test_finetuning_settings_are_the_books_when_it_can_download(
+        cache, capsys, pairs):
+    settings = notebooks.finetuning_settings(
+        {'D2L_BERT_SNLI_PAIRS': pairs}, reachable=lambda _: True)
     assert (settings.small, settings.pretrained, settings.snli,
             settings.snli_pairs) == (False, 'bert.small', 'snli', 0)
     assert settings.work_dir == str(cache / 'notebook-small')
@@ -119,7 +125,7 @@ def test_finetuning_settings_go_offline_when_nothing_downloads(cache,
 def test_finetuning_settings_take_the_model_and_data_they_are_given(
         cache, tmp_path):
     environ = {'D2L_BERT_PRETRAINED': '/models/mine',
-               'D2L_BERT_SNLI': str(tmp_path)}
+               'D2L_BERT_SNLI': str(tmp_path), 'D2L_BERT_SNLI_PAIRS': 'all'}
     settings = notebooks.finetuning_settings(environ, reachable=_never)
     assert (settings.small, settings.pretrained, settings.snli) == (
         False, '/models/mine', str(tmp_path))
@@ -140,21 +146,33 @@ def test_finetuning_settings_read_the_first_pairs_asked_for(cache, tmp_path,
     train, test = d2l_bert.read_snli(settings.snli_dir(), True), \
         d2l_bert.read_snli(settings.snli_dir(), False)
     assert [len(split[2]) for split in (train, test)] == [3, 3]
-    assert "the book's run reads all 549,367 training pairs" in \
-        capsys.readouterr().out
+    assert ("D2L_BERT_SNLI_PAIRS=all for the book's run, on all 549,367 "
+            "training pairs") in capsys.readouterr().out
+
+
+def test_finetuning_settings_read_the_chapters_pairs_unless_told(
+        cache, tmp_path, monkeypatch):
+    monkeypatch.setattr(notebooks, 'CHAPTER_SNLI_PAIRS', 4)
+    snli = make_snli_synthetic(str(tmp_path), num_train=20, num_dev=2,
+                               num_test=20)
+    settings = notebooks.finetuning_settings({'D2L_BERT_SNLI': snli},
+                                             reachable=_never)
+    assert settings.snli_pairs == 4 and not settings.small
+    assert len(d2l_bert.read_snli(settings.snli_dir(), True)[2]) == 4
 
 
 @pytest.mark.parametrize('value', ['-5', 'many', '1e3'])
 def test_finetuning_settings_refuse_pairs_that_are_no_number(value):
     with pytest.raises(ValueError, match=(
-            f"D2L_BERT_SNLI_PAIRS must be a whole number of pairs \\(0 for "
-            f"all of them\\), got '{value}'")):
+            f"D2L_BERT_SNLI_PAIRS must be a whole number of pairs \\(0 or "
+            f"all for all of them\\), got '{value}'")):
         notebooks.finetuning_settings({'D2L_BERT_SNLI_PAIRS': value},
                                       reachable=_never)
 
 
 def test_model_to_finetune_is_bert_small_at_the_books_sizes(cache):
-    settings = notebooks.finetuning_settings({}, reachable=lambda _: True)
+    settings = notebooks.finetuning_settings(
+        {'D2L_BERT_SNLI_PAIRS': 'all'}, reachable=lambda _: True)
     assert notebooks.model_to_finetune(settings) == (
         'bert.small', presets.BERT_SMALL)
     assert not cache.exists()
@@ -165,8 +183,8 @@ def test_model_to_finetune_reads_a_directorys_sizes(cache, tmp_path):
                   num_blks=1, max_len=40, dropout=0.3, vocab_size=9)
     (tmp_path / 'config.json').write_text(json.dumps(config))
     settings = notebooks.finetuning_settings(
-        {'D2L_BERT_PRETRAINED': str(tmp_path), 'D2L_BERT_SNLI': 'x'},
-        reachable=_never)
+        {'D2L_BERT_PRETRAINED': str(tmp_path), 'D2L_BERT_SNLI': 'x',
+         'D2L_BERT_SNLI_PAIRS': 'all'}, reachable=_never)
     # the book fine-tunes with bert.small's dropout, whatever pretrained
     sizes = {k: v for k, v in config.items() if k != 'vocab_size'}
     sizes['dropout'] = presets.BERT_SMALL['dropout']

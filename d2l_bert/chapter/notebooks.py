@@ -32,9 +32,14 @@ PRETRAINED_ENV = 'D2L_BERT_PRETRAINED'
 #: 'snli', 'synthetic' or a directory (`runs.finetuning.snli_data_dir`)
 SNLI_ENV = 'D2L_BERT_SNLI'
 
-#: Environment variable that has the fine-tuning notebook read only the
-#: first pairs of each SNLI split (`d2l-bert chapter` without ``--full``)
+#: Environment variable that sets how many pairs of each SNLI split the
+#: fine-tuning notebook reads: a number, or 0 or ``all`` for the book's
+#: run (`d2l-bert chapter --full`)
 SNLI_PAIRS_ENV = 'D2L_BERT_SNLI_PAIRS'
+
+#: The pairs the fine-tuning notebook reads unless `SNLI_PAIRS_ENV` asks
+#: for the book's run: five epochs over all of SNLI take hours on a CPU
+CHAPTER_SNLI_PAIRS = 1000
 
 #: The pairs of the book's run (SNLI's training split)
 BOOK_SNLI_PAIRS = 549367
@@ -198,13 +203,14 @@ class FinetuningNotebookSettings:
 def finetuning_settings(environ=None, reachable=None):
     """Choose the fine-tuning notebook's model and data, and print them.
 
-    By default the book's run: `bert.small` and SNLI, downloaded.  When
-    one of them can be neither downloaded nor found in the cache, and the
-    environment names no other model or data, the small offline run,
-    which says so.  At small
-    sizes, unless the environment names SNLI's files, synthetic pairs
-    (`SMALL_SNLI`), and every random generator is seeded; with
-    `SNLI_PAIRS_ENV`, the first pairs of each SNLI split.
+    By default the book's model and data, `bert.small` and SNLI,
+    downloaded, of which the first `CHAPTER_SNLI_PAIRS` pairs of each
+    split are read (`SNLI_PAIRS_ENV` says how many; 0 or ``all``, the
+    book's run).  When one of them can be neither downloaded nor found
+    in the cache, and the environment names no other model or data, the
+    small offline run, which says so.  At small sizes, unless the
+    environment names SNLI's files, synthetic pairs (`SMALL_SNLI`), and
+    every random generator is seeded.
 
     Parameters
     ----------
@@ -249,7 +255,7 @@ def finetuning_settings(environ=None, reachable=None):
             snli_data_dir(snli), snli_pairs,
             os.path.join(hub.data_home(), f'snli-first-{snli_pairs}'))
         print(f'the first {snli_pairs:,} pairs of each SNLI split '
-              f"({SNLI_PAIRS_ENV}; the book's run reads all "
+              f"({SNLI_PAIRS_ENV}=all for the book's run, on all "
               f'{BOOK_SNLI_PAIRS:,} training pairs)')
     settings = FinetuningNotebookSettings(small, pretrained, snli,
                                           snli_pairs, work_dir)
@@ -258,14 +264,17 @@ def finetuning_settings(environ=None, reachable=None):
 
 
 def _snli_pairs(environ):
-    """`SNLI_PAIRS_ENV` of `environ` as a number; 0 when not set."""
+    """`SNLI_PAIRS_ENV` of `environ` as a number, 0 for all pairs;
+    `CHAPTER_SNLI_PAIRS` when not set."""
     text = environ.get(SNLI_PAIRS_ENV, '').strip()
     if text.isdigit():
         return int(text)
+    if text.lower() == 'all':
+        return 0
     if text:
         raise ValueError(f'{SNLI_PAIRS_ENV} must be a whole number of '
-                         f'pairs (0 for all of them), got {text!r}')
-    return 0
+                         f'pairs (0 or all for all of them), got {text!r}')
+    return CHAPTER_SNLI_PAIRS
 
 
 def model_to_finetune(settings):

@@ -51,10 +51,6 @@ NAME_PACKAGES = ('d2l_bert.data', 'd2l_bert.runs')
 #: Names of the 0.17 releases that d2l 1.0 renamed, old -> new
 RENAMED_0_17 = {'EncoderBlock': 'TransformerEncoderBlock'}
 
-#: The pairs `d2l-bert chapter` fine-tunes on unless asked for the book's
-#: run (`notebooks.BOOK_SNLI_PAIRS`)
-CHAPTER_SNLI_PAIRS = 1000
-
 #: Step count that ``train_bert(...)`` calls are capped to at small sizes
 SMALL_STEPS = 2
 

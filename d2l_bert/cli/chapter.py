@@ -91,17 +91,15 @@ def main(args):
         folder = notebook_dir()
     except FileNotFoundError as e:
         raise RunError(e) from None
-    from ..chapter.notebooks import SMALL_ENV, SNLI_PAIRS_ENV, small_sizes
-    from ..chapter.runner import CHAPTER_SNLI_PAIRS
+    from ..chapter.notebooks import (CHAPTER_SNLI_PAIRS, SMALL_ENV,
+                                     SNLI_PAIRS_ENV, small_sizes)
 
     print(args.threads)
     # the notebooks read them
     asked = {SMALL_ENV: '1' if args.small else None,
-             SNLI_PAIRS_ENV: None if args.full else str(CHAPTER_SNLI_PAIRS)}
+             SNLI_PAIRS_ENV: 'all' if args.full else str(CHAPTER_SNLI_PAIRS)}
     saved = {name: os.environ.get(name) for name in asked}
     os.environ.update({k: v for k, v in asked.items() if v is not None})
-    if args.full:
-        os.environ.pop(SNLI_PAIRS_ENV, None)
     try:
         return _run(folder, ctx, small_sizes(), args.section)
     finally:

@@ -1,15 +1,17 @@
 """Read a Jupyter notebook (this package's notebooks) as an edition.
 
-Every code cell of a ``.ipynb`` file is an MXNet cell; what it prints and
-the plain text of its results are the output it documents.  The file is
-read by `nbformat`, so a notebook of any version is read as version 4; a
-file that is not a valid notebook is an `EditionError` that names the file
-and says what is wrong.
+Every code cell of a ``.ipynb`` file is an MXNet cell, except the hosted
+set-up cell (`hosted.is_setup_cell`), which installs and is no part of
+the section; what a cell prints and the plain text of its results are
+the output it documents.  The file is read by `nbformat`, so a notebook
+of any version is read as version 4; a file that is not a valid notebook
+is an `EditionError` that names the file and says what is wrong.
 """
 import os
 import textwrap
 import warnings
 
+from ..hosted import is_setup_cell
 from .cells import _LABEL_MD, Cell, Edition, EditionError, _section_label
 
 
@@ -22,7 +24,7 @@ def parse_notebook(text, path='<notebook>'):
     for index, raw in enumerate(nb.cells, 1):
         if raw.cell_type == 'markdown':
             labels += _LABEL_MD.findall(raw.source)
-        if raw.cell_type != 'code':
+        if raw.cell_type != 'code' or is_setup_cell(raw.source):
             continue
         cell = Cell(raw.source, ('mxnet',), line=index)
         if raw.outputs:

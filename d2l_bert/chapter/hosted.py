@@ -1,0 +1,357 @@
+"""A notebook opened alone on a hosted runtime: Colab, Kaggle, Studio Lab.
+
+Each notebook's first code cell (`setup_cell`) installs d2l-bert where it
+is missing, from `source` (`REPOSITORY`, or what `SOURCE_ENV` names), and
+then calls `set_up`, which adds what the chapter still lacks on the
+platform's own Python and NumPy and makes MXNet usable in the running
+kernel:
+
+- MXNet 1.9.1 and d2l 1.0.3 with ``--no-deps``: their own pins
+  (``numpy<2``, ``numpy==1.23.5``, ``pandas==2.0.3``...) would replace
+  what the runtime has, or have no wheels for its Python;
+- any library d2l-bert imports that the runtime lacks (`NEEDS`), with
+  every installed package held at its version by a constraints file;
+- the hook of `d2l_bert.mxnet_compat`, written as a ``.pth`` for new
+  processes and added to this one, whose NumPy is loaded already;
+- setuptools' `distutils`, which MXNet imports and Python 3.12 removed.
+
+It changes the version of no installed package, says in one line what
+it installed and how long that took, and where d2l-bert was installed
+already (the repository's ``.venv``) it prints nothing.  A runtime with
+an NVIDIA GPU gets one line: MXNet 1.9.1's GPU builds stop at CUDA 11.2,
+so the notebook runs on the CPU.
+
+``python -m d2l_bert.chapter.hosted --write`` writes the set-up cell and
+the badges into the notebooks; a test fails when they differ from it.
+"""
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+#: The repository the notebooks install from and the badges open: the
+#: one place it is written (`setup.py` reads it for its ``url``)
+REPOSITORY = 'https://github.com/d2l-bert/d2l-bert'
+#: The branch the badges open and the set-up cell installs
+BRANCH = 'main'
+#: Overrides `source`: anything pip installs (a URL, a checkout, a wheel)
+SOURCE_ENV = 'D2L_BERT_SOURCE'
+
+#: What the chapter imports, as ``(module, distribution)``: installed
+#: where missing, never upgraded (setuptools gives MXNet `distutils`)
+NEEDS = (('numpy', 'numpy'), ('pandas', 'pandas'),
+         ('matplotlib', 'matplotlib'),
+         ('matplotlib_inline', 'matplotlib-inline'),
+         ('IPython', 'ipython'), ('requests', 'requests'),
+         ('scipy', 'scipy'), ('numba', 'numba'), ('tqdm', 'tqdm'),
+         ('safetensors', 'safetensors'), ('tokenizers', 'tokenizers'),
+         ('nbformat', 'nbformat'), ('setuptools', 'setuptools'))
+#: Installed with ``--no-deps``, as ``(module, requirement)``
+NO_DEPS = (('mxnet', 'mxnet==1.9.1'), ('d2l', 'd2l==1.0.3'))
+
+#: The badges of every notebook: (alt text, image, link with {path})
+BADGES = (
+    ('Open In Colab', 'https://colab.research.google.com/assets/'
+     'colab-badge.svg', 'https://colab.research.google.com/github/'
+     '{repo}/blob/{branch}/{path}'),
+    ('Open In Kaggle', 'https://kaggle.com/static/images/'
+     'open-in-kaggle.svg', 'https://kaggle.com/kernels/welcome?src='
+     'https://github.com/{repo}/blob/{branch}/{path}'),
+    ('Open In SageMaker Studio Lab', 'https://studiolab.sagemaker.aws/'
+     'studiolab.svg', 'https://studiolab.sagemaker.aws/import/github/'
+     '{repo}/blob/{branch}/{path}'),
+    ('Launch Binder', 'https://mybinder.org/badge_logo.svg',
+     'https://mybinder.org/v2/gh/{repo}/{branch}?labpath={quoted}'),
+)
+
+
+def source(environ=None):
+    """What the set-up cell installs d2l-bert from: `SOURCE_ENV` of
+    `environ` (default `os.environ`), else `REPOSITORY`'s `BRANCH` as an
+    archive (pip needs no git for it)."""
+    environ = os.environ if environ is None else environ
+    return environ.get(SOURCE_ENV) or f'{REPOSITORY}/archive/{BRANCH}.zip'
+
+
+def setup_cell():
+    """The first code cell of every notebook, as its source text."""
+    return (
+        "# Set-up where this notebook runs alone (Colab, Kaggle, Studio "
+        "Lab): adds\n"
+        "# d2l-bert, MXNet and d2l, changes no installed package; "
+        "silent elsewhere\n"
+        "import importlib.util, os, subprocess, sys, time\n"
+        "start, alone = time.time(), not importlib.util.find_spec("
+        "'d2l_bert')\n"
+        "if alone:\n"
+        f"    default = '{source({})}'\n"
+        f"    source = os.environ.get('{SOURCE_ENV}', default)\n"
+        "    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q',"
+        "\n                    '--no-deps', source], check=True)\n"
+        "    importlib.invalidate_caches()\n"
+        "from d2l_bert.chapter.hosted import set_up; set_up(start, alone)")
+
+
+def is_setup_cell(code):
+    """Whether a code cell is the hosted set-up (it reads `SOURCE_ENV`):
+    set-up, not the book's code, wherever cells are compared or run."""
+    return SOURCE_ENV in code
+
+
+def badges(path):
+    """The badges line of the notebook at `path` (relative to the
+    repository, e.g. ``'notebooks/bert.ipynb'``), in Markdown."""
+    repo = REPOSITORY.split('github.com/', 1)[1]
+    quoted = path.replace('/', '%2F')
+    fields = dict(repo=repo, branch=BRANCH, path=path, quoted=quoted)
+    return ' '.join(f'[![{alt}]({image})]({link.format(**fields)})'
+                    for alt, image, link in BADGES)
+
+
+def versions():
+    """``{distribution: version}`` of every installed package."""
+    found = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata['Name']
+        if name:
+            found.setdefault(_normalize(name), dist.version)
+    return found
+
+
+def _normalize(name):
+    return re.sub(r'[-_.]+', '-', name).lower()
+
+
+def _pip(args):
+    """Run pip quietly in this interpreter; raise RuntimeError with the
+    end of its output if it fails."""
+    command = [sys.executable, '-m', 'pip', 'install', '-q',
+               '--disable-pip-version-check'] + args
+    done = subprocess.run(command, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"pip could not install {' '.join(args)!r} (exit status "
+            f"{done.returncode}); on Kaggle, turn on the notebook's "
+            f"Internet setting. pip said:\n{done.stdout[-2000:]}")
+
+
+def install_missing(before):
+    """Install `NO_DEPS` and `NEEDS` that do not import here, holding
+    every package of `before` (`versions`) at its version.
+
+    Returns
+    -------
+    list of str
+        The requirements installed.
+    """
+    no_deps = [req for module, req in NO_DEPS
+               if importlib.util.find_spec(module) is None]
+    needs = [dist for module, dist in NEEDS
+             if importlib.util.find_spec(module) is None]
+    if no_deps:
+        _pip(['--no-deps'] + no_deps)
+    if needs:
+        with tempfile.TemporaryDirectory(prefix='d2l_bert-') as folder:
+            held = os.path.join(folder, 'installed.txt')
+            with open(held, 'w') as f:
+                f.writelines(f'{name}=={version}\n'
+                             for name, version in sorted(before.items()))
+            _pip(['-c', held] + needs)
+    importlib.invalidate_caches()
+    return no_deps + needs
+
+
+def changed_versions(before, after):
+    """The packages of `before` whose version `after` differs, as
+    ``'name a -> b'`` strings (removed ones as ``-> none``)."""
+    return [f'{name} {version} -> {after.get(name, "none")}'
+            for name, version in sorted(before.items())
+            if after.get(name) != version]
+
+
+def prepare_mxnet():
+    """Make ``import mxnet`` work in this process and in new ones: the
+    `d2l_bert.mxnet_compat` hook, added here and written as a ``.pth``
+    (where NumPy is 1.24 or later, or on arm64), and `distutils`.
+
+    Returns
+    -------
+    bool
+        Whether the ``.pth`` was written now.
+    """
+    from .. import mxnet_compat
+    import numpy
+    if importlib.util.find_spec('distutils') is None:
+        import setuptools  # noqa: F401  (its shim provides `distutils`)
+    needed = (not mxnet_compat.numpy_is_old(numpy.__version__)
+              or mxnet_compat.needs_arm_stand_ins())
+    wrote = needed and not os.path.exists(mxnet_compat.pth_path())
+    if wrote:
+        mxnet_compat.install()
+    mxnet_compat.add_hook()
+    return wrote
+
+
+def gpu_note(nvidia_smi=None):
+    """One line when this runtime has an NVIDIA GPU, which the CPU build
+    of MXNet installed here does not use; None without one.
+
+    Parameters
+    ----------
+    nvidia_smi : callable, optional
+        ``nvidia_smi() -> str``, what ``nvidia-smi`` prints, or None
+        where it is missing (default: runs it).
+    """
+    text = (nvidia_smi or _nvidia_smi)()
+    if text is None:
+        return None
+    cuda = re.search(r'CUDA Version:\s*(\d+)\.(\d+)', text)
+    version = f'CUDA {cuda[1]}.{cuda[2]}' if cuda else 'CUDA unknown'
+    if cuda is None or int(cuda[1]) >= 12:
+        why = ("MXNet 1.9.1's GPU builds stop at CUDA 11.2, so it cannot "
+               'use it')
+    else:
+        why = ('d2l-bert installs the CPU build of MXNet and has not been '
+               'run on a GPU')
+    return f'this runtime has an NVIDIA GPU ({version}); {why}: the ' \
+           f'notebook runs on the CPU'
+
+
+def _nvidia_smi():
+    try:
+        done = subprocess.run(['nvidia-smi'], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL,
+                              universal_newlines=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def set_up(start=None, alone=False, nvidia_smi=None):
+    """Make this kernel ready for the chapter; say so in one line.
+
+    Parameters
+    ----------
+    start : float, optional
+        `time.time()` when the set-up began (the cell's own install of
+        d2l-bert included); default now.
+    alone : bool
+        Whether the set-up cell installed d2l-bert just now.
+    nvidia_smi : callable, optional
+        Passed to `gpu_note`.
+
+    Raises
+    ------
+    RuntimeError
+        If pip fails, or if an installed package's version changed.
+    """
+    start = time.time() if start is None else start
+    before = versions()
+    installed = install_missing(before)
+    wrote = prepare_mxnet()
+    changed = changed_versions(before, versions())
+    if changed:
+        raise RuntimeError(f'the set-up changed installed packages: '
+                           f'{", ".join(changed)}')
+    if alone:
+        installed = [f'd2l-bert=={before.get("d2l-bert", "?")}'] + installed
+    if installed or wrote:
+        import numpy
+        what = ', '.join(_named(req) for req in installed) or 'nothing'
+        print(f'd2l-bert set-up: installed {what} in '
+              f'{time.time() - start:.0f} s, no installed package changed;'
+              f' MXNet imports in this kernel (NumPy {numpy.__version__})')
+        note = gpu_note(nvidia_smi)
+        if note:
+            print(note)
+
+
+def _named(requirement):
+    """``'mxnet==1.9.1'`` -> ``'mxnet 1.9.1'``; a bare name gets the
+    version installed now."""
+    name, _, version = requirement.partition('==')
+    if not version:
+        version = importlib.metadata.version(name)
+    return f'{name} {version}'
+
+
+def _is_badges(cell):
+    return cell['cell_type'] == 'markdown' and any(
+        image in ''.join(cell['source']) for _, image, _ in BADGES)
+
+
+def expected_top(name):
+    """The two cells every notebook starts with, as ``(cell_type,
+    source)``: the badges, then the set-up cell."""
+    return [('markdown', badges(f'notebooks/{name}')),
+            ('code', setup_cell())]
+
+
+def top_problems(nb, name):
+    """What differs between the first two cells of the notebook `nb`
+    (named `name`) and `expected_top`, as lines; empty when nothing."""
+    found = [(cell['cell_type'], ''.join(cell['source']))
+             for cell in nb['cells'][:2]]
+    return [f'{name}: cell {index} should be the {kind} {what}'
+            for index, (want, have, what) in enumerate(zip(
+                expected_top(name), found + [None] * 2,
+                ('badges', 'set-up cell')), 1)
+            if have != want for kind in [want[0]]]
+
+
+def write_top(nb, name):
+    """Put `expected_top` first in `nb`, in place, replacing the badges
+    and set-up cells it had; return whether anything changed."""
+    import nbformat
+    before = [(c['cell_type'], ''.join(c['source'])) for c in nb['cells']]
+    rest = [cell for cell in nb['cells'] if not _is_badges(cell) and not (
+        cell['cell_type'] == 'code'
+        and is_setup_cell(''.join(cell['source'])))]
+    top = [nbformat.v4.new_markdown_cell(source) if kind == 'markdown'
+           else nbformat.v4.new_code_cell(source)
+           for kind, source in expected_top(name)]
+    for cell in top:
+        cell.pop('id', None)  # our notebooks are nbformat 4.4
+    nb['cells'] = top + rest
+    return before != [(c['cell_type'], ''.join(c['source']))
+                      for c in nb['cells']]
+
+
+def main(argv=None):
+    """``python -m d2l_bert.chapter.hosted [--write]``: check (or write)
+    every notebook's badges and set-up cell; exit status 1 on a
+    difference."""
+    import warnings
+
+    import nbformat
+
+    from .saved_cells import NOTEBOOK_DIR, NOTEBOOKS
+    warnings.filterwarnings('ignore', category=nbformat.warnings.
+                            MissingIDFieldWarning)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv not in ([], ['--write']):
+        print('usage: python -m d2l_bert.chapter.hosted [--write]',
+              file=sys.stderr)
+        return 2
+    status = 0
+    for name in NOTEBOOKS:
+        path = os.path.join(NOTEBOOK_DIR, name)
+        nb = nbformat.read(path, as_version=4)
+        if argv and write_top(nb, name):
+            nbformat.write(nb, path)
+            print(f'{name}: badges and set-up cell written')
+        for problem in top_problems(nb, name):
+            print(problem)
+            status = 1
+    return status
+
+
+if __name__ == '__main__':
+    sys.exit(main())
