@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+from unittest import mock
 
 import pytest
 
@@ -273,7 +274,7 @@ class Platform:
         import nbclient
         import nbformat
         folder = self.folder / notebook.replace('.ipynb', '')
-        (folder / 'tmp').mkdir(parents=True)
+        (folder / 'tmp').mkdir(parents=True, exist_ok=True)
         shutil.copy(os.path.join(NOTEBOOK_DIR, notebook), str(folder))
         nb = nbformat.read(str(folder / notebook), as_version=4)
         client = nbclient.NotebookClient(
@@ -281,10 +282,12 @@ class Platform:
             resources={'metadata': {'path': str(folder)}})
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(('PYTHON', 'VIRTUAL_ENV'))}
-        client.execute(env=dict(
-            env, JUPYTER_PATH=str(self.folder / 'jupyter'),
-            D2L_BERT_SOURCE=wheel, D2L_BERT_SMALL='1',
-            TMPDIR=str(folder / 'tmp')))
+        kernels = {'JUPYTER_PATH': str(self.folder / 'jupyter')}
+        # the kernel's spec is looked up in this process's environment
+        with mock.patch.dict(os.environ, kernels):
+            client.execute(env=dict(
+                env, D2L_BERT_SOURCE=wheel, D2L_BERT_SMALL='1',
+                TMPDIR=str(folder / 'tmp'), **kernels))
         after = freeze(self.python)
         self.reset()
         return nb, after
@@ -322,6 +325,7 @@ def executed(platform, wheel):
     return get
 
 
+@pytest.mark.hosted
 def test_the_package_installs_without_changing_the_platform(platform,
                                                             wheel):
     report = platform.folder / 'report.json'
@@ -332,6 +336,7 @@ def test_the_package_installs_without_changing_the_platform(platform,
     assert names == ['d2l-bert']
 
 
+@pytest.mark.hosted
 @pytest.mark.parametrize('notebook', sorted(NOTEBOOKS))
 def test_a_lone_notebook_runs_from_its_first_cell(platform, executed,
                                                   notebook):
@@ -353,6 +358,7 @@ def test_a_lone_notebook_runs_from_its_first_cell(platform, executed,
     assert set(after) - set(platform.installed) == ADDED
 
 
+@pytest.mark.hosted
 @pytest.mark.parametrize('notebook', sorted(NOTEBOOKS))
 def test_a_lone_notebook_prints_the_books_outputs(platform, executed,
                                                   notebook):

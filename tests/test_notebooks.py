@@ -87,6 +87,16 @@ def test_notebook_prints_the_books_documented_outputs(executed, path):
     assert checked == expected
 
 
+@pytest.mark.parametrize('path', NOTEBOOKS, ids=IDS)
+def test_the_hosted_set_up_cell_is_silent_where_d2l_bert_is_installed(
+        executed, path):
+    from d2l_bert.chapter.hosted import is_setup_cell
+    first = next(cell for cell in executed(path).cells
+                 if cell.cell_type == 'code')
+    assert is_setup_cell(first.source)
+    assert first.execution_count and first.outputs == []
+
+
 def test_sec_bert_notebook_prints_the_five_shapes(executed):
     path = os.path.join(ROOT, 'notebooks', 'bert.ipynb')
     import nbformat
