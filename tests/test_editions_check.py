@@ -135,7 +135,7 @@ def test_pretraining_edition_runs_small_on_the_embedded_corpus():
         edition, Runner(hooks=DataHooks(small=True, steps=1)))
     assert [c.status for c in report.cells] == ['ran'] * 9
     verdicts = [(c.number, c.match) for c in report.cells if c.match]
-    assert verdicts == [(6, 'shown'), (8, 'match'), (9, 'match')]
+    assert verdicts == [(6, 'shown'), (8, 'shown'), (9, 'shown')]
     assert report.cells[5].output.startswith('MLM loss ')
     assert 'train_bert steps capped to 1' in report.notes
     assert 'WikiText-2 read from the embedded corpus' in report.notes
@@ -216,7 +216,7 @@ def test_pretraining_excerpt_from_the_batch_loss_on_runs_and_matches(
         "taken from d2l-bert's edition"]
     assert_runs_and_matches(report, cuts, indices, 'sec_bert-pretraining')
     assert [c.match for c in report.cells] == [None, None, 'shown', None,
-                                               'match', 'match']
+                                               'shown', 'shown']
 
 
 def test_fine_tuning_excerpt_from_the_dataset_on_runs_and_matches(

@@ -78,7 +78,8 @@ def test_notebook_prints_the_books_documented_outputs(executed, path):
         checked += 1
         verdict = book_outputs.compare(entry.prints, cell.output or '',
                                        entry.mode)
-        if verdict != 'match':
+        # shapes compared, trained numbers beside them only shown
+        if verdict != ('shown' if entry.mode == 'shapes' else 'match'):
             wrong.append(f'book cell {entry.cell}: printed '
                          f'{cell.output!r}, book {entry.prints!r}')
     assert wrong == []

@@ -6,8 +6,9 @@ section, named like the book's files (``notebooks/bert.ipynb`` for
 ``bert-pretraining.ipynb`` and ``natural-language-inference-bert.ipynb``
 when present).  Their MXNet cells run in the
 book's order, in one namespace per notebook, and each output the book
-documents is printed beside the book's: shapes are compared exactly,
-trained numbers and throughput are shown.
+documents is printed beside the book's: ``ok`` when it is the book's
+(shapes), ``shown`` for trained numbers and throughput, whose shapes,
+where they print any, are still compared (a ``MISMATCH`` otherwise).
 
 Where the notebooks are found (`notebook_dir`): ``$D2L_BERT_NOTEBOOKS``;
 else ``d2l_bert/notebooks/`` inside the installed package (a regular
