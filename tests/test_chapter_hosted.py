@@ -142,7 +142,8 @@ def test_missing_packages_install_with_every_installed_one_held(
     monkeypatch.setattr(hosted, '_pip', pip)
     monkeypatch.setattr(hosted.importlib.util, 'find_spec',
                         lambda name: None if name in missing else object())
-    installed = hosted.install_missing({'numpy': '2.1.3', 'scipy': '1.16'})
+    installed = hosted.install_missing({'numpy': '2.1.3', 'scipy': '1.16',
+                                        'odd': 'unknown version'})
     assert installed == ['mxnet==1.9.1', 'tokenizers', 'setuptools']
     (first, _), (second, held) = calls
     assert first == ['--no-deps', 'mxnet==1.9.1']

@@ -124,6 +124,10 @@ def versions():
     return found
 
 
+#: A version a constraints file may name (PEP 440's characters)
+_VERSION = re.compile(r'[0-9][0-9A-Za-z.!+_-]*')
+
+
 def _normalize(name):
     return re.sub(r'[-_.]+', '-', name).lower()
 
@@ -161,8 +165,10 @@ def install_missing(before):
         with tempfile.TemporaryDirectory(prefix='d2l_bert-') as folder:
             held = os.path.join(folder, 'installed.txt')
             with open(held, 'w') as f:
+                # a version pip cannot read would make it refuse the file
                 f.writelines(f'{name}=={version}\n'
-                             for name, version in sorted(before.items()))
+                             for name, version in sorted(before.items())
+                             if _VERSION.fullmatch(version))
             _pip(['-c', held] + needs)
     importlib.invalidate_caches()
     return no_deps + needs
