@@ -68,6 +68,7 @@ import sys
 import sysconfig
 import tempfile
 import types
+import warnings
 
 #: The ``.pth`` file that loads the hook when Python starts
 PTH_NAME = 'd2l_bert-mxnet-compat.pth'
@@ -130,10 +131,13 @@ def _expired(name):
 
 
 def _missing(numpy, name):
-    try:
-        getattr(numpy, name)
-    except AttributeError:
-        return True
+    with warnings.catch_warnings():
+        # NumPy 1.24 to 1.26 warn that `numpy.bool` will come back
+        warnings.simplefilter('ignore', FutureWarning)
+        try:
+            getattr(numpy, name)
+        except AttributeError:
+            return True
     return False
 
 

@@ -336,3 +336,17 @@ def test_a_wrong_numpy_product_is_one_warning_naming_the_remedy(
                             'put it before each command) to use another '
                             'kernel family')
     assert '\n' not in warning
+
+
+def test_looking_for_a_name_prints_no_warning_of_numpys():
+    # NumPy 1.24 to 1.26 warn on `numpy.bool`; the hook only asks
+    import types
+    import warnings
+
+    class Warns(types.ModuleType):
+        def __getattr__(self, name):
+            warnings.warn(f'numpy.{name} will come back', FutureWarning)
+            raise AttributeError(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert mxnet_compat._missing(Warns('numpy'), 'bool')

@@ -93,7 +93,8 @@ def setup_cell():
         f"    default = '{source({})}'\n"
         f"    source = os.environ.get('{SOURCE_ENV}', default)\n"
         "    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q',"
-        "\n                    '--no-deps', source], check=True)\n"
+        "\n                    '--no-deps', '--use-pep517', source], "
+        "check=True)\n"
         "    importlib.invalidate_caches()\n"
         "from d2l_bert.chapter.hosted import set_up; set_up(start, alone)")
 
