@@ -117,6 +117,14 @@ TABLE = [
         'launch', 'argument --workers: must be at most {max} (8 processes '
         'for each of the {cpus} processors of this machine), got '
         "'100000'")),
+    case('launch --workers 1 --servers 100000 true', 2, error(
+        'launch', 'argument --servers: must be at most {max} (8 processes '
+        'for each of the {cpus} processors of this machine), got '
+        "'100000'")),
+    case('pretrain --workers 1 --servers 100000', 2, error(
+        'pretrain', 'argument --servers: must be at most {max} (8 '
+        'processes for each of the {cpus} processors of this machine), '
+        "got '100000'")),
     case('launch --workers 2 true', 0, 'd2l-bert launch: note: the workers '
          'have exited, but scheduler, server 0 still waited for them (did '
          "each worker join the job, with mx.kv.create('dist_sync')?); "

@@ -421,8 +421,8 @@ def add_job_arguments(parser, workers_help):
     parser.add_argument('--workers', type=per_machine(1, 'processes'),
                         default=None,
                         metavar='N', help=workers_help)
-    parser.add_argument('--servers', type=positive_int, default=None,
-                        metavar='S',
+    parser.add_argument('--servers', type=per_machine(1, 'processes'),
+                        default=None, metavar='S',
                         help='parameter servers, which sum the gradients '
                              '(default: 1; with --hosts, one per machine)')
     parser.add_argument('--hosts', type=existing_file, default=None,
