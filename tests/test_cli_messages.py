@@ -183,6 +183,8 @@ def test_pretrain_one_step_says_step(files, capsys, tmp_path):
     ['encode', '--model', 'model', '--compare', 'the', 'the of', 'of the'],
     ['encode', '--model', '{tiny}', '--file', 'texts.lines', '--out',
      'v.npy'],
+    ['encode', '--model', '{tiny}', '--file', 'texts.lines', '--out',
+     'v.npy', '--overwrite'],
     ['check-text', '--devices', 'cpu', '{bilingual}'],
 ])
 def test_a_good_command_line_succeeds(files, capsys, monkeypatch, argv):

@@ -13,7 +13,8 @@ different vector in a different context.
 
 With ``--file``, many texts, one a line, are encoded in batches and
 their sentence vectors written to a ``.npy`` file, in the order of the
-lines::
+lines (an existing file is replaced only with ``--overwrite``; it is
+written under a temporary name and renamed into place)::
 
     d2l-bert encode --model minilm --file texts.txt --out vectors.npy
     cat texts.txt | d2l-bert encode --model minilm --file - --out v.npy
@@ -88,6 +89,10 @@ def add_arguments(parser):
                        help='with --file: write the vectors there, one row '
                             'per line of the file, in its order (float32, '
                             'shape (texts, hidden size))')
+    files.add_argument('--overwrite', action='store_true',
+                       help='with --file: replace the file --out names if '
+                            'it exists (without it, an existing file is '
+                            'refused)')
     files.add_argument('--batch-size', type=positive_int, default=64,
                        metavar='N', help='with --file: texts per batch')
     files.add_argument('--vector', default='sentence', choices=VECTORS,
@@ -421,7 +426,15 @@ def _check_usage(args):
         if args.texts or args.compare is not None or args.json:
             raise UsageError('--file encodes the texts of a file: give no '
                              'TEXT, --compare or --json with it')
+        if args.out is not None and os.path.lexists(args.out) and \
+                not args.overwrite:
+            raise UsageError(f'--out {args.out} exists, and this run would '
+                             'replace it: give --overwrite to replace it, '
+                             'or another --out')
         return
+    if args.overwrite:
+        raise UsageError('--overwrite goes with --file and --out (the file '
+                         'of vectors it may replace)')
     if args.out is not None:
         raise UsageError('--out goes with --file (the vectors of many '
                          'texts)')
