@@ -72,6 +72,8 @@ def error(command, message):
 MODEL = 'holds a pretrained model (pretrained.params, checkpoint.zip)'
 NOT_TEXT = ('not a text file (it holds NUL bytes); write one '
             '[USER@]ADDRESS[:SSH_PORT] a line')
+NOT_SAVED = ('the weights are no longer finite, and are not saved; use a '
+             'smaller learning rate (0.01 in the book, 0.001 is safer)')
 CORRUPT = ('is corrupt or truncated; download it again or re-run '
            '`d2l-bert pretrain`')
 
@@ -159,6 +161,16 @@ TABLE = [
                   'holds values that are not finite after the first '
                   'update; use a smaller learning rate (0.01 in the book, '
                   '0.001 is safer)')),
+    # weights that became NaN are never saved: the models kept whole
+    case(f'pretrain --corpus corpus --steps 3 --lr 1e30 --overwrite --out '
+         f'Mnan {TINY}', 2, error(
+             'pretrain', f'--lr 1e+30: MLM loss nan at step 2: {NOT_SAVED}'),
+         same='Mnan'),
+    case('finetune --model M --data nli --epochs 1 --batch-size 16 '
+         '--max-len 16 --num-workers 0 --no-progress --lr 1e30 --overwrite '
+         '--out Fnan', 2, error(
+             'finetune', f'--lr 1e+30: loss nan at step 2: {NOT_SAVED}'),
+         same='Fnan'),
     case('pretrain --max-len 100000000', 2, error(
         'pretrain', '--max-len 100000000 is more than the 1000 positions '
         'of the model; use --max-len 1000 or less')),
@@ -258,9 +270,10 @@ def root(tmp_path_factory):
 def _damage(root):
     """Mbad: M with its parameters cut short; Mmeta: M with a broken
     meta.json in its checkpoint; Mcopy: M with the files a run killed
-    while it wrote would leave."""
-    for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro'):
+    while it wrote would leave; Mro, Mnan, Fnan: copies of M and F."""
+    for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro', 'Mnan'):
         shutil.copytree(root / 'M', root / name)
+    shutil.copytree(root / 'F', root / 'Fnan')
     params = root / 'Mbad' / 'pretrained.params'
     params.write_bytes(params.read_bytes()[:1000])
     checkpoint = root / 'M' / 'checkpoint.zip'
