@@ -99,6 +99,28 @@ TABLE = [
          f'{TINY}', 2, error('pretrain', '--resume goes on from the '
                              'checkpoint and --overwrite starts over: give '
                              'one of them'), same='M'),
+    # nor one model's parameters left beside the other's config.json
+    case('finetune --model M --data nli --out M', 2, error(
+        'finetune', '--out M holds a pretrained model (pretrained.params, '
+        'checkpoint.zip), not a fine-tuned model: give another --out, or '
+        '--overwrite to replace it with a fine-tuned model'), same='M'),
+    case(f'pretrain --corpus corpus --steps 1 --out F {TINY}', 2, error(
+        'pretrain', '--out F holds a fine-tuned model (finetuned.params), '
+        'not a pretrained model: give another --out, or --overwrite to '
+        'replace it with a pretrained model'), same='F'),
+    case(f'pretrain --corpus corpus --steps 3 --out F --resume {TINY}', 2,
+         error('pretrain', '--out F holds a fine-tuned model '
+               '(finetuned.params), not a pretrained model: give another '
+               '--out, or --overwrite to replace it with a pretrained '
+               'model'), same='F'),
+    case('finetune --model M --data nli --epochs 1 --batch-size 16 '
+         '--max-len 16 --num-workers 0 --no-progress --out Mfine '
+         '--overwrite', 0, None, gone=('Mfine/pretrained.params',
+                                        'Mfine/checkpoint.zip',
+                                        'Mfine/loss.png')),
+    case(f'pretrain --corpus corpus --steps 1 --out Fpre --overwrite '
+         f'{TINY}', 0, None, gone=('Fpre/finetuned.params',
+                                   'Fpre/history.json', 'Fpre/finetune.png')),
     # Today's good ones: resuming (which removes what a killed run left)
     # and starting over
     case(f'pretrain --corpus corpus --steps 3 --out Mcopy --resume {TINY}',
@@ -270,10 +292,12 @@ def root(tmp_path_factory):
 def _damage(root):
     """Mbad: M with its parameters cut short; Mmeta: M with a broken
     meta.json in its checkpoint; Mcopy: M with the files a run killed
-    while it wrote would leave; Mro, Mnan, Fnan: copies of M and F."""
-    for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro', 'Mnan'):
+    while it wrote would leave; Mro, Mnan, Mfine, Fnan, Fpre: copies of
+    M and F."""
+    for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro', 'Mnan', 'Mfine'):
         shutil.copytree(root / 'M', root / name)
-    shutil.copytree(root / 'F', root / 'Fnan')
+    for name in ('Fnan', 'Fpre'):
+        shutil.copytree(root / 'F', root / name)
     params = root / 'Mbad' / 'pretrained.params'
     params.write_bytes(params.read_bytes()[:1000])
     checkpoint = root / 'M' / 'checkpoint.zip'
