@@ -102,6 +102,11 @@ def test_mean_vectors_leave_padding_out():
     ('', '--file {path}: the file is empty; give one text a line'),
     ('hello\n\nworld\n', '--file {path}: line 2 is blank; give one text '
                           'a line'),
+    # (a 200 MB line made the tokenizer abort, asking for 3.4 GB)
+    ('hello\n' + 'a' * 1_000_001 + '\n', '--file {path}: line 2 holds '
+     '1,000,001 characters, more than the 1,000,000 a text may have (a '
+     'model reads its first few hundred tokens only); split it into '
+     'lines, one text a line'),
 ])
 def test_bad_file_is_one_line(tmp_path, capsys, content, message):
     path = tmp_path / 'texts.txt'

@@ -51,6 +51,12 @@ NUM_VALUES = 3
 #: What `--vector` may name
 VECTORS = ('sentence', 'mean', 'pooled')
 
+#: The most characters a line of ``--file`` may hold: the tokenizer
+#: reads a whole text before cutting it, with some 16 bytes of memory a
+#: character (a 200 MB line asked for 3.4 GB), and no model reads more
+#: than a few thousand of them (512 tokens, words of at most 100)
+MAX_TEXT_CHARS = 1_000_000
+
 
 def add_arguments(parser):
     parser.epilog = examples(
@@ -155,7 +161,8 @@ def read_texts(path):
     Raises
     ------
     ValueError
-        The file holds no text, or a blank line (named by its number).
+        The file holds no text, a blank line or one longer than
+        `MAX_TEXT_CHARS` (named by its number).
     """
     try:
         if path == '-':
@@ -178,6 +185,12 @@ def read_texts(path):
         if not text.strip():
             raise ValueError(f'--file {path}: line {i} is blank; give one '
                              'text a line')
+        if len(text) > MAX_TEXT_CHARS:
+            raise ValueError(
+                f'--file {path}: line {i} holds {len(text):,} characters, '
+                f'more than the {MAX_TEXT_CHARS:,} a text may have (a '
+                'model reads its first few hundred tokens only); split '
+                'it into lines, one text a line')
     return texts
 
 
