@@ -54,7 +54,8 @@ VECTORS = ('sentence', 'mean', 'pooled')
 #: The most characters a line of ``--file`` may hold: the tokenizer
 #: reads a whole text before cutting it, with some 16 bytes of memory a
 #: character (a 200 MB line asked for 3.4 GB), and no model reads more
-#: than a few thousand of them (512 tokens, words of at most 100)
+#: than some tens of thousands of them (512 tokens, of at most 100
+#: characters each)
 MAX_TEXT_CHARS = 1_000_000
 
 
