@@ -221,6 +221,7 @@ def check_finite_loss(name, loss, step, learning_rate):
     name : str
         The loss, said in the message (``'MLM loss'``).
     loss : float
+        The loss of step `step`, as the run reads it back.
     step : int
         The step whose loss it is, counted from 1.
     learning_rate : float
