@@ -8,8 +8,15 @@ the value received and what is allowed.
 Shapes and dtypes are checked for free; value ranges cost one small
 device-to-host copy per call (`check_ranges`).
 """
+import math
+
 import mxnet as mx
 import numpy as onp
+
+#: The end of the messages of `check_finite_parameters` and
+#: `check_finite_loss`: what to do
+SMALLER_LR = ('use a smaller learning rate (0.01 in the book, 0.001 is '
+              'safer)')
 
 
 def require_array(name, value):
@@ -176,12 +183,13 @@ def check_kvstore(kvstore):
             '(d2l_bert.dist.workers), made once per process')
 
 
-def check_finite_parameters(params, learning_rate):
+def check_finite_parameters(params, learning_rate, step=None):
     """Raise a ValueError unless every value of `params` is finite.
 
-    Called once, after the first update of a run: a learning rate that
-    makes the weights overflow (``learning_rate=1e300``) is then named
-    before any further step trains on infinities.
+    Called after the first update of a run: a learning rate that makes
+    the weights overflow (``learning_rate=1e300``) is then named before
+    any further step trains on infinities; and before a run saves its
+    weights, which are then never saved half-made of NaN.
 
     Parameters
     ----------
@@ -189,15 +197,41 @@ def check_finite_parameters(params, learning_rate):
         The parameters just updated.
     learning_rate : float
         The trainer's, said in the message.
+    step : int, optional
+        The step just taken, said in the message (None: the first).
     """
+    when = 'the first update' if step is None else \
+        f'step {step}, and are not saved'
     for param in params:
         for data in param.list_data():
             if not bool(mx.np.isfinite(data).all()):
                 raise ValueError(
                     f'learning_rate={learning_rate:g}: {param.name} holds '
-                    'values that are not finite after the first update; '
-                    'use a smaller learning rate (0.01 in the book, '
-                    '0.001 is safer)')
+                    f'values that are not finite after {when}; '
+                    f'{SMALLER_LR}')
+
+
+def check_finite_loss(name, loss, step, learning_rate):
+    """Raise a ValueError unless the loss `loss` of step `step` is
+    finite: a NaN or infinite loss means weights no longer finite, which
+    the run must not save nor train on.
+
+    Parameters
+    ----------
+    name : str
+        The loss, said in the message (``'MLM loss'``).
+    loss : float
+        The loss of step `step`, as the run reads it back.
+    step : int
+        The step whose loss it is, counted from 1.
+    learning_rate : float
+        The trainer's, said in the message.
+    """
+    if not math.isfinite(loss):
+        raise ValueError(
+            f'learning_rate={learning_rate:g}: {name} {loss} at step '
+            f'{step}: the weights are no longer finite, and are not '
+            f'saved; {SMALLER_LR}')
 
 
 def check_snli_dataset(dataset, max_len, vocab):

@@ -102,6 +102,11 @@ def test_mean_vectors_leave_padding_out():
     ('', '--file {path}: the file is empty; give one text a line'),
     ('hello\n\nworld\n', '--file {path}: line 2 is blank; give one text '
                           'a line'),
+    # (a 200 MB line made the tokenizer abort, asking for 3.4 GB)
+    ('hello\n' + 'a' * 1_000_001 + '\n', '--file {path}: line 2 holds '
+     '1,000,001 characters, more than the 1,000,000 a text may have (a '
+     'model reads its first few hundred tokens only); split it into '
+     'lines, one text a line'),
 ])
 def test_bad_file_is_one_line(tmp_path, capsys, content, message):
     path = tmp_path / 'texts.txt'
@@ -149,6 +154,8 @@ def test_bad_batch_size_is_one_line(tmp_path, capsys, value):
      'with it'),
     (['--out', 'v.npy', 'hello'],
      '--out goes with --file (the vectors of many texts)'),
+    (['--overwrite', 'hello'], '--overwrite goes with --file and --out (the '
+                               'file of vectors it may replace)'),
     ([], 'give TEXT (and TEXT_B), or --file PATH'),
 ])
 def test_misused_options_are_one_line(capsys, tmp_path, monkeypatch, argv,
@@ -189,3 +196,21 @@ def test_file_mode_reads_a_d2l_layout_directory(tmp_path, capsys):
         mean = encoded.mean(axis=0)
         onp.testing.assert_allclose(vectors[i], mean / onp.linalg.norm(mean),
                                     rtol=0, atol=1e-6)
+
+
+def test_an_existing_out_is_refused_without_overwrite(tmp_path, capsys,
+                                                      monkeypatch):
+    # (it was replaced silently): refused before the model is loaded,
+    # the file left as it was; --overwrite replaces it, whole
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'texts.txt').write_text('hello\n', encoding='utf-8')
+    (tmp_path / 'v.npy').write_bytes(b'vectors of another run')
+    argv = ['--model', 'nowhere', '--file', 'texts.txt', '--out', 'v.npy']
+    assert run(argv) == 2
+    assert capsys.readouterr().err == (
+        'd2l-bert encode: error: --out v.npy exists, and this run would '
+        'replace it: give --overwrite to replace it, or another --out\n')
+    assert (tmp_path / 'v.npy').read_bytes() == b'vectors of another run'
+    # with --overwrite it gets as far as the model, which is not there
+    assert run(argv + ['--overwrite']) == 2
+    assert "--model 'nowhere': no such directory" in capsys.readouterr().err

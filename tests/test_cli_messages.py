@@ -79,8 +79,8 @@ BAD = [
      "Sphinx's .rst.txt) and .ipynb editions; rename the file to say which "
      'it is'),
     ('check-text --timeout soon README.md',
-     'argument --timeout: must be a number of seconds >= 0 (0 for no '
-     "limit), got 'soon'"),
+     'argument --timeout: must be a number of seconds from 0 to 604800 (a '
+     "week; 0 for no limit), got 'soon'"),
     ('pretrain --corpus ./no/such/dir',
      "argument --corpus: no such file or directory: './no/such/dir'; give "
      '--corpus embedded, --corpus wikitext-2, or a directory holding '
@@ -183,6 +183,8 @@ def test_pretrain_one_step_says_step(files, capsys, tmp_path):
     ['encode', '--model', 'model', '--compare', 'the', 'the of', 'of the'],
     ['encode', '--model', '{tiny}', '--file', 'texts.lines', '--out',
      'v.npy'],
+    ['encode', '--model', '{tiny}', '--file', 'texts.lines', '--out',
+     'v.npy', '--overwrite'],
     ['check-text', '--devices', 'cpu', '{bilingual}'],
 ])
 def test_a_good_command_line_succeeds(files, capsys, monkeypatch, argv):

@@ -72,6 +72,8 @@ def error(command, message):
 MODEL = 'holds a pretrained model (pretrained.params, checkpoint.zip)'
 NOT_TEXT = ('not a text file (it holds NUL bytes); write one '
             '[USER@]ADDRESS[:SSH_PORT] a line')
+NOT_SAVED = ('the weights are no longer finite, and are not saved; use a '
+             'smaller learning rate (0.01 in the book, 0.001 is safer)')
 CORRUPT = ('is corrupt or truncated; download it again or re-run '
            '`d2l-bert pretrain`')
 
@@ -97,6 +99,28 @@ TABLE = [
          f'{TINY}', 2, error('pretrain', '--resume goes on from the '
                              'checkpoint and --overwrite starts over: give '
                              'one of them'), same='M'),
+    # nor one model's parameters left beside the other's config.json
+    case('finetune --model M --data nli --out M', 2, error(
+        'finetune', '--out M holds a pretrained model (pretrained.params, '
+        'checkpoint.zip), not a fine-tuned model: give another --out, or '
+        '--overwrite to replace it with a fine-tuned model'), same='M'),
+    case(f'pretrain --corpus corpus --steps 1 --out F {TINY}', 2, error(
+        'pretrain', '--out F holds a fine-tuned model (finetuned.params), '
+        'not a pretrained model: give another --out, or --overwrite to '
+        'replace it with a pretrained model'), same='F'),
+    case(f'pretrain --corpus corpus --steps 3 --out F --resume {TINY}', 2,
+         error('pretrain', '--out F holds a fine-tuned model '
+               '(finetuned.params), not a pretrained model: give another '
+               '--out, or --overwrite to replace it with a pretrained '
+               'model'), same='F'),
+    case('finetune --model M --data nli --epochs 1 --batch-size 16 '
+         '--max-len 16 --num-workers 0 --no-progress --out Mfine '
+         '--overwrite', 0, None, gone=('Mfine/pretrained.params',
+                                        'Mfine/checkpoint.zip',
+                                        'Mfine/loss.png')),
+    case(f'pretrain --corpus corpus --steps 1 --out Fpre --overwrite '
+         f'{TINY}', 0, None, gone=('Fpre/finetuned.params',
+                                   'Fpre/history.json', 'Fpre/finetune.png')),
     # Today's good ones: resuming (which removes what a killed run left)
     # and starting over
     case(f'pretrain --corpus corpus --steps 3 --out Mcopy --resume {TINY}',
@@ -117,6 +141,14 @@ TABLE = [
         'launch', 'argument --workers: must be at most {max} (8 processes '
         'for each of the {cpus} processors of this machine), got '
         "'100000'")),
+    case('launch --workers 1 --servers 100000 true', 2, error(
+        'launch', 'argument --servers: must be at most {max} (8 processes '
+        'for each of the {cpus} processors of this machine), got '
+        "'100000'")),
+    case('pretrain --workers 1 --servers 100000', 2, error(
+        'pretrain', 'argument --servers: must be at most {max} (8 '
+        'processes for each of the {cpus} processors of this machine), '
+        "got '100000'")),
     case('launch --workers 2 true', 0, 'd2l-bert launch: note: the workers '
          'have exited, but scheduler, server 0 still waited for them (did '
          "each worker join the job, with mx.kv.create('dist_sync')?); "
@@ -151,6 +183,16 @@ TABLE = [
                   'holds values that are not finite after the first '
                   'update; use a smaller learning rate (0.01 in the book, '
                   '0.001 is safer)')),
+    # weights that became NaN are never saved: the models kept whole
+    case(f'pretrain --corpus corpus --steps 3 --lr 1e30 --overwrite --out '
+         f'Mnan {TINY}', 2, error(
+             'pretrain', f'--lr 1e+30: MLM loss nan at step 2: {NOT_SAVED}'),
+         same='Mnan'),
+    case('finetune --model M --data nli --epochs 1 --batch-size 16 '
+         '--max-len 16 --num-workers 0 --no-progress --lr 1e30 --overwrite '
+         '--out Fnan', 2, error(
+             'finetune', f'--lr 1e+30: loss nan at step 2: {NOT_SAVED}'),
+         same='Fnan'),
     case('pretrain --max-len 100000000', 2, error(
         'pretrain', '--max-len 100000000 is more than the 1000 positions '
         'of the model; use --max-len 1000 or less')),
@@ -250,9 +292,12 @@ def root(tmp_path_factory):
 def _damage(root):
     """Mbad: M with its parameters cut short; Mmeta: M with a broken
     meta.json in its checkpoint; Mcopy: M with the files a run killed
-    while it wrote would leave."""
-    for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro'):
+    while it wrote would leave; Mro, Mnan, Mfine, Fnan, Fpre: copies of
+    M and F."""
+    for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro', 'Mnan', 'Mfine'):
         shutil.copytree(root / 'M', root / name)
+    for name in ('Fnan', 'Fpre'):
+        shutil.copytree(root / 'F', root / name)
     params = root / 'Mbad' / 'pretrained.params'
     params.write_bytes(params.read_bytes()[:1000])
     checkpoint = root / 'M' / 'checkpoint.zip'

@@ -128,8 +128,9 @@ def test_a_cells_own_timeout_error_is_run_again_in_a_new_process(caller):
         assert runner.run('x + 1').output == '42\n'
 
 
-@pytest.mark.parametrize('timeout', [-1, float('nan')])
-def test_a_timeout_below_zero_is_refused(timeout):
+@pytest.mark.parametrize('timeout', [-1, float('nan'), 1e10])
+def test_a_timeout_below_zero_or_above_a_week_is_refused(timeout):
     with pytest.raises(ValueError, match=r'timeout must be a number of '
-                       r'seconds >= 0 \(0 for no limit\), got '):
+                       r'seconds from 0 to 604800 \(a week; 0 for no '
+                       r'limit\), got '):
         ChildRunner(timeout=timeout)

@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from d2l_bert.runs.out_dir import LOCK_FILE, OutDirError, OutDirLock, claim
+from d2l_bert.runs.out_dir import (FINETUNED_FILES, LOCK_FILE, OutDirError,
+                                   OutDirLock, claim, remove_other_model)
 
 
 def test_a_directory_with_a_finished_model_is_refused_unless_asked(
@@ -22,6 +23,26 @@ def test_a_directory_with_a_finished_model_is_refused_unless_asked(
     assert os.listdir(tmp_path) == ['model.params']
     for asked in (dict(resume=True), dict(overwrite=True)):
         claim(str(tmp_path), ('model.params',), **asked).release()
+
+
+def test_a_directory_with_the_other_kind_of_model_needs_overwrite(
+        tmp_path):
+    # --resume is no answer: the directory would hold two models' files
+    for name in FINETUNED_FILES + ('config.json',):
+        (tmp_path / name).write_bytes(b'x')
+    other = (FINETUNED_FILES[:1], 'a fine-tuned model')
+    for asked in (dict(), dict(resume=True)):
+        with pytest.raises(OutDirError) as e:
+            claim(str(tmp_path), ('pretrained.params',),
+                  what='a pretrained model', other=other, **asked)
+        assert str(e.value) == (
+            f'--out {tmp_path} holds a fine-tuned model (finetuned.params), '
+            'not a pretrained model: give another --out, or --overwrite to '
+            'replace it with a pretrained model')
+    claim(str(tmp_path), ('pretrained.params',), overwrite=True,
+          other=other).release()
+    remove_other_model(str(tmp_path), FINETUNED_FILES)
+    assert os.listdir(tmp_path) == ['config.json']
 
 
 def test_a_second_run_is_refused_while_the_first_holds_the_lock(tmp_path):

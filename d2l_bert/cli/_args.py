@@ -208,13 +208,18 @@ def rate(text):
     return value
 
 
+#: The longest time limit, in seconds: a week, well below what Python's
+#: waits take (``poll`` stops at 2**31 - 1 ms, 24.8 days)
+MAX_SECONDS = 7 * 24 * 3600
+
+
 def seconds(text):
-    """A number of seconds >= 0 (0: no limit)."""
+    """A number of seconds from 0 (no limit) to `MAX_SECONDS`."""
     value = _number(text, float)
-    if value is None or not 0 <= value < float('inf'):
+    if value is None or not 0 <= value <= MAX_SECONDS:
         raise argparse.ArgumentTypeError(
-            f'must be a number of seconds >= 0 (0 for no limit), got '
-            f'{text!r}')
+            f'must be a number of seconds from 0 to {MAX_SECONDS} (a '
+            f'week; 0 for no limit), got {text!r}')
     return value
 
 
@@ -421,8 +426,8 @@ def add_job_arguments(parser, workers_help):
     parser.add_argument('--workers', type=per_machine(1, 'processes'),
                         default=None,
                         metavar='N', help=workers_help)
-    parser.add_argument('--servers', type=positive_int, default=None,
-                        metavar='S',
+    parser.add_argument('--servers', type=per_machine(1, 'processes'),
+                        default=None, metavar='S',
                         help='parameter servers, which sum the gradients '
                              '(default: 1; with --hosts, one per machine)')
     parser.add_argument('--hosts', type=existing_file, default=None,

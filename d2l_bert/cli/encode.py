@@ -13,7 +13,8 @@ different vector in a different context.
 
 With ``--file``, many texts, one a line, are encoded in batches and
 their sentence vectors written to a ``.npy`` file, in the order of the
-lines::
+lines (an existing file is replaced only with ``--overwrite``; it is
+written under a temporary name and renamed into place)::
 
     d2l-bert encode --model minilm --file texts.txt --out vectors.npy
     cat texts.txt | d2l-bert encode --model minilm --file - --out v.npy
@@ -49,6 +50,13 @@ NUM_VALUES = 3
 
 #: What `--vector` may name
 VECTORS = ('sentence', 'mean', 'pooled')
+
+#: The most characters a line of ``--file`` may hold: the tokenizer
+#: reads a whole text before cutting it, with some 16 bytes of memory a
+#: character (a 200 MB line asked for 3.4 GB), and no model reads more
+#: than some tens of thousands of them (512 tokens, of at most 100
+#: characters each)
+MAX_TEXT_CHARS = 1_000_000
 
 
 def add_arguments(parser):
@@ -88,6 +96,10 @@ def add_arguments(parser):
                        help='with --file: write the vectors there, one row '
                             'per line of the file, in its order (float32, '
                             'shape (texts, hidden size))')
+    files.add_argument('--overwrite', action='store_true',
+                       help='with --file: replace the file --out names if '
+                            'it exists (without it, an existing file is '
+                            'refused)')
     files.add_argument('--batch-size', type=positive_int, default=64,
                        metavar='N', help='with --file: texts per batch')
     files.add_argument('--vector', default='sentence', choices=VECTORS,
@@ -150,7 +162,8 @@ def read_texts(path):
     Raises
     ------
     ValueError
-        The file holds no text, or a blank line (named by its number).
+        The file holds no text, a blank line or one longer than
+        `MAX_TEXT_CHARS` (named by its number).
     """
     try:
         if path == '-':
@@ -173,6 +186,12 @@ def read_texts(path):
         if not text.strip():
             raise ValueError(f'--file {path}: line {i} is blank; give one '
                              'text a line')
+        if len(text) > MAX_TEXT_CHARS:
+            raise ValueError(
+                f'--file {path}: line {i} holds {len(text):,} characters, '
+                f'more than the {MAX_TEXT_CHARS:,} a text may have (a '
+                'model reads its first few hundred tokens only); split '
+                'it into lines, one text a line')
     return texts
 
 
@@ -421,7 +440,15 @@ def _check_usage(args):
         if args.texts or args.compare is not None or args.json:
             raise UsageError('--file encodes the texts of a file: give no '
                              'TEXT, --compare or --json with it')
+        if args.out is not None and os.path.lexists(args.out) and \
+                not args.overwrite:
+            raise UsageError(f'--out {args.out} exists, and this run would '
+                             'replace it: give --overwrite to replace it, '
+                             'or another --out')
         return
+    if args.overwrite:
+        raise UsageError('--overwrite goes with --file and --out (the file '
+                         'of vectors it may replace)')
     if args.out is not None:
         raise UsageError('--out goes with --file (the vectors of many '
                          'texts)')

@@ -296,8 +296,10 @@ def _save(settings, net, vocab, history, config):
 
     from ..data.atomic import atomic_write
     from ..runs import finetuning as runs_ft
+    from ..runs.out_dir import PRETRAINED_FILES, remove_other_model
     out = settings['out']
     os.makedirs(out, exist_ok=True)
+    remove_other_model(out, PRETRAINED_FILES)
     atomic_write(os.path.join(out, MODEL_FILE),
                  net.save_parameters)
     for name, obj in (('vocab.json', vocab.idx_to_token),
@@ -308,10 +310,11 @@ def _save(settings, net, vocab, history, config):
 
 def main(args):
     """Run `d2l-bert finetune`; return the exit code."""
-    from ..runs.out_dir import OutDirError, claim
+    from ..runs.out_dir import PRETRAINED_FILES, OutDirError, claim
     try:
         lock = claim(args.out, (MODEL_FILE,), overwrite=args.overwrite,
-                     what='a fine-tuned model')
+                     what='a fine-tuned model',
+                     other=(PRETRAINED_FILES[:2], 'a pretrained model'))
     except OutDirError as e:
         raise UsageError(e) from None
     with lock:

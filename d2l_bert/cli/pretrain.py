@@ -222,12 +222,13 @@ def _check_memory(args, vocab_size):
 def _claim(args):
     """Lock ``--out`` for this run, after checking that it replaces no
     model unasked and that ``--resume`` has steps left to train."""
-    from ..runs.out_dir import OutDirError, claim
+    from ..runs.out_dir import FINETUNED_FILES, OutDirError, claim
     out = args.out
     try:
         lock = claim(out, (MODEL_FILE, CHECKPOINT_FILE),
                      resume=args.resume, overwrite=args.overwrite,
-                     what='a pretrained model')
+                     what='a pretrained model',
+                     other=(FINETUNED_FILES[:1], 'a fine-tuned model'))
     except OutDirError as e:
         raise UsageError(e) from None
     try:
@@ -480,6 +481,8 @@ def _evaluate(twin, valid_iter, vocab_size, devices):
 def _save(out, net, vocab, config):
     """Write the model in bert.small's layout, and say what is where."""
     from ..runs.model_files import save_pretrained
+    from ..runs.out_dir import FINETUNED_FILES, remove_other_model
+    remove_other_model(out, FINETUNED_FILES)
     save_pretrained(net, vocab, out, config)
     print(f'saved the model to {out}/ (pretrained.params, vocab.json, '
           'config.json)')

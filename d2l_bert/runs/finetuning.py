@@ -14,7 +14,7 @@ import time
 from d2l import mxnet as d2l
 from mxnet import npx
 
-from ..checks import check_finite_parameters
+from ..checks import check_finite_loss, check_finite_parameters
 from ..data.atomic import atomic_write
 from ..data.hub import data_home, download_extract
 from ..data.model_dir import PARAMS_FILE, infer_config, read_config
@@ -168,6 +168,10 @@ def train_ch13_history(net, train_iter, test_iter, loss, trainer,
             net, train_iter, loss, trainer, devices, split_f, history,
             epoch, num_epochs, progress)
         seconds += epoch_seconds
+        # (the weights are saved after the last epoch: never NaN)
+        check_finite_parameters(net.collect_params().values(),
+                                trainer.learning_rate,
+                                (epoch + 1) * len(train_iter))
         test_acc = d2l.evaluate_accuracy_gpus(
             net, interrupts.checked(test_iter), split_f)
         history['test epoch'].append(epoch + 1)
@@ -205,6 +209,9 @@ def _train_epoch_ch13(net, train_iter, loss, trainer, devices, split_f,
         if epoch == 0 and i == 0:   # the first update
             check_finite_parameters(net.collect_params().values(),
                                     trainer.learning_rate)
+        check_finite_loss('loss', l / labels.shape[0],
+                          epoch * num_batches + i + 1,
+                          trainer.learning_rate)
         # The losses are read after the forward pass; the timer waits
         # for the backward pass and the update too (the book's does
         # not, which overstates the throughput)

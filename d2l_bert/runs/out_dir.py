@@ -8,6 +8,13 @@ claim DIR before any work (`claim`):
   unless the command was asked to go on (``--resume``) or to start over
   (``--overwrite``): running a command twice never throws the first
   model away;
+- a directory that holds the other command's model (a fine-tuned one
+  for ``pretrain``, a pretrained one for ``finetune``) is refused unless
+  ``--overwrite`` is given, which then replaces it: the two models share
+  ``config.json`` and ``vocab.json``, and a directory never holds one
+  model's parameters with the other's configuration
+  (`remove_other_model` takes the old one away before the new one is
+  written);
 - one run at a time: the run holds an OS lock (``fcntl.flock``) on the
   file ``DIR/.d2l-bert.lock`` until it ends, and a second run on DIR is
   refused at once.  The kernel lets go of the lock when the process
@@ -25,6 +32,11 @@ from ..data.atomic import remove_partial_files
 
 #: The lock file a run holds in its output directory
 LOCK_FILE = '.d2l-bert.lock'
+
+#: The files of each kind of model, beside ``config.json`` and
+#: ``vocab.json``: `d2l-bert pretrain`'s, then `d2l-bert finetune`'s
+PRETRAINED_FILES = ('pretrained.params', 'checkpoint.zip', 'loss.png')
+FINETUNED_FILES = ('finetuned.params', 'history.json', 'finetune.png')
 
 
 class OutDirError(Exception):
@@ -115,7 +127,8 @@ def _same_file(fd, path):
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def claim(out, finished, *, resume=None, overwrite=False, what='a model'):
+def claim(out, finished, *, resume=None, overwrite=False, what='a model',
+          other=None):
     """Check that a run may write into `out`, lock it, clean it up.
 
     Parameters
@@ -131,6 +144,10 @@ def claim(out, finished, *, resume=None, overwrite=False, what='a model'):
         ``--overwrite`` was given: start over, replacing them.
     what : str
         What those files are, for the message.
+    other : (sequence of str, str), optional
+        The files that show another kind of model, and what it is
+        (``(('finetuned.params',), 'a fine-tuned model')``): `out` holding
+        one is refused unless `overwrite`.
 
     Returns
     -------
@@ -144,6 +161,13 @@ def claim(out, finished, *, resume=None, overwrite=False, what='a model'):
         holds the lock.
     """
     there = finished_files(out, finished) if os.path.isdir(out) else []
+    theirs = finished_files(out, other[0]) \
+        if other is not None and os.path.isdir(out) else []
+    if theirs and not overwrite:
+        raise OutDirError(
+            f'--out {out} holds {other[1]} ({", ".join(theirs)}), not '
+            f'{what}: give another --out, or --overwrite to replace it '
+            f'with {what}')
     if there and not overwrite and not resume:
         hint = ('give --resume to go on from it, --overwrite to start '
                 'over, or another --out')
@@ -154,3 +178,11 @@ def claim(out, finished, *, resume=None, overwrite=False, what='a model'):
     lock = OutDirLock(out)
     remove_partial_files(out)
     return lock
+
+
+def remove_other_model(out, names):
+    """Remove the files of `names` from `out` (those of another kind of
+    model, which ``--overwrite`` replaces), before this run writes its
+    own ``config.json`` and ``vocab.json`` there."""
+    for name in finished_files(out, names):
+        os.remove(os.path.join(out, name))

@@ -38,7 +38,8 @@ import mxnet as mx
 import numpy as onp
 from mxnet import autograd, gluon, npx
 
-from ..checks import check_finite_parameters, check_positive_int
+from ..checks import (check_finite_loss, check_finite_parameters,
+                      check_positive_int)
 from ..dist.workers import (Workers, create_kvstore,
                             share_initial_weights, worker_shards)
 from ..data.atomic import atomic_write, write_failure
@@ -214,6 +215,7 @@ class _PretrainingRun:
             while self.step < self.num_steps:
                 interrupts.check()
                 self._record(*self._step())
+            self._check_finite()
         except BaseException:
             if self.animator is not None:
                 self.animator.close(show=False)
@@ -252,6 +254,9 @@ class _PretrainingRun:
         """Count a step in the history, the plot and the progress bar, and
         save a checkpoint when one is due."""
         history, settings = self.history, self.settings
+        for name, value in (('MLM loss', mlm_l), ('NSP loss', nsp_l)):
+            check_finite_loss(name, value, self.step + 1,
+                              settings.learning_rate)
         history.seconds += seconds
         history.mlm.append(mlm_l)
         history.nsp.append(nsp_l)
@@ -265,10 +270,17 @@ class _PretrainingRun:
         if settings.checkpoint is not None and self.workers.leader and (
                 self.step % settings.checkpoint_every == 0
                 or self.step == self.num_steps):
+            self._check_finite()
             save_checkpoint(settings.checkpoint, self.net, self.trainer,
                             self.step, history,
                             data_state=self.data.state(),
                             mx_seed=self.mx_seed, config=settings.config)
+
+    def _check_finite(self):
+        """Raise a ValueError unless every weight is finite (before they
+        are saved)."""
+        check_finite_parameters(self.net.collect_params().values(),
+                                self.settings.learning_rate, self.step)
 
     def finish(self):
         """Print the book's two lines, close the plot or save it, and

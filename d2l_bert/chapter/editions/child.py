@@ -53,6 +53,10 @@ DEFAULT_TIMEOUT = 600.0
 #: Seconds a stopped cell has to return before its process is ended
 GRACE = 10.0
 
+#: The longest `timeout`, a week (``poll`` waits at most 2**31 - 1 ms,
+#: 24.8 days; `d2l_bert.cli._args.MAX_SECONDS` is the same)
+MAX_TIMEOUT = 7 * 24 * 3600.0
+
 #: Seconds the child may take to start (import MXNet, d2l and d2l-bert)
 START_TIMEOUT = 300.0
 
@@ -100,9 +104,10 @@ class ChildRunner:
     def __init__(self, ctx='cpu', small=True, steps=SMALL_STEPS,
                  timeout=DEFAULT_TIMEOUT, grace=GRACE, notebooks=False,
                  environ=None):
-        if timeout is not None and not timeout >= 0:
-            raise ValueError(f'timeout must be a number of seconds >= 0 '
-                             f'(0 for no limit), got {timeout!r}')
+        if timeout is not None and not 0 <= timeout <= MAX_TIMEOUT:
+            raise ValueError(f'timeout must be a number of seconds from 0 '
+                             f'to {MAX_TIMEOUT:g} (a week; 0 for no '
+                             f'limit), got {timeout!r}')
         self.ctx, self.steps, self.notebooks = str(ctx), steps, notebooks
         self.timeout = timeout or None
         self.grace = grace
