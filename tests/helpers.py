@@ -5,10 +5,12 @@ Test files import from here (``from helpers import TINY``), never from
 each other or from `conftest`, which holds the fixtures.
 """
 import collections
+import glob
 import http.server
 import json
 import os
 import pickle
+import shutil
 import zipfile
 
 import mxnet as mx
@@ -201,3 +203,19 @@ class FilesHandler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+def find_python(version):
+    """An interpreter of Python `version` (``'3.13'``) on this machine:
+    pyenv's, Debian's, then one on PATH (pyenv's shims need pyenv on
+    PATH, so not those); None if there is none."""
+    for pattern in (f'/root/.pyenv/versions/{version}.*/bin/python{version}',
+                    f'/usr/bin/python{version}',
+                    f'/usr/local/bin/python{version}'):
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[-1]
+    path = shutil.which(f'python{version}')
+    if path and os.sep + 'shims' + os.sep not in path:
+        return path
+    return None

@@ -27,6 +27,7 @@ import pytest
 
 from d2l_bert.chapter import book_outputs, editions, hosted
 from d2l_bert.chapter.saved_cells import NOTEBOOK_DIR, NOTEBOOKS
+from helpers import find_python
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, 'tests', 'fixtures', 'hosted')
@@ -39,6 +40,15 @@ def test_every_notebook_starts_with_the_badges_and_the_set_up_cell():
     for name in NOTEBOOKS:
         nb = nbformat.read(os.path.join(NOTEBOOK_DIR, name), as_version=4)
         assert hosted.top_problems(nb, name) == []
+
+
+def test_the_command_checks_the_notebooks_and_refuses_other_arguments(
+        capsys):
+    assert hosted.main([]) == 0
+    assert capsys.readouterr().out == ''
+    assert hosted.main(['--writ']) == 2
+    assert capsys.readouterr().err == (
+        'usage: python -m d2l_bert.chapter.hosted [--write]\n')
 
 
 def test_write_top_replaces_old_badges_and_set_up_cells_in_place():
@@ -186,20 +196,6 @@ def read_platform(name):
                    if line.startswith('# python:'))
     return version, [line for line in lines
                      if line and not line.startswith('#')]
-
-
-def find_python(version):
-    """An interpreter of Python `version` ('3.13') on this machine."""
-    for pattern in (f'/root/.pyenv/versions/{version}*/bin/python{version}',
-                    f'/usr/bin/python{version}',
-                    f'/usr/local/bin/python{version}'):
-        found = sorted(glob.glob(pattern))
-        if found:
-            return found[-1]
-    path = shutil.which(f'python{version}')
-    if path and os.sep + 'shims' + os.sep not in path:
-        return path
-    return None
 
 
 def run(command, **kwargs):

@@ -11,7 +11,6 @@ and conda would install them.  The README's Jupyter command, started as
 root with the dev container's environment, serves its port.  Neither
 repo2docker, conda nor a container runs here.
 """
-import glob
 import json
 import os
 import re
@@ -26,6 +25,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from helpers import find_python
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINDER = os.path.join(ROOT, '.binder')
@@ -149,19 +149,6 @@ def in_workspace(value):
     """A devcontainer.json value with the repository where the container
     has it."""
     return value.replace('${containerWorkspaceFolder}', ROOT)
-
-
-def find_python(version):
-    """An interpreter of `version`: pyenv's, then one on PATH (pyenv's
-    shims need pyenv on PATH, so not those); None if there is none."""
-    found = sorted(glob.glob(f'/root/.pyenv/versions/{version}.*/bin/'
-                             f'python{version}'))
-    if found:
-        return found[-1]
-    path = shutil.which(f'python{version}')
-    if path and os.sep + 'shims' + os.sep not in path:
-        return path
-    return None
 
 
 # --- The files -------------------------------------------------------------

@@ -335,29 +335,13 @@ def main(argv=None):
     """``python -m d2l_bert.chapter.hosted [--write]``: check (or write)
     every notebook's badges and set-up cell; exit status 1 on a
     difference."""
-    import warnings
+    from .saved_cells import check_or_write
 
-    import nbformat
-
-    from .saved_cells import NOTEBOOK_DIR, NOTEBOOKS
-    warnings.filterwarnings('ignore', category=nbformat.warnings.
-                            MissingIDFieldWarning)
-    argv = sys.argv[1:] if argv is None else argv
-    if argv not in ([], ['--write']):
-        print('usage: python -m d2l_bert.chapter.hosted [--write]',
-              file=sys.stderr)
-        return 2
-    status = 0
-    for name in NOTEBOOKS:
-        path = os.path.join(NOTEBOOK_DIR, name)
-        nb = nbformat.read(path, as_version=4)
-        if argv and write_top(nb, name):
-            nbformat.write(nb, path)
-            print(f'{name}: badges and set-up cell written')
-        for problem in top_problems(nb, name):
-            print(problem)
-            status = 1
-    return status
+    def write(nb, name):
+        return 'badges and set-up cell written' if write_top(
+            nb, name) else None
+    return check_or_write(sys.argv[1:] if argv is None else argv,
+                          'd2l_bert.chapter.hosted', write, top_problems)
 
 
 if __name__ == '__main__':

@@ -260,33 +260,54 @@ def write(nb, notebook_name):
     return changed
 
 
-def main(argv=None):
-    """Check (or with ``--write`` rewrite) every notebook; exit status 1
-    when a check finds a problem."""
+def check_or_write(argv, command, write, problems):
+    """The ``main`` of a notebook writer: check every notebook, or with
+    ``--write`` rewrite it first; exit status 1 when a check finds a
+    problem, 2 on a wrong argument.
+
+    Parameters
+    ----------
+    argv : list of str
+        The arguments: none or ``['--write']``.
+    command : str
+        The module, for the usage line (``'d2l_bert.chapter.hosted'``).
+    write : callable
+        ``write(nb, name) -> str or None``: rewrites the notebook `nb`
+        in place; what to print of it, or None when nothing changed.
+    problems : callable
+        ``problems(nb, name) -> list of str``, one line each.
+    """
     import warnings
 
     import nbformat
     # Our notebooks are nbformat 4.4, whose cells have no ids
     warnings.filterwarnings('ignore', category=nbformat.warnings.
                             MissingIDFieldWarning)
-    argv = sys.argv[1:] if argv is None else argv
     if argv not in ([], ['--write']):
-        print('usage: python -m d2l_bert.chapter.saved_cells [--write]',
-              file=sys.stderr)
+        print(f'usage: python -m {command} [--write]', file=sys.stderr)
         return 2
     status = 0
     for name in NOTEBOOKS:
         path = os.path.join(NOTEBOOK_DIR, name)
         nb = nbformat.read(path, as_version=4)
-        if argv:
-            changed = write(nb, name)
-            if changed:
-                nbformat.write(nb, path)
-            print(f'{name}: {changed} #@save cell(s) rewritten')
+        said = write(nb, name) if argv else None
+        if said is not None:
+            nbformat.write(nb, path)
+            print(f'{name}: {said}')
         for problem in problems(nb, name):
             print(problem)
             status = 1
     return status
+
+
+def main(argv=None):
+    """Check (or with ``--write`` rewrite) every notebook's ``#@save``
+    cells; exit status 1 when a check finds a problem."""
+    def rewrite(nb, name):
+        changed = write(nb, name)
+        return f'{changed} #@save cell(s) rewritten' if changed else None
+    return check_or_write(sys.argv[1:] if argv is None else argv,
+                          'd2l_bert.chapter.saved_cells', rewrite, problems)
 
 
 if __name__ == '__main__':
