@@ -349,3 +349,26 @@ def test_tables_scroll_rather_than_split_words():
              if selector == 'table.docutils']
     assert table and 'overflow-x: auto' in table[0]
     assert 'display: block' in table[0]
+
+
+def rule(selector):
+    """The declarations of `docs/_static/d2l-bert.css` for `selector`,
+    each rule for it joined (media queries included)."""
+    rules = css_rules(read('docs', '_static', 'd2l-bert.css'))
+    return ' '.join(body for found, body in rules
+                    if selector in [part.strip()
+                                    for part in found.split(',')])
+
+
+def test_field_names_stay_whole_on_one_line():
+    # Sphinx's `word-break: break-word` split "Parameters:" between its
+    # letters when its column was narrow, as on a phone
+    dt = rule('dl.field-list > dt')
+    assert 'word-break: normal' in dt and 'white-space: nowrap' in dt
+
+
+def test_code_blocks_and_index_tables_scroll_in_their_own_box():
+    assert 'overflow-x: auto' in rule('div.highlight pre')
+    assert 'max-width: 100%' in rule('div.highlight pre')
+    index = rule('table.indextable')
+    assert 'display: block' in index and 'overflow-x: auto' in index
