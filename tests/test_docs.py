@@ -372,3 +372,34 @@ def test_code_blocks_and_index_tables_scroll_in_their_own_box():
     assert 'max-width: 100%' in rule('div.highlight pre')
     index = rule('table.indextable')
     assert 'display: block' in index and 'overflow-x: auto' in index
+
+
+def signature_defaults(html):
+    """`(object, default)` of each parameter default written in the
+    signatures of functions, classes and methods (a constant's value is
+    `test_long_constants_are_not_dumped`'s)."""
+    import html as markup
+    found = []
+    for kind, name, sig in re.findall(
+            r'<dl class="py (\w+)">\s*<dt class="sig[^"]*" id="([^"]+)">'
+            r'(.*?)</dt>', html, re.DOTALL):
+        if kind not in ('data', 'attribute', 'property'):
+            for value in re.findall(r'<span class="default_value">(.*?)'
+                                    r'</span></em>', sig, re.DOTALL):
+                text = re.sub(r'<[^>]+>', '', value)
+                found.append((name, markup.unescape(text)))
+    return found
+
+
+def test_signature_defaults_are_written_as_the_source_writes_them(
+        built_docs):
+    defaults = signature_defaults(api_page(built_docs))
+    assert len(defaults) > 100, 'no defaults found: the pattern is stale'
+    assert ('d2l_bert.data.wikitext.download_wikitext2',
+            'WIKITEXT2_URLS') in defaults
+    # a dataclass field's factory, not the generated `__init__`'s stand-in
+    assert ('d2l_bert.chapter.runner.CellResult',
+            'field(default_factory=list)') in defaults
+    assert not [d for d in defaults if '<factory>' in d[1]]
+    long = [d for d in defaults if len(d[1]) > 40]
+    assert not long, f'defaults longer than 40 characters: {long}'
