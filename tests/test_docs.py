@@ -403,3 +403,12 @@ def test_signature_defaults_are_written_as_the_source_writes_them(
     assert not [d for d in defaults if '<factory>' in d[1]]
     long = [d for d in defaults if len(d[1]) > 40]
     assert not long, f'defaults longer than 40 characters: {long}'
+
+
+def test_a_code_name_moves_to_the_next_line_whole():
+    # Each word of a literal is a span.pre: as an inline block it breaks
+    # inside only when longer than the line (white-space: normal on a
+    # plain span broke `--isa` after its dashes on a phone)
+    words = rule('code.literal span.pre')
+    assert 'display: inline-block' in words and 'max-width: 100%' in words
+    assert 'display: inline;' in rule('table.docutils span.pre')
