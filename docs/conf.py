@@ -123,12 +123,14 @@ def cite_role(name, rawtext, text, lineno, inliner, options=None,
 
 
 # ---------------------------------------------------------------------------
-# The API reference: one heading per module
+# The API reference: one page per part of the package, one heading per
+# module
 #
-# `reference/api.md` lists the modules, one name a line, in fenced blocks
-# marked `{api-modules}`; before the page is parsed, each name becomes a
-# heading of its own followed by its `automodule`.  Adding a module to the
-# reference is adding its name to a list.
+# Each page of `reference/` (`reference/api.md` is their index) lists its
+# modules, one name a line, in a fenced block marked `{api-modules}`;
+# before the page is parsed, each name becomes a heading of its own
+# followed by its `automodule`.  Adding a module to the reference is
+# adding its name to a list.
 
 API_MODULES = re.compile(r'^```\{api-modules\}\n(.*?)^```\n',
                          re.MULTILINE | re.DOTALL)
@@ -144,7 +146,7 @@ def api_module_sections(names):
         # own sections document: list only what the package itself defines
         package = importlib.util.find_spec(name).submodule_search_locations
         option = '   :ignore-module-all:\n' if package else ''
-        parts.append(f'### `{name}`\n\n```{{eval-rst}}\n'
+        parts.append(f'## `{name}`\n\n```{{eval-rst}}\n'
                      f'.. automodule:: {name}\n{option}```\n')
     return '\n'.join(parts)
 

@@ -27,24 +27,72 @@ def public_modules():
     return sorted(names)
 
 
-def listed_modules():
-    """The module names of `docs/reference/api.md`'s `{api-modules}`
-    lists."""
-    with open(os.path.join(DOCS, 'reference', 'api.md'),
-              encoding='utf-8') as f:
-        page = f.read()
-    blocks = re.findall(r'^```\{api-modules\}\n(.*?)^```$', page,
-                        re.MULTILINE | re.DOTALL)
-    return [name for block in blocks for name in block.split()]
+REFERENCE = os.path.join(DOCS, 'reference')
+#: The pages of the API reference, in the order of the index's toctree
+#: (`reference/api.md`), and the package each one documents (`None`: top
+#: level modules)
+REFERENCE_PAGES = {'sections': None, 'data': 'd2l_bert.data',
+                   'fast': 'd2l_bert.fast', 'runs': 'd2l_bert.runs',
+                   'dist': 'd2l_bert.dist', 'hf': 'd2l_bert.hf',
+                   'chapter': 'd2l_bert.chapter', 'cli': 'd2l_bert.cli',
+                   'utilities': None}
+
+
+def listed_modules(page=None):
+    """The module names of the `{api-modules}` lists of `page` of
+    `docs/reference/`, or of every page there, in the index's order."""
+    names = []
+    for name in [page] if page else REFERENCE_PAGES:
+        with open(os.path.join(REFERENCE, f'{name}.md'),
+                  encoding='utf-8') as f:
+            text = f.read()
+        blocks = re.findall(r'^```\{api-modules\}\n(.*?)^```$', text,
+                            re.MULTILINE | re.DOTALL)
+        names += [module for block in blocks for module in block.split()]
+    return names
 
 
 def test_api_reference_lists_every_public_module():
     listed = listed_modules()
     missing = sorted(set(public_modules()) - set(listed))
     assert not missing, (
-        f'add each module to a list of docs/reference/api.md: {missing}')
+        f'add each module to a list of a page of docs/reference/: '
+        f'{missing}')
     twice = sorted({name for name in listed if listed.count(name) > 1})
-    assert not twice, f'listed twice in docs/reference/api.md: {twice}'
+    assert not twice, f'listed twice in docs/reference/: {twice}'
+
+
+def test_api_reference_pages_are_the_index_pages():
+    # A page of `docs/reference/` this test does not know would hide its
+    # modules from the checks above
+    pages = sorted(name[:-3] for name in os.listdir(REFERENCE)
+                   if name.endswith('.md'))
+    assert pages == sorted(['api', *REFERENCE_PAGES])
+    with open(os.path.join(REFERENCE, 'api.md'), encoding='utf-8') as f:
+        index = f.read()
+    toctree = re.search(r'^```\{toctree\}\n(.*?)^```$', index,
+                        re.MULTILINE | re.DOTALL).group(1)
+    entries = [line for line in toctree.splitlines()
+               if line and not line.startswith(':')]
+    assert entries == list(REFERENCE_PAGES)
+    assert not re.search(r'^```\{api-modules\}', index, re.MULTILINE)
+
+
+@pytest.mark.parametrize('page', list(REFERENCE_PAGES))
+def test_each_package_has_its_page(page):
+    # A package's modules on its own page; the top-level modules on the
+    # pages of no package
+    package = REFERENCE_PAGES[page]
+    listed = listed_modules(page)
+    if package:
+        expected = [name for name in public_modules()
+                    if name == package or name.startswith(package + '.')]
+        assert sorted(listed) == expected
+    else:
+        packages = set(REFERENCE_PAGES.values())
+        elsewhere = [name for name in listed
+                     if name.count('.') != 1 or name in packages]
+        assert not elsewhere, f'on the page of its package: {elsewhere}'
 
 
 def test_api_reference_lists_only_modules_that_import():
@@ -144,12 +192,26 @@ def test_docs_build_with_warnings_as_errors(sphinx_run):
 
 def test_docs_have_the_install_names_and_api_pages(built_docs):
     for page in ('index.html', 'install.html', 'names.html',
-                 os.path.join('reference', 'api.html')):
+                 os.path.join('reference', 'api.html'),
+                 *[os.path.join('reference', f'{name}.html')
+                   for name in REFERENCE_PAGES]):
         assert (built_docs / page).is_file(), page
 
 
-def test_api_page_holds_the_book_classes_with_their_parameters(built_docs):
-    html = (built_docs / 'reference' / 'api.html').read_text('utf-8')
+def api_pages(built_docs):
+    """`{page: html}` of the pages of the API reference."""
+    return {page: (built_docs / 'reference' / f'{page}.html')
+            .read_text('utf-8') for page in REFERENCE_PAGES}
+
+
+def api_page(built_docs):
+    """The pages of the API reference, one after the other."""
+    return '\n'.join(api_pages(built_docs).values())
+
+
+def test_the_book_classes_and_their_parameters_are_on_the_sections_page(
+        built_docs):
+    html = api_pages(built_docs)['sections']
     for name in ('d2l_bert.bert.BERTEncoder', 'd2l_bert.bert.BERTModel',
                  'd2l_bert.attention.MultiHeadAttention',
                  'd2l_bert.transformer.TransformerEncoderBlock'):
@@ -159,14 +221,10 @@ def test_api_page_holds_the_book_classes_with_their_parameters(built_docs):
 
 
 def test_book_labels_link_to_the_book(built_docs):
-    html = (built_docs / 'reference' / 'api.html').read_text('utf-8')
+    html = api_page(built_docs)
     assert ('https://d2l.ai/chapter_natural-language-processing-pretraining/'
             'bert.html') in html
     assert ':numref:' not in html
-
-
-def api_page(built_docs):
-    return (built_docs / 'reference' / 'api.html').read_text('utf-8')
 
 
 def object_at(html, position):
@@ -223,16 +281,30 @@ def test_no_backtick_is_left_in_the_rendered_text(built_docs):
 
 
 def test_each_module_has_a_heading_of_its_own(built_docs):
-    html = api_page(built_docs)
-    headings = re.findall(
-        r'<h3><code[^>]*><span class="pre">(d2l_bert[\w.]*)</span>', html)
-    assert headings == listed_modules()
+    for page, html in api_pages(built_docs).items():
+        headings = re.findall(
+            r'<h2><code[^>]*><span class="pre">(d2l_bert[\w.]*)</span>',
+            html)
+        assert headings == listed_modules(page), page
+
+
+def test_no_api_page_is_the_whole_reference(built_docs):
+    # One page held all 521 entries (947 KB), a long load on a phone
+    pages = api_pages(built_docs)
+    entries = {page: html.count('<dt class="sig')
+               for page, html in pages.items()}
+    assert max(entries.values()) < sum(entries.values()) / 2, entries
+    heavy = {page: len(html.encode('utf-8'))
+             for page, html in pages.items()
+             if len(html.encode('utf-8')) > 400_000}
+    assert not heavy, f'pages over 400 KB: {heavy}'
 
 
 def test_pages_load_the_stylesheet_that_wraps_code_and_tables(built_docs):
     assert (built_docs / '_static' / 'd2l-bert.css').is_file()
     for page in ('index.html', 'names.html',
-                 os.path.join('reference', 'api.html')):
+                 os.path.join('reference', 'api.html'),
+                 os.path.join('reference', 'sections.html')):
         html = (built_docs / page).read_text('utf-8')
         assert 'd2l-bert.css' in html, page
 
