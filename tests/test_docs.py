@@ -345,6 +345,54 @@ def test_speed_pages_name_no_machine_path_and_no_issue(name):
     assert not re.findall(r'\bissue', page, re.IGNORECASE)
 
 
+#: A commit's abbreviated or full hash: 7 to 40 hex digits, at least one
+#: a letter and one a digit (so neither "99999996" nor "defaced")
+COMMIT_HASH = re.compile(
+    r'\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b')
+
+
+def doc_pages():
+    """Yield `(path relative to docs/, text)` of every Markdown page."""
+    for folder, _, files in os.walk(DOCS):
+        if '_build' in folder:
+            continue
+        for name in sorted(files):
+            if name.endswith('.md'):
+                path = os.path.join(folder, name)
+                with open(path, encoding='utf-8') as f:
+                    yield os.path.relpath(path, DOCS), f.read()
+
+
+def test_commit_hashes_are_found():
+    text = 'main at `5542d60`, (commit ef498ed); 0.99999996, defaced, 1e-12'
+    assert COMMIT_HASH.findall(text) == ['5542d60', 'ef498ed']
+
+
+def test_docs_cite_no_commit():
+    # A hash names a state of one clone's history, which a reader of the
+    # page cannot see; the pages say what the code did instead
+    found = [f'{page}: {found}' for page, text in doc_pages()
+             for found in COMMIT_HASH.findall(
+                 re.sub(r'https?://\S+', '', text))]
+    assert not found, found
+
+
+#: Words of a diary, which date a statement by the day it was written
+DIARY = re.compile(r'\b(this|that|of the) day\b|\btoday\b|\byesterday\b|'
+                   r'\btonight\b|\bthis (round|morning|evening)\b|'
+                   r'\bthe days before\b|\bat hand\b|\bmain at\b|'
+                   r'\bbranch `|\b[0-2][0-9]:[0-5][0-9]\b', re.IGNORECASE)
+
+
+@pytest.mark.parametrize('name', ['performance.md',
+                                  'performance-history.md'])
+def test_speed_pages_speak_without_a_diary(name):
+    # "Three changes of this day", "No such machine was at hand this
+    # day": the figures carry their date and machine, the text none
+    found = [match.group(0) for match in DIARY.finditer(read('docs', name))]
+    assert not found, found
+
+
 # -------------------------------------------------------------------------
 # Rendering faults: a bogus "Type:" field, a build path, a dumped
 # constant, an example as prose, a word split in a table
