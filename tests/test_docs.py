@@ -532,3 +532,37 @@ def test_a_code_name_moves_to_the_next_line_whole():
     words = rule('code.literal span.pre')
     assert 'display: inline-block' in words and 'max-width: 100%' in words
     assert 'display: inline;' in rule('table.docutils span.pre')
+
+
+def one_line_signatures(html):
+    """`(object, text)` of the signatures of functions, classes and
+    methods written on one line (a long one lists its parameters in a
+    `dl`), without the "class" keyword and the links after them."""
+    import html as markup
+    found, multi_line = [], 0
+    for kind, name, sig in re.findall(
+            r'<dl class="py (\w+)">\s*<dt class="sig[^"]*" id="([^"]+)">'
+            r'(.*?)</dt>', html, re.DOTALL):
+        if kind in ('data', 'attribute', 'property'):
+            continue
+        if '<dl>' in sig:
+            multi_line += 1
+            continue
+        sig = re.sub(r'<a class="(reference internal|headerlink)".*?</a>'
+                     r'|<em class="property">.*?</em>', '', sig,
+                     flags=re.DOTALL)
+        text = markup.unescape(re.sub(r'<[^>]+>', '', sig))
+        found.append((name, ' '.join(text.split())))
+    return found, multi_line
+
+
+def test_a_long_signature_lists_one_parameter_a_line(built_docs):
+    # Under its module's heading an object goes without the module's
+    # name; a signature longer than a line of the source wraps, one
+    # parameter a line, as on a phone it must
+    html = api_page(built_docs)
+    assert 'sig-prename' not in html
+    found, multi_line = one_line_signatures(html)
+    assert multi_line > 10, 'no multi-line signature: the pattern is stale'
+    long = [(name, len(text)) for name, text in found if len(text) > 79]
+    assert not long, f'one-line signatures over 79 characters: {long}'
