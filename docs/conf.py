@@ -37,6 +37,15 @@ napoleon_use_rtype = False
 autodoc_member_order = 'bysource'
 autodoc_default_options = {'members': True}
 autodoc_typehints = 'none'
+# A default shows as the source writes it (`urls=WIKITEXT2_URLS`, not the
+# tuple it names; `root=DATA_ROOT`), so a signature stays short and exact
+autodoc_preserve_defaults = True
+# Objects under their module's heading: `BERTEncoder(...)`, not
+# `d2l_bert.bert.BERTEncoder(...)` (the heading names the module; the
+# anchors and the index keep the full name).  A signature longer than a
+# line of the source puts each parameter on a line of its own
+add_module_names = False
+python_maximum_signature_line_length = 79
 # `name` in a docstring is code, as in the book's text, and a link when it
 # names a documented object
 default_role = 'py:obj'
@@ -114,12 +123,14 @@ def cite_role(name, rawtext, text, lineno, inliner, options=None,
 
 
 # ---------------------------------------------------------------------------
-# The API reference: one heading per module
+# The API reference: one page per part of the package, one heading per
+# module
 #
-# `reference/api.md` lists the modules, one name a line, in fenced blocks
-# marked `{api-modules}`; before the page is parsed, each name becomes a
-# heading of its own followed by its `automodule`.  Adding a module to the
-# reference is adding its name to a list.
+# Each page of `reference/` (`reference/api.md` is their index) lists its
+# modules, one name a line, in a fenced block marked `{api-modules}`;
+# before the page is parsed, each name becomes a heading of its own
+# followed by its `automodule`.  Adding a module to the reference is
+# adding its name to a list.
 
 API_MODULES = re.compile(r'^```\{api-modules\}\n(.*?)^```\n',
                          re.MULTILINE | re.DOTALL)
@@ -135,7 +146,7 @@ def api_module_sections(names):
         # own sections document: list only what the package itself defines
         package = importlib.util.find_spec(name).submodule_search_locations
         option = '   :ignore-module-all:\n' if package else ''
-        parts.append(f'### `{name}`\n\n```{{eval-rst}}\n'
+        parts.append(f'## `{name}`\n\n```{{eval-rst}}\n'
                      f'.. automodule:: {name}\n{option}```\n')
     return '\n'.join(parts)
 
@@ -187,20 +198,71 @@ def keep_attribute_text(app, what, name, obj, options, lines):
         lines[:0] = ['..', '']
 
 
-def function_defaults_by_name(app, what, name, obj, options, signature,
-                              return_annotation):
+def function_defaults_by_name(signature):
     """Write a default that is a function by its name, as the source does
-    (``pad=_pad_bert_inputs``), not by its repr."""
+    (``pad=_pad_bert_inputs``), not by its repr (where
+    `autodoc_preserve_defaults` finds no source)."""
+    return re.sub(r'<function ([\w.]+) at 0x[0-9a-f]+>|'
+                  r'<function ([\w.]+)>',
+                  lambda m: m.group(1) or m.group(2), signature)
+
+
+def dataclass_factories_as_written(obj, signature):
+    """Write a dataclass field's default as its source does
+    (``notes=field(default_factory=list)``), not as ``<factory>``, the
+    stand-in of the generated `__init__`, which has no source."""
+    import dataclasses
+    if not (isinstance(obj, type) and dataclasses.is_dataclass(obj)):
+        return signature
+    for item in dataclasses.fields(obj):
+        written = getattr(item.default_factory, '__qualname__', '<')
+        if '<' not in written:
+            signature = re.sub(
+                rf'\b{item.name}=<factory>',
+                f'{item.name}=field(default_factory={written})', signature)
+    return signature
+
+
+def has_source(obj):
+    """Whether `inspect` finds the source of `obj`."""
+    import inspect
+    try:
+        inspect.getsource(obj)
+    except (OSError, TypeError):
+        return False
+    return True
+
+
+def preserve_defaults_if_source(app, obj, bound_method):
+    """Switch `autodoc_preserve_defaults` off for an object without
+    source: Sphinx 7.1's handler (priority 500, just after this one)
+    fails on a dataclass's generated `__init__` (8.1 skips it)."""
+    app.config.autodoc_preserve_defaults = (autodoc_preserve_defaults
+                                            and has_source(obj))
+
+
+def preserve_defaults_again(app, obj, bound_method):
+    """Back to the setting of this file, after Sphinx's handler."""
+    app.config.autodoc_preserve_defaults = autodoc_preserve_defaults
+
+
+def signature_as_written(app, what, name, obj, options, signature,
+                         return_annotation):
+    """The defaults of a signature as the source writes them (Sphinx
+    keeps the first answer of this event, so one handler does both)."""
     if signature:
-        signature = re.sub(r'<function ([\w.]+) at 0x[0-9a-f]+>|'
-                           r'<function ([\w.]+)>',
-                           lambda m: m.group(1) or m.group(2), signature)
+        signature = dataclass_factories_as_written(
+            obj, function_defaults_by_name(signature))
     return signature, return_annotation
 
 
 def setup(app):
     app.add_autodocumenter(short_value_documenter(), override=True)
-    app.connect('autodoc-process-signature', function_defaults_by_name)
+    app.connect('autodoc-before-process-signature',
+                preserve_defaults_if_source, priority=499)
+    app.connect('autodoc-before-process-signature',
+                preserve_defaults_again, priority=501)
+    app.connect('autodoc-process-signature', signature_as_written)
     app.connect('autodoc-process-docstring', keep_attribute_text,
                 priority=400)
     app.connect('missing-reference', book_reference)

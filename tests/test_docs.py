@@ -27,24 +27,72 @@ def public_modules():
     return sorted(names)
 
 
-def listed_modules():
-    """The module names of `docs/reference/api.md`'s `{api-modules}`
-    lists."""
-    with open(os.path.join(DOCS, 'reference', 'api.md'),
-              encoding='utf-8') as f:
-        page = f.read()
-    blocks = re.findall(r'^```\{api-modules\}\n(.*?)^```$', page,
-                        re.MULTILINE | re.DOTALL)
-    return [name for block in blocks for name in block.split()]
+REFERENCE = os.path.join(DOCS, 'reference')
+#: The pages of the API reference, in the order of the index's toctree
+#: (`reference/api.md`), and the package each one documents (`None`: top
+#: level modules)
+REFERENCE_PAGES = {'sections': None, 'data': 'd2l_bert.data',
+                   'fast': 'd2l_bert.fast', 'runs': 'd2l_bert.runs',
+                   'dist': 'd2l_bert.dist', 'hf': 'd2l_bert.hf',
+                   'chapter': 'd2l_bert.chapter', 'cli': 'd2l_bert.cli',
+                   'utilities': None}
+
+
+def listed_modules(page=None):
+    """The module names of the `{api-modules}` lists of `page` of
+    `docs/reference/`, or of every page there, in the index's order."""
+    names = []
+    for name in [page] if page else REFERENCE_PAGES:
+        with open(os.path.join(REFERENCE, f'{name}.md'),
+                  encoding='utf-8') as f:
+            text = f.read()
+        blocks = re.findall(r'^```\{api-modules\}\n(.*?)^```$', text,
+                            re.MULTILINE | re.DOTALL)
+        names += [module for block in blocks for module in block.split()]
+    return names
 
 
 def test_api_reference_lists_every_public_module():
     listed = listed_modules()
     missing = sorted(set(public_modules()) - set(listed))
     assert not missing, (
-        f'add each module to a list of docs/reference/api.md: {missing}')
+        f'add each module to a list of a page of docs/reference/: '
+        f'{missing}')
     twice = sorted({name for name in listed if listed.count(name) > 1})
-    assert not twice, f'listed twice in docs/reference/api.md: {twice}'
+    assert not twice, f'listed twice in docs/reference/: {twice}'
+
+
+def test_api_reference_pages_are_the_index_pages():
+    # A page of `docs/reference/` this test does not know would hide its
+    # modules from the checks above
+    pages = sorted(name[:-3] for name in os.listdir(REFERENCE)
+                   if name.endswith('.md'))
+    assert pages == sorted(['api', *REFERENCE_PAGES])
+    with open(os.path.join(REFERENCE, 'api.md'), encoding='utf-8') as f:
+        index = f.read()
+    toctree = re.search(r'^```\{toctree\}\n(.*?)^```$', index,
+                        re.MULTILINE | re.DOTALL).group(1)
+    entries = [line for line in toctree.splitlines()
+               if line and not line.startswith(':')]
+    assert entries == list(REFERENCE_PAGES)
+    assert not re.search(r'^```\{api-modules\}', index, re.MULTILINE)
+
+
+@pytest.mark.parametrize('page', list(REFERENCE_PAGES))
+def test_each_package_has_its_page(page):
+    # A package's modules on its own page; the top-level modules on the
+    # pages of no package
+    package = REFERENCE_PAGES[page]
+    listed = listed_modules(page)
+    if package:
+        expected = [name for name in public_modules()
+                    if name == package or name.startswith(package + '.')]
+        assert sorted(listed) == expected
+    else:
+        packages = set(REFERENCE_PAGES.values())
+        elsewhere = [name for name in listed
+                     if name.count('.') != 1 or name in packages]
+        assert not elsewhere, f'on the page of its package: {elsewhere}'
 
 
 def test_api_reference_lists_only_modules_that_import():
@@ -144,12 +192,26 @@ def test_docs_build_with_warnings_as_errors(sphinx_run):
 
 def test_docs_have_the_install_names_and_api_pages(built_docs):
     for page in ('index.html', 'install.html', 'names.html',
-                 os.path.join('reference', 'api.html')):
+                 os.path.join('reference', 'api.html'),
+                 *[os.path.join('reference', f'{name}.html')
+                   for name in REFERENCE_PAGES]):
         assert (built_docs / page).is_file(), page
 
 
-def test_api_page_holds_the_book_classes_with_their_parameters(built_docs):
-    html = (built_docs / 'reference' / 'api.html').read_text('utf-8')
+def api_pages(built_docs):
+    """`{page: html}` of the pages of the API reference."""
+    return {page: (built_docs / 'reference' / f'{page}.html')
+            .read_text('utf-8') for page in REFERENCE_PAGES}
+
+
+def api_page(built_docs):
+    """The pages of the API reference, one after the other."""
+    return '\n'.join(api_pages(built_docs).values())
+
+
+def test_the_book_classes_and_their_parameters_are_on_the_sections_page(
+        built_docs):
+    html = api_pages(built_docs)['sections']
     for name in ('d2l_bert.bert.BERTEncoder', 'd2l_bert.bert.BERTModel',
                  'd2l_bert.attention.MultiHeadAttention',
                  'd2l_bert.transformer.TransformerEncoderBlock'):
@@ -159,14 +221,10 @@ def test_api_page_holds_the_book_classes_with_their_parameters(built_docs):
 
 
 def test_book_labels_link_to_the_book(built_docs):
-    html = (built_docs / 'reference' / 'api.html').read_text('utf-8')
+    html = api_page(built_docs)
     assert ('https://d2l.ai/chapter_natural-language-processing-pretraining/'
             'bert.html') in html
     assert ':numref:' not in html
-
-
-def api_page(built_docs):
-    return (built_docs / 'reference' / 'api.html').read_text('utf-8')
 
 
 def object_at(html, position):
@@ -223,16 +281,30 @@ def test_no_backtick_is_left_in_the_rendered_text(built_docs):
 
 
 def test_each_module_has_a_heading_of_its_own(built_docs):
-    html = api_page(built_docs)
-    headings = re.findall(
-        r'<h3><code[^>]*><span class="pre">(d2l_bert[\w.]*)</span>', html)
-    assert headings == listed_modules()
+    for page, html in api_pages(built_docs).items():
+        headings = re.findall(
+            r'<h2><code[^>]*><span class="pre">(d2l_bert[\w.]*)</span>',
+            html)
+        assert headings == listed_modules(page), page
+
+
+def test_no_api_page_is_the_whole_reference(built_docs):
+    # One page held all 521 entries (947 KB), a long load on a phone
+    pages = api_pages(built_docs)
+    entries = {page: html.count('<dt class="sig')
+               for page, html in pages.items()}
+    assert max(entries.values()) < sum(entries.values()) / 2, entries
+    heavy = {page: len(html.encode('utf-8'))
+             for page, html in pages.items()
+             if len(html.encode('utf-8')) > 400_000}
+    assert not heavy, f'pages over 400 KB: {heavy}'
 
 
 def test_pages_load_the_stylesheet_that_wraps_code_and_tables(built_docs):
     assert (built_docs / '_static' / 'd2l-bert.css').is_file()
     for page in ('index.html', 'names.html',
-                 os.path.join('reference', 'api.html')):
+                 os.path.join('reference', 'api.html'),
+                 os.path.join('reference', 'sections.html')):
         html = (built_docs / page).read_text('utf-8')
         assert 'd2l-bert.css' in html, page
 
@@ -271,6 +343,54 @@ def test_speed_pages_name_no_machine_path_and_no_issue(name):
     found = re.findall(r'(?<![\w.])/(?:work|root|home|Users)/\S*', page)
     assert not found, found
     assert not re.findall(r'\bissue', page, re.IGNORECASE)
+
+
+#: A commit's abbreviated or full hash: 7 to 40 hex digits, at least one
+#: a letter and one a digit (so neither "99999996" nor "defaced")
+COMMIT_HASH = re.compile(
+    r'\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b')
+
+
+def doc_pages():
+    """Yield `(path relative to docs/, text)` of every Markdown page."""
+    for folder, _, files in os.walk(DOCS):
+        if '_build' in folder:
+            continue
+        for name in sorted(files):
+            if name.endswith('.md'):
+                path = os.path.join(folder, name)
+                with open(path, encoding='utf-8') as f:
+                    yield os.path.relpath(path, DOCS), f.read()
+
+
+def test_commit_hashes_are_found():
+    text = 'main at `5542d60`, (commit ef498ed); 0.99999996, defaced, 1e-12'
+    assert COMMIT_HASH.findall(text) == ['5542d60', 'ef498ed']
+
+
+def test_docs_cite_no_commit():
+    # A hash names a state of one clone's history, which a reader of the
+    # page cannot see; the pages say what the code did instead
+    found = [f'{page}: {found}' for page, text in doc_pages()
+             for found in COMMIT_HASH.findall(
+                 re.sub(r'https?://\S+', '', text))]
+    assert not found, found
+
+
+#: Words of a diary, which date a statement by the day it was written
+DIARY = re.compile(r'\b(this|that|of the) day\b|\btoday\b|\byesterday\b|'
+                   r'\btonight\b|\bthis (round|morning|evening)\b|'
+                   r'\bthe days before\b|\bat hand\b|\bmain at\b|'
+                   r'\bbranch `|\b[0-2][0-9]:[0-5][0-9]\b', re.IGNORECASE)
+
+
+@pytest.mark.parametrize('name', ['performance.md',
+                                  'performance-history.md'])
+def test_speed_pages_speak_without_a_diary(name):
+    # "Three changes of this day", "No such machine was at hand this
+    # day": the figures carry their date and machine, the text none
+    found = [match.group(0) for match in DIARY.finditer(read('docs', name))]
+    assert not found, found
 
 
 # -------------------------------------------------------------------------
@@ -349,3 +469,100 @@ def test_tables_scroll_rather_than_split_words():
              if selector == 'table.docutils']
     assert table and 'overflow-x: auto' in table[0]
     assert 'display: block' in table[0]
+
+
+def rule(selector):
+    """The declarations of `docs/_static/d2l-bert.css` for `selector`,
+    each rule for it joined (media queries included)."""
+    rules = css_rules(read('docs', '_static', 'd2l-bert.css'))
+    return ' '.join(body for found, body in rules
+                    if selector in [part.strip()
+                                    for part in found.split(',')])
+
+
+def test_field_names_stay_whole_on_one_line():
+    # Sphinx's `word-break: break-word` split "Parameters:" between its
+    # letters when its column was narrow, as on a phone
+    dt = rule('dl.field-list > dt')
+    assert 'word-break: normal' in dt and 'white-space: nowrap' in dt
+
+
+def test_code_blocks_and_index_tables_scroll_in_their_own_box():
+    assert 'overflow-x: auto' in rule('div.highlight pre')
+    assert 'max-width: 100%' in rule('div.highlight pre')
+    index = rule('table.indextable')
+    assert 'display: block' in index and 'overflow-x: auto' in index
+
+
+def signature_defaults(html):
+    """`(object, default)` of each parameter default written in the
+    signatures of functions, classes and methods (a constant's value is
+    `test_long_constants_are_not_dumped`'s)."""
+    import html as markup
+    found = []
+    for kind, name, sig in re.findall(
+            r'<dl class="py (\w+)">\s*<dt class="sig[^"]*" id="([^"]+)">'
+            r'(.*?)</dt>', html, re.DOTALL):
+        if kind not in ('data', 'attribute', 'property'):
+            for value in re.findall(r'<span class="default_value">(.*?)'
+                                    r'</span></em>', sig, re.DOTALL):
+                text = re.sub(r'<[^>]+>', '', value)
+                found.append((name, markup.unescape(text)))
+    return found
+
+
+def test_signature_defaults_are_written_as_the_source_writes_them(
+        built_docs):
+    defaults = signature_defaults(api_page(built_docs))
+    assert len(defaults) > 100, 'no defaults found: the pattern is stale'
+    assert ('d2l_bert.data.wikitext.download_wikitext2',
+            'WIKITEXT2_URLS') in defaults
+    # a dataclass field's factory, not the generated `__init__`'s stand-in
+    assert ('d2l_bert.chapter.runner.CellResult',
+            'field(default_factory=list)') in defaults
+    assert not [d for d in defaults if '<factory>' in d[1]]
+    long = [d for d in defaults if len(d[1]) > 40]
+    assert not long, f'defaults longer than 40 characters: {long}'
+
+
+def test_a_code_name_moves_to_the_next_line_whole():
+    # Each word of a literal is a span.pre: as an inline block it breaks
+    # inside only when longer than the line (white-space: normal on a
+    # plain span broke `--isa` after its dashes on a phone)
+    words = rule('code.literal span.pre')
+    assert 'display: inline-block' in words and 'max-width: 100%' in words
+    assert 'display: inline;' in rule('table.docutils span.pre')
+
+
+def one_line_signatures(html):
+    """`(object, text)` of the signatures of functions, classes and
+    methods written on one line (a long one lists its parameters in a
+    `dl`), without the "class" keyword and the links after them."""
+    import html as markup
+    found, multi_line = [], 0
+    for kind, name, sig in re.findall(
+            r'<dl class="py (\w+)">\s*<dt class="sig[^"]*" id="([^"]+)">'
+            r'(.*?)</dt>', html, re.DOTALL):
+        if kind in ('data', 'attribute', 'property'):
+            continue
+        if '<dl>' in sig:
+            multi_line += 1
+            continue
+        sig = re.sub(r'<a class="(reference internal|headerlink)".*?</a>'
+                     r'|<em class="property">.*?</em>', '', sig,
+                     flags=re.DOTALL)
+        text = markup.unescape(re.sub(r'<[^>]+>', '', sig))
+        found.append((name, ' '.join(text.split())))
+    return found, multi_line
+
+
+def test_a_long_signature_lists_one_parameter_a_line(built_docs):
+    # Under its module's heading an object goes without the module's
+    # name; a signature longer than a line of the source wraps, one
+    # parameter a line, as on a phone it must
+    html = api_page(built_docs)
+    assert 'sig-prename' not in html
+    found, multi_line = one_line_signatures(html)
+    assert multi_line > 10, 'no multi-line signature: the pattern is stale'
+    long = [(name, len(text)) for name, text in found if len(text) > 79]
+    assert not long, f'one-line signatures over 79 characters: {long}'
