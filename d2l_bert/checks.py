@@ -1,14 +1,17 @@
 """Input checks that turn a student's mistake into one clear sentence.
 
-The book's blocks call one of these at the top of `forward`; without
-them a wrong shape or an id out of range ends in a deep MXNet traceback,
-or worse, in a silently wrong result.  Each message names the argument,
-the value received and what is allowed.
+The book's blocks are the book's lines, without checks; the checks of
+their inputs are applied from outside, by one visible call:
+``check_inputs(net)`` (the command line, `PretrainedBERT` and the runs
+call it).  Without them a wrong shape or an id out of range ends in a
+deep MXNet traceback, or worse, in a silently wrong result.  Each message
+names the argument, the value received and what is allowed.
 
 Shapes and dtypes are checked for free; value ranges cost one small
 device-to-host copy per call (`check_ranges`).
 """
 import math
+import weakref
 
 import mxnet as mx
 import numpy as onp
@@ -125,6 +128,91 @@ def check_pred_positions(pred_positions, batch_size, seq_len):
                    f'positions in [0, {seq_len}) (sequence length)')])
 
 
+#: The blocks `check_inputs` gave hooks, each once
+_CHECKED = weakref.WeakSet()
+
+
+def check_inputs(net):
+    """Check the inputs of the book's blocks in `net` at every call.
+
+    Registers a Gluon forward pre-hook on each `BERTEncoder` (its
+    `tokens`, `segments` and `valid_lens`: `check_encoder_inputs`) and
+    each `MaskLM` (its `pred_positions`: `check_pred_positions`) that
+    `net` is or holds (subclasses and a notebook's classes of these
+    names included), after checking the dropout rates of the encoders
+    (`check_dropout`).  Calling it again on the same blocks adds
+    nothing.
+
+    Parameters
+    ----------
+    net : mxnet.gluon.Block
+        A `BERTModel`, a `BERTEncoder`, a `MaskLM` or a block holding
+        them (a `BERTClassifier`).
+
+    Returns
+    -------
+    net
+        The same block, for ``net = check_inputs(BERTModel(...))``.
+
+    Raises
+    ------
+    ValueError
+        An encoder's dropout rate is not in [0, 1).
+    """
+    blocks = [net]
+    while blocks:
+        block = blocks.pop()
+        blocks.extend(block._children.values())
+        kind = _book_class(block)
+        if kind == 'BERTEncoder':
+            _check_dropout_rates(block)
+        if kind is not None and block not in _CHECKED:
+            block.register_forward_pre_hook(_HOOKS[kind])
+            _CHECKED.add(block)
+    return net
+
+
+def _book_class(block):
+    """'BERTEncoder' or 'MaskLM' if `block` is one (or a subclass), else
+    None.  By name: the sections import this module, and a notebook's
+    ``#@save`` cell defines the class again."""
+    for cls in type(block).__mro__:
+        if cls.__name__ in _HOOKS:
+            return cls.__name__
+    return None
+
+
+def _check_dropout_rates(encoder):
+    """`check_dropout` on the rate of every `nn.Dropout` of `encoder`."""
+    blocks = [encoder]
+    while blocks:
+        block = blocks.pop()
+        blocks.extend(block._children.values())
+        if isinstance(block, mx.gluon.nn.Dropout):
+            check_dropout(block._rate)
+
+
+def _check_encoder_call(encoder, args):
+    """Forward pre-hook of a `BERTEncoder`: `args` are its inputs."""
+    tokens, segments = args[:2]
+    valid_lens = args[2] if len(args) > 2 else None
+    vocab_size = encoder.token_embedding.weight.shape[0]
+    max_len = encoder.pos_embedding.shape[1]
+    check_encoder_inputs(tokens, segments, valid_lens, vocab_size, max_len)
+
+
+def _check_mask_lm_call(mlm, args):
+    """Forward pre-hook of a `MaskLM`: `args` are `X` and
+    `pred_positions`."""
+    X, pred_positions = args
+    check_pred_positions(pred_positions, X.shape[0], X.shape[1])
+
+
+#: The forward pre-hook of each book class whose inputs are checked
+_HOOKS = {'BERTEncoder': _check_encoder_call,
+          'MaskLM': _check_mask_lm_call}
+
+
 def check_activation(activation):
     """Return `activation` if it is one the blocks know, else raise."""
     allowed = ('relu', 'gelu', 'gelu_tanh')
@@ -159,18 +247,6 @@ def check_dropout(dropout):
         raise ValueError(f'dropout must be a rate in [0, 1), got '
                          f'{dropout!r}')
     return dropout
-
-
-def num_blks_of(num_blks, num_layers):
-    """Accept the 1.0 name `num_blks` or the 0.17 name `num_layers`."""
-    if num_blks is None and num_layers is None:
-        raise TypeError('missing the number of blocks: pass num_blks '
-                        '(num_layers in the 0.17 editions)')
-    if num_blks is not None and num_layers is not None \
-            and num_blks != num_layers:
-        raise TypeError(f'num_blks={num_blks} and num_layers={num_layers} '
-                        f'disagree; pass one of them')
-    return num_blks if num_blks is not None else num_layers
 
 
 def check_kvstore(kvstore):

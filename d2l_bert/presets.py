@@ -15,8 +15,8 @@ The models, `BERTModel`'s keyword arguments:
 - `BERT_SMALL`, `BERT_BASE`: the models on d2l's data hub
   (`HUB_MODELS`), with the sizes and the dropout that
   sec_natural-language-inference-bert loads them with;
-- `ORIGINAL_BERT`: the options that give the book's classes the
-  original BERT's architecture.
+- `ORIGINAL_BERT`: the options of the original BERT's architecture,
+  `d2l_bert.hf.original.OriginalBERTModel`'s defaults.
 
 The training settings, in the book's names: `PRETRAINING`
 (sec_bert-pretraining) and `FINETUNING`
@@ -37,9 +37,9 @@ BERT_BASE = dict(num_hiddens=768, ffn_num_hiddens=3072, num_heads=12,
 #: The pretrained models of d2l's data hub, by name
 HUB_MODELS = {'bert.small': BERT_SMALL, 'bert.base': BERT_BASE}
 
-#: Keyword arguments that give the book's classes the original BERT's
-#: architecture (GELU, LayerNorm after the embeddings, epsilon 1e-12)
-ORIGINAL_BERT = dict(activation='gelu', epsilon=1e-12, embedding_norm=True)
+#: The original BERT's options of `d2l_bert.hf.original`'s subclasses of
+#: the book's classes (which add the LayerNorm after the embeddings)
+ORIGINAL_BERT = dict(activation='gelu', epsilon=1e-12)
 
 #: sec_bert-pretraining's run; `lr` is Adam's in d2l 1.0.3 (0.17.0 used
 #: 1e-3)

@@ -1,5 +1,6 @@
 """Tests of d2l_bert.bert: the book's outputs, parity with d2l 1.0.3,
-contexts, the original-BERT options and clear errors on bad input."""
+contexts, the original BERT's subclasses (`d2l_bert.hf.original`) and
+clear errors on bad input (`d2l_bert.checks.check_inputs`)."""
 
 import mxnet as mx
 import numpy as onp
@@ -10,6 +11,8 @@ from mxnet import autograd, gluon, np
 from d2l_bert import fast
 from d2l_bert import (BERTEncoder, BERTModel, MaskLM, NextSentencePred,
                       ORIGINAL_BERT, get_tokens_and_segments)
+from d2l_bert.checks import check_inputs
+from d2l_bert.hf.original import OriginalBERTEncoder, OriginalBERTModel
 
 from helpers import (EXACT, GRADIENTS, OTHER_DEVICE, TINY, assert_close,
                      copy_params, kernel_params)
@@ -221,45 +224,46 @@ def test_mlm_is_none_without_pred_positions_even_accelerated(tiny_batch):
     assert encoded_X.shape == (3, 12, 32) and nsp_Y_hat.shape == (3, 2)
 
 
-# --- 0.17 names and the original BERT's options ----------------------------
-
-def test_num_layers_is_accepted_as_in_the_017_editions(tiny_batch):
-    encoder = BERTEncoder(99, 32, 48, 4, num_layers=3, dropout=0.1)
-    assert len(encoder.blks) == 3
-    net = BERTModel(99, 32, 48, 4, num_layers=1, dropout=0.1)
-    assert len(net.encoder.blks) == 1
-    with pytest.raises(TypeError, match='num_blks=2 and num_layers=3'):
-        BERTEncoder(99, 32, 48, 4, 2, 0.1, num_layers=3)
-
+# --- Arguments and the original BERT's subclasses ---------------------------
 
 @pytest.mark.parametrize('block_cls', [BERTEncoder, BERTModel])
-@pytest.mark.parametrize('blocks', [dict(num_blks=2), dict(num_layers=2)])
-def test_a_missing_dropout_is_named_at_construction(block_cls, blocks):
-    # The issue's call: the 0.17 name, no dropout; it used to build, then
-    # fail at the first forward pass inside Gluon's `Dropout`
+def test_a_missing_dropout_is_named_at_construction(block_cls):
+    # The book's signature: `dropout` has no default, as in the book
+    with pytest.raises(TypeError, match="missing 1 required positional "
+                       "argument: 'dropout'"):
+        block_cls(100, 32, 64, 2, num_blks=2)
+
+
+@pytest.mark.parametrize('block_cls', [OriginalBERTEncoder,
+                                       OriginalBERTModel])
+def test_a_dropout_of_none_is_named_by_the_original_classes(block_cls):
     with pytest.raises(TypeError, match='missing dropout: pass the '
                        'dropout rate'):
-        block_cls(100, 32, 64, 2, **blocks)
+        block_cls(100, 32, 64, 2, 2, None)
 
 
 @pytest.mark.parametrize('block_cls', [BERTEncoder, BERTModel])
 def test_a_missing_number_of_blocks_is_named_at_construction(block_cls):
-    with pytest.raises(TypeError, match='missing the number of blocks: '
-                       'pass num_blks'):
+    with pytest.raises(TypeError, match="missing 1 required positional "
+                       "argument: 'num_blks'"):
         block_cls(100, 32, 64, 2, dropout=0.1)
 
 
-@pytest.mark.parametrize('block_cls', [BERTEncoder, BERTModel])
+@pytest.mark.parametrize('block_cls', [BERTEncoder, BERTModel,
+                                       OriginalBERTEncoder,
+                                       OriginalBERTModel])
 @pytest.mark.parametrize('dropout', [-0.1, 1.0, '0.1', True])
 def test_a_dropout_outside_0_to_1_is_refused(block_cls, dropout):
+    # The book's classes by `check_inputs`, as the command line and the
+    # runs apply it; the original BERT's at construction
     with pytest.raises(ValueError, match=r'dropout must be a rate in '
                        rf'\[0, 1\), got {dropout!r}'):
-        block_cls(100, 32, 64, 2, num_layers=2, dropout=dropout)
+        check_inputs(block_cls(100, 32, 64, 2, 2, dropout))
 
 
-def test_original_bert_options_add_only_the_embedding_norm(tiny_batch):
+def test_original_bert_adds_only_the_embedding_norm(tiny_batch):
     book = BERTModel(**TINY)
-    original = BERTModel(**TINY, **ORIGINAL_BERT)
+    original = OriginalBERTModel(**TINY, **ORIGINAL_BERT)
     extra = set(original._collect_params_with_prefix()) - set(
         book._collect_params_with_prefix())
     assert extra == {'encoder.embedding_norm.gamma',
@@ -312,14 +316,14 @@ def test_gelu_tanh_ffn_computes_the_tanh_approximation():
 
 
 def test_tied_weights_share_the_token_embedding(tmp_path, tiny_batch):
-    net = BERTModel(**TINY, tie_weights=True)
+    net = OriginalBERTModel(**TINY, tie_weights=True)
     net.initialize()
     tokens, segments, valid_lens, pred_positions = tiny_batch
     net(tokens, segments, valid_lens, pred_positions)
     assert net.mlm.mlp[2].weight is net.encoder.token_embedding.weight
     path = str(tmp_path / 'tied.params')
     net.save_parameters(path)
-    other = BERTModel(**TINY, tie_weights=True)
+    other = OriginalBERTModel(**TINY, tie_weights=True)
     other.load_parameters(path)
     assert_close(other(tokens, segments, valid_lens, pred_positions)[1],
                  net(tokens, segments, valid_lens, pred_positions)[1], EXACT)
@@ -328,7 +332,7 @@ def test_tied_weights_share_the_token_embedding(tmp_path, tiny_batch):
 def test_unknown_activation_is_refused():
     with pytest.raises(ValueError, match="activation must be one of.*"
                                          "got 'tanh'"):
-        BERTModel(**TINY, activation='tanh')
+        OriginalBERTModel(**TINY, activation='tanh')
 
 
 # --- Contexts ---------------------------------------------------------------
@@ -377,7 +381,9 @@ def test_bert_model_on_gpu_equals_cpu(tiny_batch):
 
 @pytest.fixture(scope='module')
 def net():
-    net = BERTModel(**TINY)
+    # The checks as the command line, `PretrainedBERT` and the runs apply
+    # them
+    net = check_inputs(BERTModel(**TINY))
     net.initialize()
     return net
 
@@ -437,11 +443,11 @@ def test_float_tokens_with_integer_values_are_accepted(net, tiny_batch):
 
 
 def test_encoder_alone_checks_its_inputs(tiny_batch):
-    encoder = BERTEncoder(**TINY)
+    encoder = check_inputs(BERTEncoder(**TINY))
     encoder.initialize()
     with pytest.raises(ValueError, match='segments must hold segment ids'):
         encoder(tiny_batch[0], tiny_batch[1] + 1, None)
-    mlm = MaskLM(99, 32)
+    mlm = check_inputs(MaskLM(99, 32))
     mlm.initialize()
     with pytest.raises(ValueError, match=r'pred_positions must hold '
                                          r'positions in \[0, 12\)'):

@@ -100,6 +100,29 @@ def test_a_0_17_name_falls_back_to_its_1_0_name(monkeypatch):
     assert r.d2l.met['OldTimer'] == '0.17 name of Timer'
 
 
+def test_num_layers_is_accepted_as_in_the_017_editions(run):
+    # The book's classes take `num_blks`; the runner passes the 0.17
+    # cells' `num_layers` on
+    result = run('encoder = d2l.BERTEncoder(99, 32, 48, 4, num_layers=3, '
+                 'dropout=0.1)\n'
+                 'net = d2l.BERTModel(99, 32, 48, 4, num_layers=1, '
+                 'dropout=0.1)\n'
+                 'len(encoder.blks), len(net.encoder.blks)')
+    assert result.error is None and result.output == '(3, 1)\n'
+    result = run('d2l.BERTEncoder(99, 32, 48, 4, **dict(num_layers=2, '
+                 'num_blks=3, dropout=0.1))')
+    assert result.error == ('TypeError: num_blks=3 and num_layers=2 '
+                            'disagree; pass one of them')
+
+
+def test_keywords_of_cells_own_classes_are_left_alone(run):
+    result = run('class BERTEncoder:\n'
+                 '    def __init__(self, num_layers):\n'
+                 '        self.n = num_layers\n'
+                 'BERTEncoder(num_layers=2).n')
+    assert result.output == '2\n'
+
+
 def test_unknown_d2l_name_says_where_it_was_looked_for(run):
     result = run('d2l.no_such_thing')
     assert result.error == (

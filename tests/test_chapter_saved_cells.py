@@ -168,9 +168,9 @@ def test_an_edited_definition_is_what_the_later_cells_run():
     # The book's first exercise: GELU instead of ReLU in the encoder
     def gelu(source):
         edited = source.replace('num_hiddens, ffn_num_hiddens, num_heads, '
-                                'dropout, True,\n                activation,',
+                                'dropout, True))',
                                 "num_hiddens, ffn_num_hiddens, num_heads, "
-                                "dropout, True,\n                'gelu',")
+                                "dropout, True, 'gelu'))")
         assert edited != source
         return edited
     relu = _run_bert_notebook()

@@ -17,6 +17,7 @@ from mxnet.gluon import nn
 
 from d2l_bert import fast, hf
 from d2l_bert.bert import BERTEncoder
+from d2l_bert.hf.original import OriginalBERTEncoder
 from d2l_bert.presets import ORIGINAL_BERT
 from d2l_bert.fast import _ops
 
@@ -25,17 +26,18 @@ from helpers import TINY, assert_close, kernel_params
 KERNELS = kernel_params()
 
 
-def tiny_pretrained(**overrides):
-    """A tiny encoder with the original BERT's options and its pooler,
-    every weight random (biases too), deferred shapes known."""
-    options = dict(TINY, **ORIGINAL_BERT)
+def tiny_pretrained(book=False, **overrides):
+    """A tiny encoder with the original BERT's options (`book`: the
+    book's encoder) and its pooler, every weight random (biases too),
+    deferred shapes known."""
+    options = dict(TINY) if book else dict(TINY, **ORIGINAL_BERT)
     options.update(overrides)
-    encoder = BERTEncoder(**options)
+    encoder = (BERTEncoder if book else OriginalBERTEncoder)(**options)
     hidden = nn.Dense(options['num_hiddens'], activation='tanh')
     encoder.initialize(init.Normal(0.3))
     hidden.initialize(init.Normal(0.3))
     tokens = np.zeros((1, 2), dtype='int32')
-    hidden(encoder(tokens, tokens)[:, 0, :])
+    hidden(encoder(tokens, tokens, None)[:, 0, :])
     for block in (encoder, hidden):
         for param in block.collect_params().values():
             param.set_data(np.random.normal(0, 0.3, size=param.shape))
@@ -139,8 +141,7 @@ def test_inference_leaves_the_book_blocks_imperative():
 def test_twin_of_the_book_encoder_without_embedding_norm(kernels):
     # The book's BERT (no embedding LayerNorm, ReLU): the embeddings are
     # summed by `add_embeddings`, the blocks as for the original BERT
-    encoder, hidden = tiny_pretrained(embedding_norm=False,
-                                      activation='relu', epsilon=1e-5)
+    encoder, hidden = tiny_pretrained(book=True)
     twin = fast.inference(encoder, hidden, kernels=kernels)
     assert_twin_matches_book(twin, encoder, hidden, *batch())
 
@@ -216,7 +217,9 @@ def test_minilm_default_path_equals_book_path():
     book_bert = hf.load_pretrained_bert('minilm', fast=False)
     assert isinstance(fast_bert.fast, fast.InferenceBERT)
     assert book_bert.fast is None
-    assert type(fast_bert.encoder).__name__ == 'BERTEncoder'
+    # the book's encoder, with the original BERT's architecture
+    assert type(fast_bert.encoder) is OriginalBERTEncoder
+    assert isinstance(fast_bert.encoder, BERTEncoder)
     texts = ['a crane is flying', ('a crane driver came', 'he left early'),
              'the bank of the river was steep and covered with grass']
     _, ours, ours_pooled, lens = fast_bert.encode_batch(texts)

@@ -16,6 +16,7 @@ from d2l import mxnet as d2l
 from mxnet import gluon, np
 
 from d2l_bert import BERTModel, fast, finetuning as ft, presets
+from d2l_bert.checks import check_inputs
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from d2l_bert.runs import finetuning as runs_ft
 from d2l_bert.runs.model_files import save_pretrained
@@ -306,7 +307,8 @@ def test_text_longer_than_the_positions_is_a_clear_error(pretrained_dir,
                                                         snli_dir):
     bert, vocab = ft.load_pretrained_model(pretrained_dir, devices=mx.cpu(),
                                            **TINY_NLI)
-    net = ft.BERTClassifier(bert)
+    # the checks as ``d2l-bert finetune`` and the runs apply them
+    net = check_inputs(ft.BERTClassifier(bert))
     net.output.initialize()
     test_set = ft.SNLIBERTDataset(ft.read_snli(snli_dir, False), 40, vocab,
                                   num_workers=0)

@@ -30,8 +30,17 @@ def test_hub_models_are_the_sizes_the_nli_section_loads_them_with():
 def test_every_model_preset_is_bert_models_keyword_arguments():
     accepted = inspect.signature(BERTModel).parameters
     for config in (presets.BOOK_BERT, presets.BERT_SMALL,
-                   presets.BERT_BASE, presets.ORIGINAL_BERT):
+                   presets.BERT_BASE):
         assert set(config) <= set(accepted)
+
+
+def test_original_bert_is_the_original_classes_keyword_arguments():
+    from d2l_bert.hf.original import OriginalBERTEncoder, OriginalBERTModel
+    for cls in (OriginalBERTEncoder, OriginalBERTModel):
+        parameters = inspect.signature(cls).parameters
+        # their defaults: the original BERT's
+        assert {name: parameters[name].default
+                for name in presets.ORIGINAL_BERT} == presets.ORIGINAL_BERT
 
 
 def test_training_settings_are_the_books():
@@ -46,5 +55,4 @@ def test_training_settings_are_the_books():
 def test_original_bert_is_public_under_the_package():
     import d2l_bert
     assert d2l_bert.ORIGINAL_BERT is presets.ORIGINAL_BERT
-    assert presets.ORIGINAL_BERT == dict(activation='gelu', epsilon=1e-12,
-                                         embedding_norm=True)
+    assert presets.ORIGINAL_BERT == dict(activation='gelu', epsilon=1e-12)

@@ -51,6 +51,14 @@ NAME_PACKAGES = ('d2l_bert.data', 'd2l_bert.runs')
 #: Names of the 0.17 releases that d2l 1.0 renamed, old -> new
 RENAMED_0_17 = {'EncoderBlock': 'TransformerEncoderBlock'}
 
+#: Keyword arguments of the 0.17 releases that d2l 1.0 renamed, old ->
+#: new: a cell's call ``d2l.BERTModel(..., num_layers=2)`` passes
+#: ``num_blks=2`` (`with_0_17_keywords`)
+KEYWORDS_0_17 = {'num_layers': 'num_blks'}
+
+#: The name, in the cells' namespace, of `with_0_17_keywords`
+ADAPTER_0_17 = '__d2l_0_17_keywords__'
+
 #: Step count that ``train_bert(...)`` calls are capped to at small sizes
 SMALL_STEPS = 2
 
@@ -490,6 +498,50 @@ def _accepts(fn, name):
         return False
 
 
+def with_0_17_keywords(callee):
+    """`callee`, also taking the 0.17 keyword names of `KEYWORDS_0_17`.
+
+    The book's classes take the 1.0 names only (``num_blks``); the 0.17
+    editions' cells call them with ``num_layers``, which this adapter
+    passes on as ``num_blks``.
+
+    Raises
+    ------
+    TypeError
+        Both names are given, with different values.
+    """
+    @functools.wraps(callee)
+    def call(*args, **kwargs):
+        for old, new in KEYWORDS_0_17.items():
+            if old not in kwargs:
+                continue
+            value = kwargs.pop(old)
+            if new in kwargs and kwargs[new] != value:
+                raise TypeError(f'{new}={kwargs[new]} and {old}={value} '
+                                f'disagree; pass one of them')
+            kwargs[new] = value
+        return callee(*args, **kwargs)
+    return call
+
+
+class _Keywords017(ast.NodeTransformer):
+    """``d2l.X(..., num_layers=n)`` -> ``adapter(d2l.X)(..., num_layers=n)``
+    (`with_0_17_keywords`), for the calls of `d2l` names that pass a 0.17
+    keyword or ``**`` a dict."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        func = node.func
+        on_d2l = (isinstance(func, ast.Attribute)
+                  and isinstance(func.value, ast.Name)
+                  and func.value.id == 'd2l')
+        if on_d2l and any(kw.arg is None or kw.arg in KEYWORDS_0_17
+                          for kw in node.keywords):
+            node.func = ast.Call(func=ast.Name(ADAPTER_0_17, ast.Load()),
+                                 args=[func], keywords=[])
+        return node
+
+
 class _CapSteps(ast.NodeTransformer):
     """``train_bert(a, b, c, d, e, n)`` -> ``train_bert(..., min(n, cap))``
     (also ``num_steps=n``)."""
@@ -596,7 +648,8 @@ class Runner:
         weakref.finalize(self, sys.modules.pop, module.__name__, None)
         self.namespace = vars(module)
         self.namespace.update({'__builtins__': cell_builtins,
-                               'd2l': self.d2l})
+                               'd2l': self.d2l,
+                               ADAPTER_0_17: with_0_17_keywords})
         self.hooks.namespace = self.namespace
         self.count = 0
 
@@ -636,6 +689,8 @@ class Runner:
     def _compile(self, source):
         name = f'<cell {self.count}>'
         tree = ast.parse(source, name)
+        # The 0.17 editions' keyword names (`KEYWORDS_0_17`)
+        tree = ast.fix_missing_locations(_Keywords017().visit(tree))
         tree = self.hooks.transform(tree)
         last = None
         quiet = source.rstrip().endswith(';')

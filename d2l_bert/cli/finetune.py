@@ -160,9 +160,12 @@ def _load_pretrained_model(model, devices, config):
     """The book's `load_pretrained_model`, with one line for a parameter
     file MXNet cannot read."""
     from .. import finetuning as ft
+    from ..checks import check_inputs
     from ..data.model_dir import PARAMS_FILE, damaged, is_mxnet_trace
     try:
-        return ft.load_pretrained_model(model, devices=devices, **config)
+        bert, vocab = ft.load_pretrained_model(model, devices=devices,
+                                               **config)
+        return check_inputs(bert), vocab
     except (ValueError, RuntimeError) as e:
         if not is_mxnet_trace(e) and not is_mxnet_trace(e.__cause__):
             raise

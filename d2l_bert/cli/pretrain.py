@@ -431,9 +431,10 @@ def _build(model, devices):
 
     from .. import fast
     from ..bert import BERTModel
-    net = BERTModel(model['vocab_size'], model['num_hiddens'],
-                    model['ffn_num_hiddens'], model['num_heads'],
-                    model['num_blks'], model['dropout'])
+    from ..checks import check_inputs
+    net = check_inputs(BERTModel(
+        model['vocab_size'], model['num_hiddens'], model['ffn_num_hiddens'],
+        model['num_heads'], model['num_blks'], model['dropout']))
     net.initialize(init.Xavier(), ctx=devices)
     loss = gluon.loss.SoftmaxCELoss()
     # The book model's parameters are trained in place

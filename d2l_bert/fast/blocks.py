@@ -304,15 +304,19 @@ class FastBERTEncoder(_Checked):
     def __init__(self, encoder, kernels):
         # The book encoder's prefix and parameters: `pos_embedding` is its
         super().__init__(prefix=encoder.prefix, params=encoder.params)
-        self.vocab_size, self.max_len = encoder.vocab_size, encoder.max_len
+        # V and the positions: the book's encoder keeps them in its layers
+        self.vocab_size = encoder.token_embedding.weight.shape[0]
+        self.max_len = encoder.pos_embedding.shape[1]
         self.token_embedding = encoder.token_embedding
         self.segment_embedding = encoder.segment_embedding
         self.blks = nn.HybridSequential()
         for blk in encoder.blks:
             self.blks.add(FastTransformerEncoderBlock(blk, kernels))
         self.pos_embedding = self.params.get('pos_embedding')
+        # The original BERT's LayerNorm on the embedding sum
+        # (`d2l_bert.hf.original`); the book's encoder has none
         self.embedding_norm = None
-        if encoder.embedding_norm is not None:
+        if getattr(encoder, 'embedding_norm', None) is not None:
             self.embedding_norm = FastLayerNorm(encoder.embedding_norm,
                                                 kernels)
             self.embedding_dropout = encoder.embedding_dropout

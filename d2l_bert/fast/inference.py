@@ -201,7 +201,8 @@ def inference(encoder, hidden, kernels=None, check=True):
     _hybridize_twin(twin, encoder, hidden,
                     backend='MKLDNN' if _onednn(contexts) else None)
     if check:
-        batch = _tiny_batch('BERTEncoder', contexts[0], encoder.max_len)
+        batch = _tiny_batch('BERTEncoder', contexts[0],
+                            encoder.pos_embedding.shape[1])
         with autograd.predict_mode():
             book_X = encoder(*batch)                         # (2, T, H)
             book = (book_X, hidden(book_X[:, 0, :]))

@@ -37,6 +37,9 @@ The package holds one concern a module; every name is exported here:
 - `tokenizer`: the checkpoint's tokenizer (``tokenizer.json`` or
   ``vocab.txt``);
 - `sentence`: sentence-transformers' settings and its sentence vectors;
+- `original`: the original BERT's architecture, as subclasses of the
+  book's classes (`OriginalBERTEncoder`, `OriginalMaskLM`,
+  `OriginalBERTModel`);
 - `model`: `PretrainedBERT` and `load_pretrained_bert`.
 """
 from .convert import (ACTIVATIONS, POOLER_WEIGHTS, bert_options,
@@ -48,6 +51,8 @@ from .files import (MINILM_INSTALL, MINILM_SHA256, WEIGHT_FILES,
                     sha256)
 from .model import (ENCODER_ARGUMENTS, PretrainedBERT, load_pretrained_bert,
                     set_parameters)
+from .original import (OriginalBERTEncoder, OriginalBERTModel,
+                       OriginalMaskLM)
 from .sentence import (POOLING_MODES, SentenceSettings,
                        read_sentence_settings, sentence_vectors)
 from .tokenizer import (SPECIAL_TOKENS, load_tokenizer,
@@ -57,7 +62,8 @@ from .torch_pickle import read_pytorch_bin
 
 __all__ = [
     'ACTIVATIONS', 'CheckpointError', 'ENCODER_ARGUMENTS', 'MINILM_INSTALL',
-    'MINILM_SHA256', 'POOLER_WEIGHTS', 'POOLING_MODES', 'PretrainedBERT',
+    'MINILM_SHA256', 'OriginalBERTEncoder', 'OriginalBERTModel',
+    'OriginalMaskLM', 'POOLER_WEIGHTS', 'POOLING_MODES', 'PretrainedBERT',
     'SPECIAL_TOKENS', 'SentenceSettings', 'WEIGHT_FILES',
     'bert_options', 'bfloat16_to_float32', 'convert_weights',
     'load_pretrained_bert', 'load_tokenizer', 'load_wordpiece_tokenizer',

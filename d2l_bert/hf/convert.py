@@ -40,12 +40,12 @@ def bert_options(config, source='config.json'):
     Returns
     -------
     dict
-        Keyword arguments of `BERTEncoder`: vocab_size, num_hiddens,
-        ffn_num_hiddens, num_heads, num_blks, dropout, max_len, activation,
-        epsilon, embedding_norm; `BERTModel`'s tie_weights (the MLM
-        decoder shares the token embedding unless the config says
-        ``tie_word_embeddings: false``); and ``num_segments``: how many
-        segment embeddings the checkpoint has (see Notes).
+        Keyword arguments of `OriginalBERTEncoder`: vocab_size,
+        num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout,
+        max_len, activation, epsilon; `OriginalBERTModel`'s tie_weights
+        (the MLM decoder shares the token embedding unless the config
+        says ``tie_word_embeddings: false``); and ``num_segments``: how
+        many segment embeddings the checkpoint has (see Notes).
 
     Raises
     ------
@@ -78,7 +78,6 @@ def bert_options(config, source='config.json'):
         max_len=need('max_position_embeddings'),
         activation=ACTIVATIONS[config.get('hidden_act', 'gelu')],
         epsilon=float(epsilon),
-        embedding_norm=True,
         tie_weights=bool(config.get('tie_word_embeddings', True)),
         num_segments=num_segments)
 

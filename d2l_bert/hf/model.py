@@ -22,10 +22,10 @@ from .tokenizer import load_tokenizer
 
 # --- The book's classes, filled ---------------------------------------------
 
-#: `bert_options` keys that are `BERTEncoder` arguments
+#: `bert_options` keys that are `OriginalBERTEncoder` arguments
 ENCODER_ARGUMENTS = ('vocab_size', 'num_hiddens', 'ffn_num_hiddens',
                      'num_heads', 'num_blks', 'dropout', 'max_len',
-                     'activation', 'epsilon', 'embedding_norm')
+                     'activation', 'epsilon')
 
 
 def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
@@ -120,7 +120,8 @@ def _build(options, params, heads, ctx):
     """
     from mxnet.gluon import nn
 
-    from ..bert import BERTEncoder, BERTModel
+    from ..checks import check_inputs
+    from .original import OriginalBERTEncoder, OriginalBERTModel
 
     if not params['hidden']:
         H = options['num_hiddens']
@@ -128,7 +129,8 @@ def _build(options, params, heads, ctx):
                             'bias': onp.zeros(H, 'float32')}
     arguments = {k: options[k] for k in ENCODER_ARGUMENTS}
     if heads:
-        net = BERTModel(**arguments, tie_weights=options['tie_weights'])
+        net = check_inputs(OriginalBERTModel(
+            **arguments, tie_weights=options['tie_weights']))
         arrays = {f'{child}.{name}': value
                   for child, named in params.items()
                   for name, value in named.items()}
@@ -137,7 +139,7 @@ def _build(options, params, heads, ctx):
                 'encoder.token_embedding.weight']
         set_parameters(net, arrays, ctx)
         return net, net.encoder, net.hidden
-    encoder = BERTEncoder(**arguments)
+    encoder = check_inputs(OriginalBERTEncoder(**arguments))
     hidden = nn.Dense(options['num_hiddens'], activation='tanh')
     set_parameters(encoder, params['encoder'], ctx)
     set_parameters(hidden, params['hidden'], ctx)

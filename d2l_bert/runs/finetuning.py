@@ -14,7 +14,8 @@ import time
 from d2l import mxnet as d2l
 from mxnet import npx
 
-from ..checks import check_finite_loss, check_finite_parameters
+from ..checks import (check_finite_loss, check_finite_parameters,
+                      check_inputs)
 from ..data.atomic import atomic_write
 from ..data.hub import data_home, download_extract
 from ..data.model_dir import PARAMS_FILE, infer_config, read_config
@@ -160,6 +161,7 @@ def train_ch13_history(net, train_iter, test_iter, loss, trainer,
         ``'train acc'``, then ``'test epoch'`` and ``'test acc'`` once per
         epoch, and ``'examples/sec'``.
     """
+    check_inputs(net)  # the book's blocks in `net` (a twin checks itself)
     history = {'epoch': [], 'train loss': [], 'train acc': [],
                'test epoch': [], 'test acc': []}
     seconds, examples = 0.0, 0

@@ -16,6 +16,7 @@ import os
 import mxnet as mx
 
 from ..bert import BERTModel, get_tokens_and_segments
+from ..checks import check_inputs
 from ..data.atomic import atomic_write
 from ..data.model_dir import (  # noqa: F401  (read here, and by users)
     CONFIG_FILE, HEAD_SIZE, PARAMS_FILE, VOCAB_FILE, infer_config,
@@ -105,7 +106,7 @@ def load_pretrained(model_dir, devices=None):
                     config['ffn_num_hiddens'], config['num_heads'],
                     config['num_blks'], config['dropout'], config['max_len'])
     load_parameters(net, params_file, devices)
-    return net, vocab, config
+    return check_inputs(net), vocab, config
 
 
 class D2LTextEncoder:

@@ -39,7 +39,7 @@ import numpy as onp
 from mxnet import autograd, gluon, npx
 
 from ..checks import (check_finite_loss, check_finite_parameters,
-                      check_positive_int)
+                      check_inputs, check_positive_int)
 from ..dist.workers import (Workers, create_kvstore,
                             share_initial_weights, worker_shards)
 from ..data.atomic import atomic_write, write_failure
@@ -136,6 +136,7 @@ def train_bert_history(train_iter, net, loss, vocab_size, devices,
         (``.mlm_loss``, ``.nsp_loss``) and ``.pairs_per_sec``.
     """
     settings = PretrainingSettings(**settings)
+    check_inputs(net)  # the book's blocks in `net` (a twin checks itself)
     run = _PretrainingRun(train_iter, net, loss, vocab_size, devices,
                           num_steps, settings)
     run.start()
