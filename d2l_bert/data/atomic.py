@@ -15,7 +15,7 @@ downloads, corpora) goes through one of two functions here:
 On any failure, a KeyboardInterrupt included, the temporary file or folder
 is removed and the error raised again.  A SIGTERM that comes while they
 write waits until the files are in place, then ends the process as it
-would have (`_sigterm_after`): no temporary file is left by it.  A file
+would have (`sigterm_after`): no temporary file is left by it.  A file
 gets the mode a plain ``open(path, 'w')`` would give it under the
 current umask.
 """
@@ -31,7 +31,7 @@ import threading
 
 
 @contextlib.contextmanager
-def _sigterm_after():
+def sigterm_after():
     """For the `with` block, a SIGTERM waits; at its end, the process
     gets it again and ends as SIGTERM's default ends it.  Only in the
     main thread, where SIGTERM has its default disposition."""
@@ -49,7 +49,7 @@ def _sigterm_after():
             os.kill(os.getpid(), signal.SIGTERM)
 
 
-@_sigterm_after()
+@sigterm_after()
 def atomic_write(path, write):
     """Write the file `path` whole or not at all.
 
@@ -149,7 +149,7 @@ def _disk_full(directory, partial):
         else None
 
 
-@_sigterm_after()
+@sigterm_after()
 def atomic_write_into(folder, write):
     """Write files and folders into `folder`, each whole or not at all.
 

@@ -42,7 +42,7 @@ from ..checks import (check_finite_loss, check_finite_parameters,
                       check_inputs, check_positive_int)
 from ..dist.workers import (Workers, create_kvstore,
                             share_initial_weights, worker_shards)
-from ..data.atomic import atomic_write, write_failure
+from ..data.atomic import atomic_write, sigterm_after, write_failure
 from ..presets import PRETRAINING
 from . import interrupts
 from ..pretraining import _get_batch_loss_bert
@@ -585,9 +585,11 @@ class _DataPosition:
 # Checkpoints
 # ---------------------------------------------------------------------------
 
+@sigterm_after()
 def _file_bytes(path, write):
     """Return the bytes that ``write(tmp)`` writes, via a temporary file
-    beside `path` (the file they are for, named by a failure)."""
+    beside `path` (the file they are for, named by a failure); a SIGTERM
+    waits until the file is removed."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
                                prefix='.part.', suffix='.tmp')
     os.close(fd)
@@ -604,9 +606,11 @@ def _file_bytes(path, write):
         os.remove(tmp)
 
 
+@sigterm_after()
 def _from_bytes(path, data, read):
     """Call ``read(tmp)`` on a temporary file holding `data`, beside
-    `path` (the file they come from, named by a failure)."""
+    `path` (the file they come from, named by a failure); a SIGTERM
+    waits until the file is removed."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
                                prefix='.part.', suffix='.tmp')
     try:
