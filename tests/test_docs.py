@@ -126,16 +126,23 @@ def test_closing_backtick_fault_is_found():
     assert closing_backtick_faults('`a` and `b`, ``c`` (`d`)') == []
 
 
+def files_under(top, suffix, relative_to):
+    """Yield `(path relative to relative_to, text)` of every file under
+    `top` whose name ends with `suffix` (Sphinx's `_build` left out)."""
+    for folder, _, files in os.walk(top):
+        if '_build' in folder:
+            continue
+        for name in sorted(files):
+            if name.endswith(suffix):
+                path = os.path.join(folder, name)
+                with open(path, encoding='utf-8') as f:
+                    yield os.path.relpath(path, relative_to), f.read()
+
+
 def package_sources():
     """Yield `(path relative to the checkout, text)` of every Python file
     of the package."""
-    package = os.path.dirname(d2l_bert.__file__)
-    for folder, _, files in os.walk(package):
-        for name in sorted(files):
-            if name.endswith('.py'):
-                path = os.path.join(folder, name)
-                with open(path, encoding='utf-8') as f:
-                    yield os.path.relpath(path, ROOT), f.read()
+    yield from files_under(os.path.dirname(d2l_bert.__file__), '.py', ROOT)
 
 
 def package_docstrings():
@@ -353,14 +360,7 @@ COMMIT_HASH = re.compile(
 
 def doc_pages():
     """Yield `(path relative to docs/, text)` of every Markdown page."""
-    for folder, _, files in os.walk(DOCS):
-        if '_build' in folder:
-            continue
-        for name in sorted(files):
-            if name.endswith('.md'):
-                path = os.path.join(folder, name)
-                with open(path, encoding='utf-8') as f:
-                    yield os.path.relpath(path, DOCS), f.read()
+    yield from files_under(DOCS, '.md', DOCS)
 
 
 def test_commit_hashes_are_found():
