@@ -229,3 +229,40 @@ def test_reachable_tells_served_cached_and_offline_apart(server, cache,
     os.makedirs(cache)
     (cache / 'bert.offline.zip').write_bytes(ARCHIVE)
     assert hub.reachable('bert.offline', timeout=2) is True
+
+
+def test_offline_name_with_a_stand_in_gets_it_and_one_line(cache, monkeypatch,
+                                                           capsys):
+    made = []
+
+    def make(folder):
+        os.makedirs(folder, exist_ok=True)
+        made.append(folder)
+        return folder, 'a fake model'
+    url = _closed_port_url('bert.fake.zip')
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.fake', (url, ARCHIVE_SHA1))
+    monkeypatch.setitem(hub.STAND_INS, 'bert.fake', make)
+    directory = hub.download_extract('bert.fake', 'bert.fake')
+    assert made == [directory] == [str(cache / 'stand-ins' / 'bert.fake')]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [f'bert.fake cannot be downloaded here ({url}: no network? '
+                     f'<urlopen error [Errno 111] Connection refused>): a '
+                     f'fake model stands in, from {directory}']
+
+
+def test_served_name_with_a_stand_in_is_downloaded(server, cache,
+                                                   monkeypatch):
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.fake',
+                        (server + '/bert.fake.zip', ARCHIVE_SHA1))
+    monkeypatch.setitem(hub.STAND_INS, 'bert.fake', pytest.fail)
+    assert hub.download_extract('bert.fake') == str(cache / 'bert.fake')
+
+
+def test_offline_wikitext_2_is_the_embedded_corpus(cache, monkeypatch,
+                                                    capsys):
+    from d2l_bert.data import corpus
+    monkeypatch.setitem(hub.DATA_HUB, 'wikitext-2', (
+        _closed_port_url('wikitext-2-v1.zip'), '0' * 40))
+    assert hub.download_extract('wikitext-2', 'wikitext-2') == (
+        corpus.DATA_DIR)
+    assert "d2l-bert's embedded corpus" in capsys.readouterr().out

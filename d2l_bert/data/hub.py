@@ -58,6 +58,13 @@ OFFLINE_HINTS = {
 }
 OFFLINE_HINTS['bert.small'] = OFFLINE_HINTS['bert.base']
 
+#: Offline stand-ins: name -> ``make(folder) -> (directory, what)``.
+#: When a hub file cannot be downloaded, `download_extract` returns the
+#: directory `make` fills (or finds) in `folder` instead, and prints one
+#: line naming `what` stands in.  `data/` adds WikiText-2's (the embedded
+#: corpus); the sections add those that need their models.
+STAND_INS = {}
+
 TIMEOUT = 30  # seconds without a byte before a download gives up
 CHUNK = 1 << 20
 
@@ -318,9 +325,21 @@ def download_extract(name, folder=None):
     Returns
     -------
     str
-        Path of the unpacked directory in the cache.
+        Path of the unpacked directory in the cache; for a name of
+        `STAND_INS` that cannot be downloaded, its stand-in's directory
+        (one printed line says so).
+
+    Raises
+    ------
+    DownloadError
+        When the file cannot be downloaded and has no stand-in.
     """
-    fname, fresh = _download(name)
+    try:
+        fname, fresh = _download(name)
+    except DownloadError as e:
+        if not isinstance(name, str) or name not in STAND_INS:
+            raise
+        return _stand_in(name, e)
     base_dir = os.path.dirname(fname)
     data_dir = (os.path.join(base_dir, folder) if folder
                 else os.path.splitext(fname)[0])
@@ -331,3 +350,25 @@ def download_extract(name, folder=None):
             f'{fname} does not contain the directory '
             f'{os.path.basename(data_dir)!r}')
     return data_dir
+
+
+def _stand_in(name, error):
+    """Return the directory of `name`'s offline stand-in, saying in one
+    line why and what stands in (`STAND_INS`); `error` is the
+    `DownloadError` of the download tried first."""
+    why = str(error).split(': ', 1)[-1].split('; ')[0].split('. ')[0]
+    folder = os.path.join(data_home(), 'stand-ins', name)
+    directory, what = STAND_INS[name](folder)
+    print(f'{name} cannot be downloaded here ({why}): {what} stands in, '
+          f'from {directory}')
+    return directory
+
+
+def _embedded_wikitext(folder):
+    """WikiText-2's stand-in: the corpus shipped with the package."""
+    from .corpus import DATA_DIR
+    return DATA_DIR, ("d2l-bert's embedded corpus (generated articles in "
+                      "WikiText's format)")
+
+
+STAND_INS['wikitext-2'] = _embedded_wikitext
