@@ -245,9 +245,9 @@ def test_offline_name_with_a_stand_in_gets_it_and_one_line(cache, monkeypatch,
     directory = hub.download_extract('bert.fake', 'bert.fake')
     assert made == [directory] == [str(cache / 'stand-ins' / 'bert.fake')]
     lines = capsys.readouterr().out.splitlines()
-    assert lines == [f'bert.fake cannot be downloaded here ({url}: no network? '
-                     f'<urlopen error [Errno 111] Connection refused>): a '
-                     f'fake model stands in, from {directory}']
+    assert lines == [f'bert.fake cannot be downloaded here ({url}: no '
+                     f'network? <urlopen error [Errno 111] Connection '
+                     f'refused>): a fake model stands in, from {directory}']
 
 
 def test_served_name_with_a_stand_in_is_downloaded(server, cache,
