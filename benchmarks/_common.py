@@ -126,7 +126,7 @@ def hold_isa(isa):
 
 def set_threads(num_threads=None, short_spin=True, isa='native'):
     """`d2l_bert.threads.set_threads`, before `mxnet` is imported, as the
-    command line and the notebooks' first cell do, after `hold_isa(isa)`.
+    command line does, after `hold_isa(isa)`.
 
     Without `short_spin`, libgomp keeps its default spin (or what the
     environment sets): a benchmark that runs no compiled loops should not

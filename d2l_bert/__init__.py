@@ -7,7 +7,9 @@ Importing the package loads nothing else and sets no environment
 variable: a name is imported from its section module when it is first
 used (``d2l_bert.BERTEncoder``, ``from d2l_bert import BERTEncoder``).
 That leaves room for the one choice that must come before `mxnet` is
-imported, made by an explicit call (see `d2l_bert.threads`)::
+imported, the threads and kernels of `d2l_bert.threads`: made quietly
+when `mxnet` is first imported in the project's ``.venv``, or by an
+explicit call elsewhere::
 
     from d2l_bert.threads import set_threads
     print(set_threads())

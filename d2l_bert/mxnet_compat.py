@@ -54,7 +54,10 @@ shim: a ``.pth`` file in site-packages (`PTH_NAME`, written by
 adds a finder to `sys.meta_path` when Python starts; the first ``import
 mxnet``, whoever makes it, calls `give_back` and the finder removes
 itself.  A script can also call `give_back` itself before importing
-`mxnet`.
+`mxnet`.  The same moment, before MXNet's libraries are loaded, is the
+last at which a process can choose their threads and kernels: the hook
+first makes the choices of `d2l_bert.threads.set_threads`, quietly, where
+the process has not made them yet (a variable you set is kept).
 
 Defined here, not in the book.
 """
@@ -364,14 +367,17 @@ class MXNetHook:
     """A `sys.meta_path` finder that prepares for ``import mxnet``.
 
     It finds nothing itself: when asked for `mxnet` it calls
-    `load_arm_stand_ins`, `give_back`, `fork_default` and
-    `check_distutils`, removes itself, and lets the next finders import
-    MXNet as usual.
+    `d2l_bert.threads.set_threads_quietly` (threads and kernels, before
+    MXNet's libraries read them), `load_arm_stand_ins`, `give_back`,
+    `fork_default` and `check_distutils`, removes itself, and lets the
+    next finders import MXNet as usual.
     """
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname == 'mxnet':
             remove_hook()
+            from .threads import set_threads_quietly
+            set_threads_quietly()
             load_arm_stand_ins()
             give_back()
             fork_default()

@@ -1,11 +1,23 @@
 """How many threads MXNet's operators use on the CPU, how long they spin
 when idle, and which kernels OpenBLAS uses: three choices a process can
-only make before `mxnet` is imported, and one explicit call that makes
-them, `set_threads`::
+only make before `mxnet` is imported.  `set_threads` makes them, quietly
+where you need not ask:
+
+- in the project's ``.venv``, when `mxnet` is first imported (the
+  `d2l_bert.mxnet_compat` hook, loaded by a ``.pth`` file, calls
+  `set_threads_quietly` before MXNet's library is loaded);
+- on a hosted runtime, in the notebooks' set-up cell
+  (`d2l_bert.chapter.hosted.set_up`);
+- anywhere else, by calling it first::
 
     from d2l_bert.threads import set_threads
     print(set_threads())    # first: before `mxnet` is imported
     import d2l_bert
+
+A variable you set yourself (``OMP_NUM_THREADS``, ``GOMP_SPINCOUNT`` or
+``OMP_WAIT_POLICY``, ``OPENBLAS_CORETYPE``) is kept.  ``python -m
+d2l_bert.threads`` (or `report()`, in a running kernel) prints the
+three choices and who made them.
 
 Importing `d2l_bert` alone chooses nothing and sets no environment
 variable.  The functions here write to the mapping they are given
@@ -175,8 +187,9 @@ def late_import_hint(environ=None, modules=None, platform=None):
             'd2l_bert.threads.set_threads() and without OMP_NUM_THREADS, '
             'and its thread count cannot change afterwards.  For up to '
             f'{cores / default:g}x faster matrix products, call '
-            'set_threads() before `import mxnet` (as the notebooks\' first '
-            f'cell does) or start Python with OMP_NUM_THREADS={cores}.')
+            'set_threads() before `import mxnet` (in the project\'s .venv '
+            'importing mxnet does it) or start Python with '
+            f'OMP_NUM_THREADS={cores}.')
 
 
 #: The AVX-512 parts OpenBLAS's SkylakeX kernels are built with
@@ -288,11 +301,36 @@ def shorten_openmp_spin(environ=None, modules=None, platform=None):
             'compiled loops; set GOMP_SPINCOUNT to choose)')
 
 
+#: The variables `set_threads` may write
+VARIABLES = ('OMP_NUM_THREADS', 'GOMP_SPINCOUNT', 'OPENBLAS_CORETYPE')
+#: What `set_threads` wrote to this process's `os.environ`, by name
+_wrote = {}
+#: The lines of its last call there before `mxnet` was loaded (`report`)
+_chosen = None
+
+
+def _choose(num_threads, short_spin, environ, modules):
+    """The three choices of `set_threads`, made in `environ`; their lines."""
+    if short_spin:
+        spin = shorten_openmp_spin(environ, modules)
+    else:
+        spin = spin_chosen_elsewhere(environ) or (
+            "OpenMP idle threads: libgomp's default spin")
+    return '\n'.join([use_all_cores(num_threads, environ, modules), spin,
+                      use_avx512_blas(environ, modules)])
+
+
 def set_threads(num_threads=None, short_spin=True, environ=None,
                 modules=None):
     """Make the three choices above, for this process and the processes it
     starts; call it before `import mxnet` (and before `import d2l_bert`'s
     models, which import `mxnet`).
+
+    In `os.environ` it can be called again: what an earlier call set
+    counts as unset, so the new call's arguments decide (the same ones
+    make the same choices), and a variable set by anyone else is kept.
+    Once `mxnet` is loaded it changes nothing and returns the lines of
+    the last call made before.
 
     Parameters
     ----------
@@ -313,11 +351,64 @@ def set_threads(num_threads=None, short_spin=True, environ=None,
         Three lines saying what was chosen and why (threads, OpenMP spin,
         OpenBLAS kernels); a choice made too late says so.
     """
-    environ = os.environ if environ is None else environ
-    if short_spin:
-        spin = shorten_openmp_spin(environ, modules)
-    else:
-        spin = spin_chosen_elsewhere(environ) or (
-            "OpenMP idle threads: libgomp's default spin")
-    return '\n'.join([use_all_cores(num_threads, environ, modules), spin,
-                      use_avx512_blas(environ, modules)])
+    global _chosen
+    if environ is not None and environ is not os.environ:
+        return _choose(num_threads, short_spin, environ, modules)
+    late = _too_late(modules)
+    if late and _chosen is not None:
+        return _chosen
+    ours = {name: value for name, value in _wrote.items()
+            if os.environ.get(name) == value}
+    view = {name: value for name, value in os.environ.items()
+            if name not in ours}
+    before = dict(view)
+    lines = _choose(num_threads, short_spin, view, modules)
+    if late:
+        return lines
+    _wrote.clear()
+    for name in VARIABLES:
+        if name in view and view[name] != before.get(name):
+            os.environ[name] = _wrote[name] = view[name]
+        elif name in ours and name not in view:
+            del os.environ[name]
+    _chosen = lines
+    return lines
+
+
+def set_threads_quietly():
+    """`set_threads()`, printing nothing, unless it ran in this process.
+
+    What the `d2l_bert.mxnet_compat` hook calls when `mxnet` is first
+    imported, and the hosted set-up before that: an earlier explicit
+    call's choices stay.  `report` says what was chosen.
+    """
+    if _chosen is None:
+        set_threads()
+
+
+def report(modules=None):
+    """What this process chose, three lines, or what it would choose.
+
+    Each line says who chose: the environment (you, or the process that
+    started this one) or d2l-bert.  Before any choice (`mxnet` not
+    imported yet), the lines are what `set_threads()`, or importing
+    `mxnet` in the project's ``.venv``, would choose now; `modules` is
+    `sys.modules` by default.
+    """
+    if _chosen is not None:
+        return _chosen
+    return set_threads(environ=dict(os.environ), modules=modules)
+
+
+def main(argv=None):
+    """``python -m d2l_bert.threads``: print `report()`."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv:
+        print('usage: python -m d2l_bert.threads', file=sys.stderr)
+        return 2
+    print(report())
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

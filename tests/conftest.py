@@ -6,7 +6,7 @@ import gc
 import os
 import sys
 
-# Before mxnet, as the command line and the notebooks' first cell do, so
+# Before mxnet, as the command line does (and the .venv's hook would), so
 # that the tests run with the threads and OpenBLAS kernels users get; an
 # OPENBLAS_CORETYPE set for the run (.ci/run sets Haswell) is kept
 from d2l_bert.threads import set_threads

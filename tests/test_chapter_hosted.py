@@ -166,6 +166,14 @@ def test_set_up_is_silent_where_everything_is_installed(capsys):
     assert capsys.readouterr().out == ''
 
 
+def test_set_up_chooses_threads_and_kernels_quietly(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(hosted, 'set_threads_quietly',
+                        lambda: calls.append('threads'))
+    hosted.set_up()
+    assert calls == ['threads'] and capsys.readouterr().out == ''
+
+
 def test_set_up_refuses_an_environment_it_changed(monkeypatch):
     states = iter([{'numpy': '2.1.3'}, {'numpy': '2.5.5'}])
     monkeypatch.setattr(hosted, 'versions', lambda: next(states))

@@ -17,7 +17,7 @@ import types
 import numpy
 import pytest
 
-from d2l_bert import mxnet_compat
+from d2l_bert import mxnet_compat, threads
 
 REMOVED = ('PZERO', 'NZERO', 'PINF', 'NINF', 'NaN', 'NAN', 'Inf',
            'alltrue', 'sometrue', 'product', 'cumproduct', 'round_',
@@ -132,6 +132,8 @@ def test_the_hook_is_added_once_and_removes_itself(monkeypatch):
     monkeypatch.setattr(mxnet_compat, 'give_back',
                         lambda: calls.append('give_back'))
     monkeypatch.setattr(mxnet_compat, 'fork_default', lambda: None)
+    monkeypatch.setattr(threads, 'set_threads_quietly',
+                        lambda: calls.append('threads'))
     mxnet_compat.add_hook()
     mxnet_compat.add_hook()
     hooks = [f for f in sys.meta_path
@@ -139,7 +141,7 @@ def test_the_hook_is_added_once_and_removes_itself(monkeypatch):
     assert len(hooks) == 1 and sys.meta_path[0] is hooks[0]
     assert hooks[0].find_spec('numpy') is None and calls == []
     assert hooks[0].find_spec('mxnet') is None
-    assert calls == ['give_back']
+    assert calls == ['threads', 'give_back']   # threads before libraries
     assert not any(isinstance(f, mxnet_compat.MXNetHook)
                    for f in sys.meta_path)
 

@@ -108,6 +108,16 @@ def test_sec_bert_notebook_prints_the_five_shapes(executed):
                       '(2,)']
 
 
+def test_sec_bert_notebook_imports_print_nothing(executed):
+    # the threads and kernels are chosen quietly when `mxnet` is imported
+    # (`d2l_bert.threads`); `python -m d2l_bert.threads` prints them
+    path = os.path.join(ROOT, 'notebooks', 'bert.ipynb')
+    imports = [cell for cell in executed(path).cells
+               if cell.cell_type == 'code'][1]
+    assert imports.source.startswith('from mxnet import')
+    assert imports.execution_count and imports.outputs == []
+
+
 @pytest.mark.parametrize('path', NOTEBOOKS, ids=IDS)
 def test_package_names_are_defined_only_in_saved_cells(path):
     # A definition of a package name outside a `#@save` cell would be a

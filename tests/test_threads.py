@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from d2l_bert import threads
+from d2l_bert import mxnet_compat, threads
 
 #: `modules` for a process that has not imported mxnet (or scipy) yet
 BEFORE = {}
@@ -238,13 +238,123 @@ def _python(code, env=None):
     return done.stdout
 
 
+#: What the choices read: without them, a process chooses for itself
+CHOSEN_BY_USER = threads.VARIABLES + ('OMP_WAIT_POLICY',)
+
+
+def _clean_environ(**variables):
+    """`os.environ` without the variables of the choices, plus `variables`:
+    the environment of a user who set none of them (or only those)."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in CHOSEN_BY_USER}
+    env.update(variables)
+    return env
+
+
 def test_importing_d2l_bert_sets_no_environment_variable_and_loads_no_mxnet():
     out = _python(
         'import os, sys\n'
         'before = dict(os.environ)\n'
         'import d2l_bert, d2l_bert.threads\n'
-        'print("mxnet" in sys.modules, dict(os.environ) == before)\n'
-        'd2l_bert.BERTEncoder\n'
-        'print("mxnet" in sys.modules, dict(os.environ) == before)\n')
-    assert out.split() == ['False', 'True', 'True', 'True']
+        'print("mxnet" in sys.modules, dict(os.environ) == before)\n',
+        env=_clean_environ())
+    assert out.split() == ['False', 'True']
 
+
+needs_hook = pytest.mark.skipif(
+    not os.path.exists(mxnet_compat.pth_path()),
+    reason='the d2l_bert.mxnet_compat hook is not installed here (run.py '
+           'installs it)')
+
+#: Imports `mxnet` first thing, then prints the choices it finds
+IMPORT_MXNET = ('import os, sys\n'
+                'import mxnet\n'
+                'from d2l_bert import threads\n'
+                'print({name: os.environ.get(name) '
+                'for name in threads.VARIABLES})\n'
+                'print(threads.report())\n')
+
+
+def _expected(**variables):
+    """The choices and lines of `set_threads()` before `mxnet`, for an
+    environment that sets only `variables` of the choices."""
+    env = dict(variables)
+    lines = threads.set_threads(environ=env, modules=BEFORE)
+    return {name: env.get(name) for name in threads.VARIABLES}, lines
+
+
+@needs_hook
+def test_importing_mxnet_in_the_venv_makes_the_choices_quietly():
+    out = _python(IMPORT_MXNET, env=_clean_environ())
+    chosen, lines = _expected()
+    assert chosen['OMP_NUM_THREADS'] == str(threads.physical_cores())
+    assert out == f'{chosen}\n{lines}\n'     # nothing else printed
+
+
+@needs_hook
+def test_importing_mxnet_keeps_the_users_own_thread_count():
+    out = _python(IMPORT_MXNET, env=_clean_environ(OMP_NUM_THREADS='1'))
+    chosen, lines = _expected(OMP_NUM_THREADS='1')
+    assert chosen['OMP_NUM_THREADS'] == '1'
+    assert out == f'{chosen}\n{lines}\n'
+    assert 'CPU threads: 1 (OMP_NUM_THREADS from the environment' in out
+
+
+def test_the_module_prints_the_three_choices_on_request():
+    done = subprocess.run([sys.executable, '-m', 'd2l_bert.threads'],
+                          env=_clean_environ(), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == _expected()[1] + '\n'
+    assert [line.split(':')[0] for line in done.stdout.splitlines()] == [
+        'CPU threads', 'OpenMP idle threads', 'OpenBLAS kernels']
+    assert threads.main(['--what']) == 2
+
+
+@pytest.fixture
+def own_environ(monkeypatch):
+    """This process's `os.environ` without the variables of the choices,
+    and `set_threads` without memory of earlier calls; restored after."""
+    saved = {name: os.environ.get(name) for name in CHOSEN_BY_USER}
+    monkeypatch.setattr(threads, '_wrote', {})
+    monkeypatch.setattr(threads, '_chosen', None)
+    monkeypatch.setattr(threads, 'avx512', lambda cpuinfo=None: False)
+    for name in CHOSEN_BY_USER:
+        os.environ.pop(name, None)
+    yield os.environ
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def test_set_threads_again_decides_anew_and_keeps_what_others_set(
+        own_environ):
+    first = threads.set_threads(2, modules=BEFORE)
+    assert threads.set_threads(2, modules=BEFORE) == first
+    assert own_environ['OMP_NUM_THREADS'] == '2'
+    threads.set_threads(1, short_spin=False, modules=BEFORE)
+    assert own_environ['OMP_NUM_THREADS'] == '1'
+    assert 'GOMP_SPINCOUNT' not in own_environ    # the first call's, gone
+    own_environ['OMP_NUM_THREADS'] = '3'          # someone else's
+    assert threads.set_threads(modules=BEFORE).startswith(
+        'CPU threads: 3 (OMP_NUM_THREADS from the environment')
+    assert own_environ['OMP_NUM_THREADS'] == '3'
+
+
+def test_once_mxnet_is_loaded_set_threads_says_what_was_chosen_before(
+        own_environ):
+    chosen = threads.set_threads(2, modules=BEFORE)
+    assert threads.report() == chosen
+    assert threads.set_threads(1, modules=AFTER) == chosen
+    assert own_environ['OMP_NUM_THREADS'] == '2'
+
+
+def test_the_quiet_call_leaves_an_explicit_calls_choices(own_environ,
+                                                         capsys):
+    threads.set_threads(1, short_spin=False, modules=BEFORE)
+    threads.set_threads_quietly()
+    assert own_environ['OMP_NUM_THREADS'] == '1'
+    assert 'GOMP_SPINCOUNT' not in own_environ
+    assert capsys.readouterr().out == ''

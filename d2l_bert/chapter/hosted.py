@@ -13,7 +13,9 @@ kernel:
   every installed package held at its version by a constraints file;
 - the hook of `d2l_bert.mxnet_compat`, written as a ``.pth`` for new
   processes and added to this one, whose NumPy is loaded already;
-- setuptools' `distutils`, which MXNet imports and Python 3.12 removed.
+- setuptools' `distutils`, which MXNet imports and Python 3.12 removed;
+- the threads and kernels of `d2l_bert.threads.set_threads`, chosen
+  quietly before `mxnet` is imported, as the project's ``.venv`` does.
 
 It changes the version of no installed package, says in one line what
 it installed and how long that took, and where d2l-bert was installed
@@ -34,6 +36,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from ..threads import set_threads_quietly
 
 #: The repository the notebooks install from and the badges open: the
 #: one place it is written (`setup.py` reads it for its ``url``)
@@ -263,6 +267,7 @@ def set_up(start=None, alone=False, nvidia_smi=None):
     before = versions()
     installed = install_missing(before)
     wrote = prepare_mxnet()
+    set_threads_quietly()
     changed = changed_versions(before, versions())
     if changed:
         raise RuntimeError(f'the set-up changed installed packages: '
