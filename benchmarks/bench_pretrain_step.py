@@ -67,9 +67,9 @@ def book_batch(args, cfg):
         return _common.book_batch(cfg['batch_size'], cfg['max_len'],
                                   cfg['vocab_size'], cfg['num_preds']), \
             cfg['vocab_size']
-    from d2l_bert.dataset import load_data_wiki
-    data_iter, vocab = load_data_wiki(cfg['batch_size'], cfg['max_len'],
-                                      corpus='embedded', seed=0)
+    from d2l_bert.runs.wiki_data import load_pretraining_data
+    data_iter, vocab = load_pretraining_data(
+        cfg['batch_size'], cfg['max_len'], corpus='embedded', seed=0)
     batch = [a.asnumpy() for a in next(iter(data_iter))]
     return batch, (len(vocab) if args.vocab == 'corpus'
                    else cfg['vocab_size'])

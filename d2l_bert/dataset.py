@@ -5,15 +5,15 @@ pairs for next sentence prediction (`_get_next_sentence`,
 `_get_nsp_data_from_paragraph`), masked tokens for masked language modeling
 (`_replace_mlm_tokens`, `_get_mlm_data_from_tokens`) and padded arrays
 (`_pad_bert_inputs`), gathered by `_WikiTextDataset` and served in
-minibatches by `load_data_wiki`.
+minibatches by `load_data_wiki`.  The code is the book's.
 
-Beyond the book, `load_data_wiki` chooses its corpus: the small corpus
-shipped with the package (``'embedded'``, the default, needing no
-network), WikiText-2 (``'wikitext-2'``, downloaded if need be) or a path
-to files in WikiText's token format; `d2l_bert.data.wikitext` finds
-them.  It also takes a `seed`, a held-out `split`, the training `vocab`
-and `pad`, the padding function (`d2l_bert.fast.pad_bert_inputs_stacked`
-builds the same examples as stacked arrays, faster).
+Underneath, where the book's own calls land: `download_extract` is
+`d2l_bert.data.hub`'s, which gives the embedded corpus (generated articles
+in WikiText's format, shipped with the package) when WikiText-2 cannot be
+downloaded, as the book's address no longer serves it.  Beyond the book,
+and applied from outside, `d2l_bert.runs.wiki_data.load_pretraining_data`
+chooses a corpus, a held-out split, a seed and a faster padding, with the
+checks the command line needs.
 
 Dimension key used in the shapes below:
 
@@ -23,17 +23,18 @@ P: ``round(max_len * 0.15)`` predicted positions per sequence
 import os
 import random
 
+from d2l import mxnet as d2l
 from mxnet import gluon, np
 
 from .bert import get_tokens_and_segments
-from .checks import check_positive_int
-from .data.wikitext import (DATA_ROOT, CorpusError,  # noqa: F401
-                            CorpusNotFoundError, CorpusUnavailableError,
-                            SeededRandomSampler, check_sentence_pairs,
-                            download_wikitext2, locate_corpus)
+from .data.hub import DATA_HUB, download_extract
+
+DATA_HUB['wikitext-2'] = (
+    'https://s3.amazonaws.com/research.metamind.io/wikitext/'
+    'wikitext-2-v1.zip', '3c914d17d80b1459be871a5039ac23e752a53cbe')
 
 
-def _read_wiki(data_dir, file_name='wiki.train.tokens'):
+def _read_wiki(data_dir):
     """Read a WikiText file into shuffled paragraphs of sentences.
 
     Defined in :numref:`sec_bert-dataset`.
@@ -48,10 +49,8 @@ def _read_wiki(data_dir, file_name='wiki.train.tokens'):
     Parameters
     ----------
     data_dir : str
-        Directory holding the file.
-    file_name : str, default 'wiki.train.tokens'
-        The file in WikiText's token format (``'wiki.valid.tokens'`` for
-        the held-out split).
+        Directory holding ``wiki.train.tokens``, in WikiText's token
+        format.
 
     Returns
     -------
@@ -59,16 +58,9 @@ def _read_wiki(data_dir, file_name='wiki.train.tokens'):
         ``paragraphs[i][j]`` is sentence `j` of paragraph `i`, tokens
         separated by spaces.
     """
-    path = os.path.join(data_dir, file_name)
-    if not os.path.isfile(path):
-        raise CorpusNotFoundError(
-            f"no corpus file {path!r} (data_dir={data_dir!r}): expected a "
-            f"text file in WikiText's token format, one paragraph a line")
-    with open(path, 'r', encoding='utf-8') as f:
+    file_name = os.path.join(data_dir, 'wiki.train.tokens')
+    with open(file_name, 'r') as f:
         lines = f.readlines()
-    if not any(line.strip() for line in lines):
-        raise CorpusError(f'corpus file {path!r} is empty: expected text '
-                          f"in WikiText's token format")
     # The book ignores case
     paragraphs = [line.strip().lower().split(' . ')
                   for line in lines if len(line.split(' . ')) >= 2]
@@ -95,9 +87,12 @@ def _get_next_sentence(sentence, next_sentence, paragraphs):
         ``(sentence, next_sentence or a random sentence, is_next)``.
     """
     if random.random() < 0.5:
-        return sentence, next_sentence, True
-    # A random sentence of a random paragraph
-    return sentence, random.choice(random.choice(paragraphs)), False
+        is_next = True
+    else:
+        # A random sentence of a random paragraph
+        next_sentence = random.choice(random.choice(paragraphs))
+        is_next = False
+    return sentence, next_sentence, is_next
 
 
 def _get_nsp_data_from_paragraph(paragraph, paragraphs, vocab, max_len):
@@ -164,22 +159,25 @@ def _replace_mlm_tokens(tokens, candidate_pred_positions, num_mlm_preds,
         The chosen positions, in the order drawn, with their original
         tokens.
     """
-    mlm_input_tokens = list(tokens)
+    # A copy of the tokens, some of which become '<mask>' or random tokens
+    mlm_input_tokens = [token for token in tokens]
     pred_positions_and_labels = []
     # A shuffled list of candidates: its head is a random subset
     random.shuffle(candidate_pred_positions)
     for mlm_pred_position in candidate_pred_positions:
         if len(pred_positions_and_labels) >= num_mlm_preds:
             break
+        masked_token = None
+        # 80%: the mask token
         if random.random() < 0.8:
-            # 80%: the mask token
             masked_token = '<mask>'
-        elif random.random() < 0.5:
-            # 10%: the token itself
-            masked_token = tokens[mlm_pred_position]
         else:
+            # 10%: the token itself
+            if random.random() < 0.5:
+                masked_token = tokens[mlm_pred_position]
             # 10%: a random token of the vocabulary
-            masked_token = random.choice(vocab.idx_to_token)
+            else:
+                masked_token = random.choice(vocab.idx_to_token)
         mlm_input_tokens[mlm_pred_position] = masked_token
         pred_positions_and_labels.append(
             (mlm_pred_position, tokens[mlm_pred_position]))
@@ -208,16 +206,21 @@ def _get_mlm_data_from_tokens(tokens, vocab):
     mlm_pred_label_ids : list of int
         Ids of the original tokens at `pred_positions`.
     """
-    # Every position but the special tokens may be predicted
-    candidate_pred_positions = [i for i, token in enumerate(tokens)
-                                if token not in ('<cls>', '<sep>')]
+    candidate_pred_positions = []
+    # `tokens` is a list of strings
+    for i, token in enumerate(tokens):
+        # The special tokens are never predicted
+        if token in ['<cls>', '<sep>']:
+            continue
+        candidate_pred_positions.append(i)
     # 15% of the tokens are predicted
     num_mlm_preds = max(1, round(len(tokens) * 0.15))
     mlm_input_tokens, pred_positions_and_labels = _replace_mlm_tokens(
         tokens, candidate_pred_positions, num_mlm_preds, vocab)
-    pred_positions_and_labels.sort(key=lambda x: x[0])
-    pred_positions = [position for position, _ in pred_positions_and_labels]
-    mlm_pred_labels = [label for _, label in pred_positions_and_labels]
+    pred_positions_and_labels = sorted(pred_positions_and_labels,
+                                       key=lambda x: x[0])
+    pred_positions = [v[0] for v in pred_positions_and_labels]
+    mlm_pred_labels = [v[1] for v in pred_positions_and_labels]
     return vocab[mlm_input_tokens], pred_positions, vocab[mlm_pred_labels]
 
 
@@ -249,44 +252,30 @@ def _pad_bert_inputs(examples, max_len, vocab):
         the second sentence is the true next one
     """
     max_num_mlm_preds = round(max_len * 0.15)
-    all_token_ids, all_segments, valid_lens = [], [], []
+    all_token_ids, all_segments, valid_lens,  = [], [], []
     all_pred_positions, all_mlm_weights, all_mlm_labels = [], [], []
     nsp_labels = []
-    pad = vocab['<pad>']
     for (token_ids, pred_positions, mlm_pred_label_ids, segments,
          is_next) in examples:
-        num_pads = max_len - len(token_ids)
-        num_pred_pads = max_num_mlm_preds - len(pred_positions)
-        all_token_ids.append(np.array(
-            token_ids + [pad] * num_pads, dtype='int32'))        # (T,)
-        all_segments.append(np.array(
-            segments + [0] * num_pads, dtype='int32'))           # (T,)
+        all_token_ids.append(np.array(token_ids + [vocab['<pad>']] * (
+            max_len - len(token_ids)), dtype='int32'))           # (T,)
+        all_segments.append(np.array(segments + [0] * (
+            max_len - len(segments)), dtype='int32'))            # (T,)
         # `valid_lens` counts the tokens that are not '<pad>'
         valid_lens.append(np.array(len(token_ids), dtype='float32'))  # ()
-        all_pred_positions.append(np.array(
-            pred_positions + [0] * num_pred_pads, dtype='int32'))  # (P,)
+        all_pred_positions.append(np.array(pred_positions + [0] * (
+            max_num_mlm_preds - len(pred_positions)), dtype='int32'))  # (P,)
         # A weight of 0 removes a padded prediction from the loss
-        all_mlm_weights.append(np.array(
-            [1.0] * len(mlm_pred_label_ids) + [0.0] * num_pred_pads,
-            dtype='float32'))                                    # (P,)
-        all_mlm_labels.append(np.array(
-            mlm_pred_label_ids + [0] * num_pred_pads, dtype='int32'))  # (P,)
+        all_mlm_weights.append(
+            np.array([1.0] * len(mlm_pred_label_ids) + [0.0] * (
+                max_num_mlm_preds - len(pred_positions)),
+                dtype='float32'))                                # (P,)
+        all_mlm_labels.append(np.array(mlm_pred_label_ids + [0] * (
+            max_num_mlm_preds - len(mlm_pred_label_ids)),
+            dtype='int32'))                                      # (P,)
         nsp_labels.append(np.array(is_next))                     # ()
     return (all_token_ids, all_segments, valid_lens, all_pred_positions,
             all_mlm_weights, all_mlm_labels, nsp_labels)
-
-
-def _build_vocab(paragraphs):
-    """The vocabulary of tokenized `paragraphs`, as the book builds it.
-
-    Tokens seen fewer than 5 times become ``'<unk>'``; d2l 1.0's `Vocab`
-    sorts its tokens alphabetically, so ids depend on the whole corpus.
-    """
-    from d2l import mxnet as d2l    # imported on use: it takes seconds
-    sentences = [sentence for paragraph in paragraphs
-                 for sentence in paragraph]
-    return d2l.Vocab(sentences, min_freq=5, reserved_tokens=[
-        '<pad>', '<mask>', '<cls>', '<sep>'])
 
 
 class _WikiTextDataset(gluon.data.Dataset):
@@ -300,20 +289,14 @@ class _WikiTextDataset(gluon.data.Dataset):
         Paragraphs of sentence strings, as `_read_wiki` returns them.
     max_len : int
         T, the padded length of a BERT input.
-    vocab : d2l.Vocab, optional
-        The vocabulary to use (that of the training split, when building a
-        held-out split); by default built from `paragraphs` with
-        ``min_freq=5`` and the reserved tokens ``'<pad>'``, ``'<mask>'``,
-        ``'<cls>'`` and ``'<sep>'``.
-    pad : callable, keyword-only, default `_pad_bert_inputs`
-        Pads the examples into the seven fields; the book's makes a list
-        of N MXNet arrays per field (``pad(examples, max_len, vocab)``).
-        `d2l_bert.fast.pad_bert_inputs_stacked` makes the same arrays
-        stacked, (N, ...) each, in a fraction of the time.
 
     Attributes
     ----------
     vocab : d2l.Vocab
+        Built from `paragraphs`: tokens seen at least 5 times, and the
+        reserved tokens ``'<pad>'``, ``'<mask>'``, ``'<cls>'`` and
+        ``'<sep>'`` (d2l 1.0's `Vocab` sorts its tokens, so ids depend on
+        the whole corpus).
     all_token_ids, all_segments, valid_lens, all_pred_positions, \
     all_mlm_weights, all_mlm_labels, nsp_labels : list or array
         The seven fields of all N examples (see `_pad_bert_inputs`).
@@ -326,16 +309,16 @@ class _WikiTextDataset(gluon.data.Dataset):
     sentence label ().  Randomness (pairs and masks) comes from Python's
     `random`: seed it for a reproducible dataset.
     """
-    def __init__(self, paragraphs, max_len, vocab=None, *,
-                 pad=_pad_bert_inputs):
-        from d2l import mxnet as d2l
-        # Input `paragraphs[i]` is a list of sentence strings representing
-        # a paragraph; while output `paragraphs[i]` is a list of sentences
+    def __init__(self, paragraphs, max_len):
+        # Input `paragraphs[i]` is a list of sentence strings representing a
+        # paragraph; while output `paragraphs[i]` is a list of sentences
         # representing a paragraph, where each sentence is a list of tokens
-        paragraphs = [d2l.tokenize(paragraph, token='word')
-                      for paragraph in paragraphs]
-        check_sentence_pairs(paragraphs, max_len)
-        self.vocab = _build_vocab(paragraphs) if vocab is None else vocab
+        paragraphs = [d2l.tokenize(
+            paragraph, token='word') for paragraph in paragraphs]
+        sentences = [sentence for paragraph in paragraphs
+                     for sentence in paragraph]
+        self.vocab = d2l.Vocab(sentences, min_freq=5, reserved_tokens=[
+            '<pad>', '<mask>', '<cls>', '<sep>'])
         # Get data for the next sentence prediction task
         examples = []
         for paragraph in paragraphs:
@@ -348,7 +331,7 @@ class _WikiTextDataset(gluon.data.Dataset):
         # Pad inputs
         (self.all_token_ids, self.all_segments, self.valid_lens,
          self.all_pred_positions, self.all_mlm_weights,
-         self.all_mlm_labels, self.nsp_labels) = pad(
+         self.all_mlm_labels, self.nsp_labels) = _pad_bert_inputs(
             examples, max_len, self.vocab)
 
     def __getitem__(self, idx):
@@ -361,12 +344,14 @@ class _WikiTextDataset(gluon.data.Dataset):
         return len(self.all_token_ids)
 
 
-def load_data_wiki(batch_size, max_len, corpus='embedded', split='train',
-                   vocab=None, seed=None, num_workers=0, root=DATA_ROOT, *,
-                   pad=_pad_bert_inputs):
-    """Load a WikiText corpus as minibatches of BERT pretraining examples.
+def load_data_wiki(batch_size, max_len):
+    """Load the WikiText-2 dataset.
 
     Defined in :numref:`subsec_prepare_mlm_data`.
+
+    WikiText-2 comes from the data hub (``d2l_bert.data.hub``): from its
+    cache, downloaded, or, where it cannot be downloaded, the embedded
+    corpus standing in, which one printed line announces.
 
     Parameters
     ----------
@@ -374,68 +359,20 @@ def load_data_wiki(batch_size, max_len, corpus='embedded', split='train',
         B, examples per minibatch (the book: 512).
     max_len : int
         T, the padded length of a BERT input (the book: 64).
-    corpus : str or path, default 'embedded'
-        ``'embedded'``: the small corpus shipped with d2l_bert (see
-        `d2l_bert.data.corpus`); ``'wikitext-2'``: WikiText-2, the book's
-        corpus, from ``root/wikitext-2`` or downloaded (see
-        `d2l_bert.data.wikitext.download_wikitext2`); otherwise a
-        directory holding ``wiki.train.tokens`` (and
-        ``wiki.valid.tokens``) or a file in WikiText's token format.
-    split : {'train', 'valid'}
-        ``'valid'`` reads ``wiki.valid.tokens``, the held-out split on which
-        to measure masked-token and next-sentence accuracy, in order.
-    vocab : d2l.Vocab, optional
-        Vocabulary to encode with; by default built from the training
-        split (so that the held-out split uses the training ids).
-    seed : int, optional
-        Seeds Python's `random` (paragraph order, sentence pairs, masks)
-        and the minibatch order, for reproducible runs; None keeps the
-        current random state, as the book does.
-    num_workers : int, default 0
-        Worker processes of the `DataLoader` (the book uses
-        `d2l.get_dataloader_workers()`; the arrays are already in memory).
-    root : str, default '../data'
-        Where WikiText-2 is looked for and downloaded to.
-    pad : callable, keyword-only, default `_pad_bert_inputs`
-        The padding function of `_WikiTextDataset`
-        (`d2l_bert.fast.pad_bert_inputs_stacked`: the same examples,
-        faster).
 
     Returns
     -------
-    data_iter : gluon.data.DataLoader
-        Minibatches of seven arrays: tokens_X (B, T) int32, segments_X
-        (B, T) int32, valid_lens_x (B,) float32, pred_positions_X (B, P)
-        int32, mlm_weights_X (B, P) float32, mlm_Y (B, P) int32 and nsp_y
-        (B,) float32; shuffled for ``split='train'``.
+    train_iter : gluon.data.DataLoader
+        Shuffled minibatches of seven arrays: tokens_X (B, T) int32,
+        segments_X (B, T) int32, valid_lens_x (B,) float32,
+        pred_positions_X (B, P) int32, mlm_weights_X (B, P) float32, mlm_Y
+        (B, P) int32 and nsp_y (B,) float32.
     vocab : d2l.Vocab
     """
-    check_positive_int('batch_size', batch_size)
-    check_positive_int('max_len', max_len)
-    if split not in ('train', 'valid'):
-        raise ValueError(f"split must be 'train' or 'valid', got {split!r}")
-    if seed is not None:
-        random.seed(seed)
-    if vocab is None and split != 'train':
-        # The held-out split speaks the training split's ids
-        from d2l import mxnet as d2l
-        data_dir, file_name = locate_corpus(corpus, 'train', root)
-        vocab = _build_vocab([d2l.tokenize(paragraph, token='word')
-                              for paragraph in _read_wiki(data_dir,
-                                                          file_name)])
-    data_dir, file_name = locate_corpus(corpus, split, root)
-    paragraphs = _read_wiki(data_dir, file_name)
-    try:
-        dataset = _WikiTextDataset(paragraphs, max_len, vocab, pad=pad)
-    except CorpusError as e:
-        path = os.path.join(data_dir, file_name)
-        raise CorpusError(f'corpus={corpus!r} ({path}): {e}') from None
-    if split == 'train' and seed is not None:
-        data_iter = gluon.data.DataLoader(
-            dataset, batch_size, num_workers=num_workers,
-            sampler=SeededRandomSampler(len(dataset), seed))
-    else:
-        data_iter = gluon.data.DataLoader(
-            dataset, batch_size, shuffle=split == 'train',
-            num_workers=num_workers)
-    return data_iter, dataset.vocab
+    num_workers = d2l.get_dataloader_workers()
+    data_dir = download_extract('wikitext-2', 'wikitext-2')
+    paragraphs = _read_wiki(data_dir)
+    train_set = _WikiTextDataset(paragraphs, max_len)
+    train_iter = gluon.data.DataLoader(train_set, batch_size, shuffle=True,
+                                       num_workers=num_workers)
+    return train_iter, train_set.vocab

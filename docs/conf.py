@@ -163,22 +163,23 @@ def expand_api_modules(app, docname, source):
 # autodoc writes a documented constant's value into its signature; a long
 # one (a table of checksums, a warning's text, the command line's option
 # table) would fill the page, so the `#:` comment that says what it holds
-# stands alone.
+# stands alone; so does one that holds functions (a table of stand-ins),
+# whose text is an address in memory.
 
 MAX_VALUE_CHARS = 100
 
 
 def short_value_documenter():
     """A `DataDocumenter` that leaves out values longer than
-    `MAX_VALUE_CHARS` characters."""
+    `MAX_VALUE_CHARS` characters, and those that hold functions."""
     from sphinx.ext.autodoc import DataDocumenter
     from sphinx.util.inspect import object_description
 
     class ShortValueDocumenter(DataDocumenter):
         def should_suppress_value_header(self):
+            text = object_description(self.object)
             return (super().should_suppress_value_header()
-                    or len(object_description(self.object))
-                    > MAX_VALUE_CHARS)
+                    or len(text) > MAX_VALUE_CHARS or '<function' in text)
     return ShortValueDocumenter
 
 

@@ -22,8 +22,9 @@ threads = set_threads()
 import mxnet as mx  # noqa: E402
 from mxnet import gluon, init  # noqa: E402
 
-from d2l_bert import BERTModel, load_data_wiki, train_bert  # noqa: E402
+from d2l_bert import BERTModel, train_bert  # noqa: E402
 from d2l_bert.dist.workers import create_kvstore, worker_rows  # noqa
+from d2l_bert.runs.wiki_data import load_pretraining_data  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
 parser.add_argument('--corpus', default='embedded')
@@ -42,8 +43,8 @@ args = parser.parse_args()
 kv = create_kvstore('dist_sync')
 # The same seed in every worker: the same batches, the same initial weights
 mx.random.seed(0)
-train_iter, vocab = load_data_wiki(args.batch_size, PRETRAINING['max_len'],
-                                   corpus=args.corpus, seed=0)
+train_iter, vocab = load_pretraining_data(
+    args.batch_size, PRETRAINING['max_len'], corpus=args.corpus, seed=0)
 net = BERTModel(len(vocab), **dict(BOOK_BERT, num_hiddens=args.num_hiddens,
                                    ffn_num_hiddens=args.ffn_num_hiddens))
 devices = [mx.cpu()]

@@ -111,11 +111,11 @@ def make_run(corpus_dir, batch_size=32, dropout=0.0, devices=None,
              seed=0):
     """Data, vocabulary and a freshly initialized tiny BERT, all seeded."""
     from d2l_bert import BERTModel
-    from d2l_bert.dataset import load_data_wiki
+    from d2l_bert.runs.wiki_data import load_pretraining_data
     devices = devices or [mx.cpu()]
     seed_everything(seed)
-    train_iter, vocab = load_data_wiki(batch_size, RUN_MAX_LEN,
-                                       corpus=corpus_dir, seed=seed)
+    train_iter, vocab = load_pretraining_data(
+        batch_size, RUN_MAX_LEN, corpus=corpus_dir, seed=seed)
     net = BERTModel(**run_config(vocab, dropout))
     net.initialize(init.Xavier(), ctx=devices)
     return train_iter, vocab, net

@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from d2l_bert import dataset as D
+from d2l_bert.runs.wiki_data import load_pretraining_data
 from d2l_bert.data import wikitext as W
 
 FIXTURE = os.path.join(os.path.dirname(__file__), 'fixtures',
@@ -23,8 +23,8 @@ def test_wikitext2_found_where_d2l_keeps_it(tmp_path):
     shutil.copytree(FIXTURE, data_dir)
     # No URL to try: the files on disk must be enough
     assert W.download_wikitext2(str(tmp_path), urls=()) == str(data_dir)
-    data_iter, vocab = D.load_data_wiki(4, 64, corpus='wikitext-2',
-                                        root=str(tmp_path), seed=0)
+    data_iter, vocab = load_pretraining_data(4, 64, corpus='wikitext-2',
+                                             root=str(tmp_path), seed=0)
     assert len(data_iter._dataset) > 10
 
 
@@ -91,10 +91,10 @@ def test_server_down_gives_the_offline_options(tmp_path, monkeypatch):
     url = f'http://127.0.0.1:{port}/wikitext-2-v1.zip'
     dead = functools.partial(W.download_wikitext2, urls=(url,),
                              sha1_hash='0' * 40, timeout=5)
-    # `load_data_wiki` passes the error on, whatever its default mirrors
+    # `load_pretraining_data` passes the error on, whatever its default mirrors
     monkeypatch.setattr(W, 'download_wikitext2', dead)
     with pytest.raises(W.CorpusUnavailableError) as info:
-        D.load_data_wiki(4, 64, corpus='wikitext-2', root=str(root))
+        load_pretraining_data(4, 64, corpus='wikitext-2', root=str(root))
     message = str(info.value)
     assert "corpus='embedded'" in message
     assert 'wiki.train.tokens' in message and str(root) in message

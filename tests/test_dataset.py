@@ -1,7 +1,7 @@
 """Tests of d2l_bert.dataset (sec_bert-dataset) and d2l_bert.data.corpus."""
 import os
 import random
-import shutil
+import socket
 
 import numpy as onp
 import pytest
@@ -10,6 +10,7 @@ from d2l import mxnet as d2l
 from d2l_bert import dataset as D
 from d2l_bert import fast
 from d2l_bert.data import corpus
+from d2l_bert.runs.wiki_data import WikiTextExamples, build_vocab
 
 FIXTURE = os.path.join(os.path.dirname(__file__), 'fixtures',
                        'wikitext-tiny')
@@ -36,8 +37,8 @@ def embedded():
     book's lists of arrays)."""
     random.seed(0)
     paragraphs = D._read_wiki(corpus.DATA_DIR)
-    return D._WikiTextDataset(paragraphs, 64,
-                              pad=fast.pad_bert_inputs_stacked)
+    return WikiTextExamples(paragraphs, 64,
+                            pad=fast.pad_bert_inputs_stacked)
 
 
 # -------------------------------------------------------------------------
@@ -118,7 +119,7 @@ def test_nsp_data_matches_d2l(fixture_paragraphs):
 
 @pytest.fixture(scope='module')
 def fixture_vocab(fixture_paragraphs):
-    return D._build_vocab(_tokenized(fixture_paragraphs))
+    return build_vocab(_tokenized(fixture_paragraphs))
 
 
 def test_vocab_is_d2ls_with_reserved_tokens(fixture_paragraphs,
@@ -295,119 +296,42 @@ def test_next_sentence_labels_are_balanced(embedded):
 
 
 # -------------------------------------------------------------------------
-# load_data_wiki
+# load_data_wiki: the book's, with the data hub's stand-in
 
-def test_embedded_batch_has_book_shapes_and_dtypes():
-    train_iter, vocab = D.load_data_wiki(512, 64, seed=0)
+def test_load_data_wiki_reads_the_stand_in_where_wikitext_2_cannot_be_had(
+        tmp_path, monkeypatch, capsys):
+    from d2l_bert.data import hub
+    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        closed = f'http://127.0.0.1:{sock.getsockname()[1]}/wikitext-2.zip'
+    monkeypatch.setitem(hub.DATA_HUB, 'wikitext-2',
+                        (closed, hub.DATA_HUB['wikitext-2'][1]))
+    monkeypatch.setitem(hub.STAND_INS, 'wikitext-2',
+                        lambda folder: (FIXTURE, 'the test fixture'))
+    random.seed(0)
+    train_iter, vocab = D.load_data_wiki(4, 40)
+    assert 'wikitext-2 cannot be downloaded here' in capsys.readouterr().out
+    random.seed(0)
+    book = D._WikiTextDataset(D._read_wiki(FIXTURE), 40)
+    assert vocab.idx_to_token == book.vocab.idx_to_token
+    assert len(train_iter._dataset) == len(book)
     batch = next(iter(train_iter))
-    assert [x.shape for x in batch] == BOOK_SHAPES
+    assert [x.shape for x in batch] == [(4, 40), (4, 40), (4,), (4, 6),
+                                        (4, 6), (4, 6), (4,)]
     assert [str(x.dtype) for x in batch] == BOOK_DTYPES
-    assert len(vocab) == len(vocab.idx_to_token) > 1000
 
 
-def test_seed_makes_loading_reproducible():
-    def batches(seed):
-        data_iter, vocab = D.load_data_wiki(4, 40, corpus=FIXTURE,
-                                            seed=seed)
-        return vocab, [[x.asnumpy() for x in b] for b in data_iter]
-    vocab_a, a = batches(11)
-    vocab_b, b = batches(11)
-    _, c = batches(12)
-    assert vocab_a.idx_to_token == vocab_b.idx_to_token
-    assert len(a) == len(b) > 1
-    for batch_a, batch_b in zip(a, b):
-        for x, y in zip(batch_a, batch_b):
-            onp.testing.assert_array_equal(x, y)
-    assert any((x.shape != z.shape) or (x != z).any()
-               for batch_a, batch_c in zip(a, c)
-               for x, z in zip(batch_a, batch_c))
+def test_book_hub_entry_of_wikitext_2():
+    from d2l_bert.data import hub
+    assert hub.DATA_HUB['wikitext-2'] == (
+        'https://s3.amazonaws.com/research.metamind.io/wikitext/'
+        'wikitext-2-v1.zip', '3c914d17d80b1459be871a5039ac23e752a53cbe')
 
 
-def test_valid_split_uses_training_vocabulary_in_order():
-    _, train_vocab = D.load_data_wiki(4, 64, corpus=FIXTURE, seed=0)
-    valid_iter, vocab = D.load_data_wiki(4, 64, corpus=FIXTURE,
-                                         split='valid', seed=0)
-    assert vocab.idx_to_token == train_vocab.idx_to_token
-    # 'foundry' is frequent in the held-out split but rare in training
-    assert 'foundry' not in vocab.token_to_idx
-    lens = [x for batch in valid_iter for x in batch[2].asnumpy()]
-    assert len(lens) == 3  # two paragraphs: 2 + 1 sentence pairs
-    given, _ = D.load_data_wiki(4, 64, corpus=FIXTURE, split='valid',
-                                vocab=train_vocab)
-    assert given._dataset.vocab is train_vocab
-
-
-def test_embedded_valid_split_is_held_out():
-    with open(os.path.join(corpus.DATA_DIR, 'wiki.train.tokens')) as f:
-        train = set(f.read().split('\n'))
-    with open(os.path.join(corpus.DATA_DIR, 'wiki.valid.tokens')) as f:
-        valid = [line for line in f.read().split('\n')
-                 if len(line.split(' . ')) > 2]
-    assert len(valid) > 500
-    # Whole paragraphs of several sentences are hardly ever repeated
-    assert sum(line in train for line in valid) / len(valid) < 0.05
-
-
-def test_corpus_file_given_by_path(tmp_path):
-    path = tmp_path / 'my.tokens'
-    shutil.copy(os.path.join(FIXTURE, 'wiki.train.tokens'), path)
-    data_iter, vocab = D.load_data_wiki(4, 64, corpus=str(path), seed=0)
-    assert len(data_iter._dataset) > 10
-
-
-# -------------------------------------------------------------------------
-# Bad input
-
-def test_missing_corpus_path_is_named(tmp_path):
-    missing = str(tmp_path / 'nowhere' / 'wiki.train.tokens')
-    with pytest.raises(D.CorpusNotFoundError, match='no such file'):
-        D.load_data_wiki(4, 64, corpus=missing)
+def test_read_wiki_of_a_folder_without_the_file_names_it(tmp_path):
     with pytest.raises(FileNotFoundError, match='wiki.train.tokens'):
         D._read_wiki(str(tmp_path))
-
-
-def test_directory_without_tokens_file_is_named(tmp_path):
-    with pytest.raises(D.CorpusNotFoundError,
-                       match='directory without wiki.train.tokens'):
-        D.load_data_wiki(4, 64, corpus=str(tmp_path))
-
-
-def test_empty_corpus_file_is_named(tmp_path):
-    (tmp_path / 'wiki.train.tokens').write_text(' \n \n')
-    with pytest.raises(D.CorpusError, match='is empty'):
-        D.load_data_wiki(4, 64, corpus=str(tmp_path))
-
-
-def test_corpus_without_sentence_pairs_is_explained(tmp_path):
-    (tmp_path / 'wiki.train.tokens').write_text(
-        ' \n = Title = \n \n One sentence only . \n \n No period here \n')
-    with pytest.raises(D.CorpusError,
-                       match='no paragraph of two sentences'):
-        D.load_data_wiki(4, 64, corpus=str(tmp_path))
-
-
-def test_max_len_too_small_for_any_pair():
-    with pytest.raises(ValueError, match=r'max_len=8 is too small .* needs '
-                                         r'\d+ tokens'):
-        D.load_data_wiki(4, 8, corpus=FIXTURE)
-
-
-def test_unknown_corpus_name_lists_the_choices():
-    with pytest.raises(D.CorpusError,
-                       match="unknown corpus='wikitext-103': use 'embedded'"):
-        D.load_data_wiki(4, 64, corpus='wikitext-103')
-
-
-@pytest.mark.parametrize('kwargs, match', [
-    (dict(batch_size=0), 'batch_size must be a positive integer, got 0'),
-    (dict(max_len=6.5), 'max_len must be a positive integer, got 6.5'),
-    (dict(split='test'), "split must be 'train' or 'valid', got 'test'"),
-])
-def test_bad_arguments_are_named(kwargs, match):
-    args = dict(batch_size=4, max_len=64, corpus=FIXTURE)
-    args.update(kwargs)
-    with pytest.raises(ValueError, match=match):
-        D.load_data_wiki(**args)
 
 
 # -------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from d2l import mxnet as d2l
 
 from d2l_bert import dataset as D
 from d2l_bert import fast
+from d2l_bert.runs.wiki_data import (WikiTextExamples, build_vocab,
+                                     load_pretraining_data)
 
 FIXTURE = os.path.join(os.path.dirname(__file__), 'fixtures',
                        'wikitext-tiny')
@@ -22,7 +24,7 @@ def fixture_paragraphs():
 
 def test_stacked_padding_equals_the_books_padding(fixture_paragraphs):
     paragraphs = [d2l.tokenize(p, token='word') for p in fixture_paragraphs]
-    fixture_vocab = D._build_vocab(paragraphs)
+    fixture_vocab = build_vocab(paragraphs)
     random.seed(6)
     examples = [e for p in paragraphs
                 for e in D._get_nsp_data_from_paragraph(
@@ -41,8 +43,8 @@ def test_stacked_dataset_serves_the_books_items(fixture_paragraphs):
     random.seed(8)
     book = D._WikiTextDataset(fixture_paragraphs, 40)
     random.seed(8)
-    stacked = D._WikiTextDataset(fixture_paragraphs, 40,
-                                 pad=fast.pad_bert_inputs_stacked)
+    stacked = WikiTextExamples(fixture_paragraphs, 40,
+                               pad=fast.pad_bert_inputs_stacked)
     assert stacked.vocab.idx_to_token == book.vocab.idx_to_token
     assert len(stacked) == len(book) > 0
     assert stacked.all_token_ids.shape == (len(book), 40)
@@ -54,8 +56,8 @@ def test_stacked_dataset_serves_the_books_items(fixture_paragraphs):
 
 def test_stacked_loader_gives_the_books_batches():
     def batches(pad):
-        data_iter, _ = D.load_data_wiki(4, 40, corpus=FIXTURE, seed=3,
-                                        pad=pad)
+        data_iter, _ = load_pretraining_data(4, 40, corpus=FIXTURE,
+                                             seed=3, pad=pad)
         return [[x.asnumpy() for x in batch] for batch in data_iter]
     book = batches(D._pad_bert_inputs)
     stacked = batches(fast.pad_bert_inputs_stacked)

@@ -17,7 +17,7 @@ from mxnet import gluon, init, np
 
 from d2l_bert import BERTModel, fast, presets
 from d2l_bert.runs import pretraining as T
-from d2l_bert.dataset import load_data_wiki
+from d2l_bert.runs.wiki_data import load_pretraining_data
 from d2l_bert.runs.seeding import seed_everything
 
 from helpers import make_run, run_config, tiny, write_small_corpus
@@ -106,11 +106,11 @@ def test_pretraining_learns_on_the_embedded_corpus(learning_corpus):
     seed_everything(0)
     # The stacked padding: the book's examples, built faster
     pad = fast.pad_bert_inputs_stacked
-    train_iter, vocab = load_data_wiki(LEARN_BATCH, 64,
-                                       corpus=learning_corpus, seed=0,
-                                       pad=pad)
-    valid_iter, _ = load_data_wiki(256, 64, corpus=learning_corpus,
-                                   split='valid', vocab=vocab, pad=pad)
+    train_iter, vocab = load_pretraining_data(
+        LEARN_BATCH, 64, corpus=learning_corpus, seed=0, pad=pad)
+    valid_iter, _ = load_pretraining_data(
+        256, 64, corpus=learning_corpus, split='valid', vocab=vocab,
+        pad=pad)
     net = BERTModel(len(vocab), **LEARN_BERT)
     net.initialize(init.Xavier())
     history = T.train_bert_history(train_iter, net, gluon.loss.SoftmaxCELoss(),

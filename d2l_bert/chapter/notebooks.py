@@ -318,13 +318,13 @@ def _pretrain_tiny_bert(model_dir):
     from mxnet import gluon, init
 
     from ..bert import BERTModel
-    from ..dataset import load_data_wiki
     from ..devices import num_gpus
     from ..runs.model_files import save_pretrained
     from ..runs.pretraining import train_bert_history
+    from ..runs.wiki_data import load_pretraining_data
     run = TINY_PRETRAINING
-    train_iter, vocab = load_data_wiki(run['batch_size'], run['max_len'],
-                                       seed=0)
+    train_iter, vocab = load_pretraining_data(run['batch_size'],
+                                              run['max_len'], seed=0)
     net = BERTModel(len(vocab), **TINY_BERT)
     devices = [mx.gpu(i) for i in range(num_gpus())] or [mx.cpu()]
     net.initialize(init.Xavier(), ctx=devices)

@@ -219,8 +219,7 @@ class DataHooks:
     -----
     Always: ``d2l.download_extract('wikitext-2')`` returns the embedded
     corpus (the book's address no longer serves WikiText-2),
-    ``d2l.load_data_wiki`` reads the embedded corpus when this package's
-    dataset module offers it, ``d2l.get_dataloader_workers()`` is 0, and
+    ``d2l.get_dataloader_workers()`` is 0, and
     ``d2l.try_all_gpus()`` gives ``[cpu(0)]`` on a machine without a GPU,
     as its docstring promises (d2l 1.0.3 returns an empty list).  At
     small sizes with a cap, ``d2l.train_ch13`` trains one epoch on
@@ -247,9 +246,6 @@ class DataHooks:
         hooks = {'get_dataloader_workers': self._no_workers,
                  'download_extract': self._download_extract,
                  'try_all_gpus': self._try_all_gpus}
-        load = package.get('load_data_wiki')
-        if load is not None and _accepts(load, 'corpus'):
-            hooks['load_data_wiki'] = self._wrap_load(load)
         hooks['train_ch13'] = self._train_ch13
         return hooks
 
@@ -341,14 +337,6 @@ class DataHooks:
         if not os.path.isfile(os.path.join(folder, 'pretrained.params')):
             _save_untrained_bert(folder, OFFLINE_STAND_INS[name])
         return folder
-
-    def _wrap_load(self, load):
-        @functools.wraps(load)
-        def load_data_wiki(*args, **kwargs):
-            kwargs.setdefault('corpus', 'embedded')
-            self.used.add('WikiText-2 read from the embedded corpus')
-            return load(*args, **kwargs)
-        return load_data_wiki
 
     def transform(self, tree):
         """Cap ``train_bert(...)`` step counts in a cell's syntax tree."""
@@ -480,9 +468,9 @@ def _save_untrained_bert(folder, sizes):
     from mxnet import np
 
     from ..bert import BERTModel
-    from ..dataset import load_data_wiki
     from ..runs.model_files import save_pretrained
-    _, vocab = load_data_wiki(64, 32, corpus='embedded', seed=0)
+    from ..runs.wiki_data import load_pretraining_data
+    _, vocab = load_pretraining_data(64, 32, corpus='embedded', seed=0)
     net = BERTModel(len(vocab), **sizes)
     net.initialize(mx.init.Xavier())
     # One call gives the deferred parameters their shapes

@@ -52,7 +52,8 @@ _DEFINED_IN = re.compile(r'Defined in :numref:`([^`]+)`')
 
 def _top_level(tree):
     """Yield ``(name, node)`` for each name a module or cell defines at
-    its top level: functions, classes and plain assignments."""
+    its top level: functions, classes, plain assignments and entries of a
+    table (``DATA_HUB['wikitext-2'] = ...``, named as written)."""
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
                              ast.ClassDef)):
@@ -63,6 +64,9 @@ def _top_level(tree):
             for target in targets:
                 if isinstance(target, ast.Name):
                     yield target.id, node
+                elif (isinstance(target, ast.Subscript)
+                      and isinstance(target.value, ast.Name)):
+                    yield ast.unparse(target), node
 
 
 def _statement_source(lines, node):

@@ -383,17 +383,17 @@ def _pretrain(args, devices, kvstore):
 def _load_corpus(args):
     """The training and held-out minibatches of ``--corpus``, and the
     vocabulary."""
-    from ..dataset import load_data_wiki
+    from ..runs.wiki_data import load_pretraining_data
     from ..fast import pad_bert_inputs_stacked as pad
     print(f'loading the {args.corpus} corpus ({_corpus_size(args.corpus)}'
           f'batch size {args.batch_size}, max_len {args.max_len}) ...',
           flush=True)
     start = time.perf_counter()
     try:
-        train_iter, vocab = load_data_wiki(
+        train_iter, vocab = load_pretraining_data(
             args.batch_size, args.max_len, corpus=args.corpus,
             seed=args.seed, pad=pad)
-        valid_iter, _ = load_data_wiki(
+        valid_iter, _ = load_pretraining_data(
             args.batch_size, args.max_len, corpus=args.corpus,
             split='valid', vocab=vocab, pad=pad)
     except RuntimeError as e:  # WikiText-2 cannot be downloaded

@@ -11,8 +11,9 @@ models and SNLI through `hub`.  It imports nothing of the package but
   layout: ``pretrained.params``, ``vocab.json``, ``config.json``);
 - `corpus`: generates the small corpus shipped in ``embedded/``, in
   WikiText's token format;
-- `wikitext`: finds the corpus `load_data_wiki` reads (the embedded
-  one, WikiText-2 on disk or downloaded, or the user's files);
+- `wikitext`: finds the corpus `runs.wiki_data.load_pretraining_data`
+  reads (the embedded one, WikiText-2 on disk or downloaded, or the
+  user's files);
 - `snli_synthetic`: premise/hypothesis pairs in SNLI's format, offline;
 - `atomic`: files written whole or not at all.
 """

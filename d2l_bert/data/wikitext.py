@@ -1,7 +1,7 @@
-"""WikiText corpora for `d2l_bert.dataset.load_data_wiki`: where the
-corpus is, WikiText-2's download, and a seeded minibatch order.
+"""WikiText corpora for `d2l_bert.runs.wiki_data.load_pretraining_data`:
+where the corpus is, WikiText-2's download, and a seeded minibatch order.
 
-`load_data_wiki` reads the small corpus shipped with the package
+`load_pretraining_data` reads the small corpus shipped with the package
 (``'embedded'``, written by `d2l_bert.data.corpus`), WikiText-2
 (``'wikitext-2'``, from ``../data/wikitext-2`` or downloaded from a
 mirror: the book's address no longer serves it), or a path to files in
@@ -30,7 +30,7 @@ DATA_ROOT = os.path.join('..', 'data')
 
 
 class CorpusError(ValueError):
-    """The corpus given to `load_data_wiki` cannot be used as it is."""
+    """The corpus given to `load_pretraining_data` cannot be used as it is."""
 
 
 class CorpusNotFoundError(CorpusError, FileNotFoundError):

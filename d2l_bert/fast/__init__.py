@@ -23,8 +23,9 @@ the command line (`d2l-bert pretrain`): model and both losses in one
 graph, with a compiled MLM loss (`step`).
 
 For the dataset section, `pad_bert_inputs_stacked` pads the examples of
-`load_data_wiki` into stacked arrays (its `pad` argument), the same
-numbers as the book's lists of arrays, built much faster (`dataset`).
+`runs.wiki_data.load_pretraining_data` into stacked arrays (its `pad`
+argument), the same numbers as the book's lists of arrays, built much
+faster (`dataset`).
 
 Nothing here changes the book's classes; they stay the twins' test
 oracle (`tests/test_fast_blocks.py`, `tests/test_fast_step.py`,

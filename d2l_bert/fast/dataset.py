@@ -1,11 +1,11 @@
 """The dataset section's padding, fast: the same examples as stacked
 arrays, applied by one visible argument::
 
-    train_iter, vocab = load_data_wiki(
+    train_iter, vocab = load_pretraining_data(
         batch_size, max_len, pad=d2l_bert.fast.pad_bert_inputs_stacked)
 
-The book's `_pad_bert_inputs` stays the dataset's default and this
-function's test oracle (`tests/test_fast_dataset.py`).
+(`d2l_bert.runs.wiki_data`).  The book's `_pad_bert_inputs` stays the
+default and this function's test oracle (`tests/test_fast_dataset.py`).
 
 Dimension key: N: number of examples, T: `max_len`,
 P: ``round(max_len * 0.15)`` predicted positions per sequence

@@ -4,6 +4,8 @@
 - `pretraining`: the book's `train_bert` loop with a progress bar,
   checkpoints that resume exactly, the per-step history and held-out
   accuracy (`train_bert_history`, `evaluate_bert`);
+- `wiki_data`: the pretraining data of a chosen corpus, split, seed and
+  padding, checked, built from the book's dataset functions;
 - `finetuning`: a pretrained model's sizes, SNLI's directory, the
   book's `train_ch13` returning its history, and its plot;
 - `model_files`: saves a pretrained model in d2l's `bert.small` layout

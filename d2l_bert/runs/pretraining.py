@@ -524,7 +524,7 @@ class _DataPosition:
     A data loader shuffles when an epoch starts, drawing either from
     NumPy's global random state (Gluon's `RandomSampler`) or from a
     generator of its own, seeded when the loader was made (the seeded
-    loaders of `load_data_wiki`).  To stand again where a checkpoint was
+    loaders of `wiki_data.load_pretraining_data`).  To stand again where a checkpoint was
     taken, with a loader made afresh the same way, `restore` draws the
     first batch of each earlier epoch (moving a sampler's own generator
     on), sets the global random states of the current epoch's start,
