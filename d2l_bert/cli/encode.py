@@ -140,6 +140,7 @@ def load_text_encoder(spec, ctx):
     # A directory in the d2l layout (`bert.small`, `d2l-bert pretrain`)
     if os.path.isfile(os.path.join(spec, PARAMS_FILE)):
         return D2LTextEncoder(spec, ctx)
+    _refuse_incomplete(spec, PARAMS_FILE)
     # all-MiniLM-L6-v2, or a Hugging Face BERT directory
     if spec == 'minilm' or os.path.isfile(os.path.join(spec, 'config.json')):
         from ..hf import load_pretrained_bert
@@ -154,6 +155,23 @@ def load_text_encoder(spec, ctx):
         f'--model {spec!r}: no {PARAMS_FILE} in it; a d2l BERT directory '
         f'holds {PARAMS_FILE} and vocab.json, a Hugging Face BERT '
         'directory config.json, model.safetensors and vocab.txt')
+
+
+def _refuse_incomplete(spec, params_file):
+    """Raise a ValueError if `spec` is a d2l BERT directory without its
+    parameters (``vocab.json`` there: a run stopped while saving, as on a
+    full disk, writes them last; not a fine-tuned model's)."""
+    def has(name):
+        return os.path.isfile(os.path.join(spec, name))
+    if not has('vocab.json') or has('finetuned.params'):
+        return
+    there = [name for name in ('vocab.json', 'config.json', 'checkpoint.zip')
+             if has(name)]
+    raise ValueError(
+        f'--model {spec!r}: an incomplete d2l BERT directory, it holds '
+        f'{", ".join(there)} but no {params_file} (the run that wrote it '
+        f'stopped before saving its model; `d2l-bert pretrain --out '
+        f'{spec} --resume` writes it from checkpoint.zip)')
 
 
 def read_texts(path):

@@ -294,7 +294,8 @@ def _warn_if_collapsed(model, spread):
 def _save(settings, net, vocab, history, config):
     """Write the classifier, its vocabulary, `config` (sizes, settings
     and numbers), the history and its plot into ``--out``, each whole or
-    not at all."""
+    not at all, the classifier last (a model is there whole, or its
+    parameters are not there)."""
     import json
 
     from ..data.atomic import atomic_write
@@ -303,12 +304,14 @@ def _save(settings, net, vocab, history, config):
     out = settings['out']
     os.makedirs(out, exist_ok=True)
     remove_other_model(out, PRETRAINED_FILES)
-    atomic_write(os.path.join(out, MODEL_FILE),
-                 net.save_parameters)
+    # The parameters mark a finished model: the old ones go first, the
+    # new ones come last (a full disk at any file leaves none)
+    remove_other_model(out, (MODEL_FILE,))
     for name, obj in (('vocab.json', vocab.idx_to_token),
                       ('history.json', history), ('config.json', config)):
         atomic_write(os.path.join(out, name), json.dumps(obj, indent=2))
     runs_ft.plot_history(history, os.path.join(out, 'finetune.png'))
+    atomic_write(os.path.join(out, MODEL_FILE), net.save_parameters)
 
 
 def main(args):

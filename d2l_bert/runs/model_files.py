@@ -35,10 +35,12 @@ def save_pretrained(net, vocab, model_dir, config):
     """Save `net` and `vocab` where the book's `load_pretrained_model`
     can read them.
 
-    Writes, each atomically: ``pretrained.params`` (`net.save_parameters`),
-    ``vocab.json`` (the list ``vocab.idx_to_token``) and ``config.json``
-    (`config`: the `BERTModel` arguments, see `MODEL_KEYS`, and anything
-    else worth keeping, such as the pretraining settings).
+    Writes, each atomically: ``vocab.json`` (the list
+    ``vocab.idx_to_token``), ``config.json`` (`config`: the `BERTModel`
+    arguments, see `MODEL_KEYS`, and anything else worth keeping, such
+    as the pretraining settings), then ``pretrained.params``
+    (`net.save_parameters`), removed first if there: the model is
+    there whole, or its parameters are not there at all.
 
     Parameters
     ----------
@@ -63,11 +65,17 @@ def save_pretrained(net, vocab, model_dir, config):
         raise ValueError(f"config['vocab_size'] is {config['vocab_size']} "
                          f'but vocab has {len(vocab)} tokens')
     os.makedirs(model_dir, exist_ok=True)
-    atomic_write(os.path.join(model_dir, PARAMS_FILE), net.save_parameters)
+    # The parameters mark a finished model: the old ones go first, the
+    # new ones come last, so a failure (a full disk) at any file leaves
+    # no parameters beside another model's vocabulary or configuration
+    params_file = os.path.join(model_dir, PARAMS_FILE)
+    if os.path.isfile(params_file):
+        os.remove(params_file)
     atomic_write(os.path.join(model_dir, VOCAB_FILE),
                  json.dumps(list(vocab.idx_to_token)))
     atomic_write(os.path.join(model_dir, CONFIG_FILE),
                  json.dumps(config, indent=2))
+    atomic_write(params_file, net.save_parameters)
     return model_dir
 
 
