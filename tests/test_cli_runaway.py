@@ -204,24 +204,39 @@ TABLE = [
         address_space=1 << 30),
     case('launch --hosts binary true', 2, error(
         'launch', f'--hosts binary: {NOT_TEXT}')),
-    # Full disks and damaged files: one line, the old files kept
+    # Full disks and damaged files: one line, the old files kept (the
+    # plot is written before the model's files, which come all or none)
     case(f'pretrain --corpus corpus --steps 5 --out M --resume {TINY}', 1,
          error('pretrain', 'M/checkpoint.zip: File too large'), same='M',
          fsize=FULL),
     case('finetune --model M --data nli --epochs 1 --batch-size 16 '
          '--max-len 16 --num-workers 0 --no-progress --out Ffull', 1,
-         error('finetune', 'Ffull/finetuned.params: File too large'),
-         fsize=FULL),
+         error('finetune', 'Ffull/finetune.png: File too large'),
+         fsize=FULL, gone=('Ffull',)),
     case('finetune --model M --data nli --epochs 1 --batch-size 16 '
          '--max-len 16 --num-workers 0 --no-progress --out full/F', 1,
-         error('finetune', 'full/F/finetuned.params: No space left on '
-               'device'), same='full', tmpfs='full'),
+         error('finetune', 'full/F/finetune.png: No space left on '
+               'device'), same='full', tmpfs='full', gone=('full/F',)),
     case('encode --model M --file texts.lines --out F/v.npy', 1,
          error('encode', 'F/v.npy: File too large'), same='F', fsize=100),
     case(f'pretrain --corpus corpus --steps 5 --out Mro --resume {TINY}',
          2, error('pretrain', "argument --out: cannot write 'Mro': "
                   "'{root}/Mro' is on a read-only file system"),
          same='Mro', readonly='Mro'),
+    # a run whose disk filled at its last save: no file of the model,
+    # nothing that looks finished; --resume writes it
+    case('encode --model Mhalf a crane', 2, error(
+        'encode', "--model 'Mhalf': an incomplete d2l BERT directory, it "
+        'holds checkpoint.zip but no pretrained.params (the run that wrote '
+        'it stopped before saving its model); `d2l-bert pretrain --out '
+        'Mhalf --resume` writes it from checkpoint.zip'), same='Mhalf'),
+    case(f'pretrain --corpus corpus --steps 2 --out Mhalf {TINY}', 2, error(
+        'pretrain', '--out Mhalf holds the checkpoint of a run whose model '
+        'is not written (checkpoint.zip) that this run would replace: give '
+        '--resume to go on from it, --overwrite to start over, or another '
+        '--out'), same='Mhalf'),
+    case(f'pretrain --corpus corpus --steps 2 --out Mhalf2 --resume {TINY}',
+         0, None),
     case('encode --model Mbad a crane', 2,
          error('encode', f'Mbad/pretrained.params {CORRUPT}'), same='Mbad'),
     case('finetune --model Mbad --data nli --out Fbad', 2,
@@ -292,10 +307,15 @@ def root(tmp_path_factory):
 def _damage(root):
     """Mbad: M with its parameters cut short; Mmeta: M with a broken
     meta.json in its checkpoint; Mcopy: M with the files a run killed
-    while it wrote would leave; Mro, Mnan, Mfine, Fnan, Fpre: copies of
+    while it wrote would leave; Mhalf, Mhalf2: M as a run whose disk
+    filled while it saved its model leaves it; Mro, Mnan, Mfine, Fnan, Fpre: copies of
     M and F."""
-    for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro', 'Mnan', 'Mfine'):
+    for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro', 'Mnan', 'Mfine',
+                 'Mhalf', 'Mhalf2'):
         shutil.copytree(root / 'M', root / name)
+    for name in ('Mhalf', 'Mhalf2'):
+        for model_file in ('pretrained.params', 'vocab.json', 'config.json'):
+            (root / name / model_file).unlink()
     for name in ('Fnan', 'Fpre'):
         shutil.copytree(root / 'F', root / name)
     params = root / 'Mbad' / 'pretrained.params'

@@ -159,19 +159,23 @@ def load_text_encoder(spec, ctx):
 
 def _refuse_incomplete(spec, params_file):
     """Raise a ValueError if `spec` is a d2l BERT directory without its
-    parameters (``vocab.json`` there: a run stopped while saving, as on a
-    full disk, writes them last; not a fine-tuned model's)."""
+    parameters: ``vocab.json`` or ``checkpoint.zip`` there, as a run
+    that stopped before its model was saved leaves it (not a fine-tuned
+    model's directory)."""
     def has(name):
         return os.path.isfile(os.path.join(spec, name))
-    if not has('vocab.json') or has('finetuned.params'):
+    if not (has('vocab.json') or has('checkpoint.zip')) or \
+            has('finetuned.params'):
         return
     there = [name for name in ('vocab.json', 'config.json', 'checkpoint.zip')
              if has(name)]
+    hint = (f'`d2l-bert pretrain --out {spec} --resume` writes it from '
+            'checkpoint.zip') if has('checkpoint.zip') else \
+        f'`d2l-bert pretrain --out {spec} --overwrite` writes a new one'
     raise ValueError(
         f'--model {spec!r}: an incomplete d2l BERT directory, it holds '
         f'{", ".join(there)} but no {params_file} (the run that wrote it '
-        f'stopped before saving its model; `d2l-bert pretrain --out '
-        f'{spec} --resume` writes it from checkpoint.zip)')
+        f'stopped before saving its model); {hint}')
 
 
 def read_texts(path):

@@ -245,8 +245,8 @@ def _claim(args):
 
 def _check_resume(args):
     """With ``--resume``: a checkpoint to go on from, not yet at
-    ``--steps`` unless its model is not written (then the run writes
-    it and trains no step)."""
+    ``--steps`` unless the model of its step is not written (then the
+    run writes it and trains no step)."""
     checkpoint = os.path.join(args.out, CHECKPOINT_FILE)
     if not args.resume:
         return
@@ -262,8 +262,7 @@ def _check_resume(args):
         step = int(read_checkpoint_meta(checkpoint)['step'])
     except (ValueError, KeyError, TypeError) as e:
         raise UsageError(f'--resume: {e}') from None
-    if step >= args.steps and not os.path.exists(
-            os.path.join(args.out, MODEL_FILE)):
+    if step >= args.steps and _model_step(args.out) != step:
         # A run that stopped while saving its model (a full disk)
         print(f'--resume: {checkpoint} is at step {step:,} already but '
               f'its model is not written: writing it, without training',
@@ -273,6 +272,19 @@ def _check_resume(args):
             f'--resume --steps {args.steps}: {checkpoint} is at step '
             f'{step:,} already, nothing to train; give --steps {step + 1} '
             'or more to go on')
+
+
+def _model_step(out):
+    """The step the model in `out` was saved at (None: no model, or
+    one whose config.json does not say)."""
+    import json
+    if not os.path.isfile(os.path.join(out, MODEL_FILE)):
+        return None
+    try:
+        with open(os.path.join(out, 'config.json')) as f:
+            return int(json.load(f)['pretraining']['num_steps'])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _launch(args):
