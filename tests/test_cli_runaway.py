@@ -165,6 +165,14 @@ TABLE = [
          gone=('Mterm/.*.tmp',)),
     case('check-text --timeout 2 runaway.md', 1, None,
          marker='d2l-bert-runaway-cell'),
+    # SIGTERM and SIGHUP end a cell's process and what it started in a
+    # session of its own, as Ctrl-C does; then check-text ends by them
+    case('check-text --timeout 100 sleeping.md', -signal.SIGTERM, None,
+         interrupt='    ran', signal=signal.SIGTERM,
+         marker='d2l-bert-sleeping-cell', seconds=30),
+    case('check-text --timeout 100 sleeping.md', -signal.SIGHUP, None,
+         interrupt='    ran', signal=signal.SIGHUP,
+         marker='d2l-bert-sleeping-cell', seconds=30),
     # Values that MXNet or the machine cannot take
     case('pretrain --seed -1', 2, error(
         'pretrain', 'argument --seed: must be an integer from 0 to '
@@ -275,6 +283,24 @@ while True:
 ```
 '''
 
+SLEEPING_CELL = '''# A cell that sleeps, after one that prints
+
+:label:`sec_bert`
+
+```{.python .input}
+#@tab mxnet
+print('started')
+```
+
+```{.python .input}
+#@tab mxnet
+import subprocess, sys, time
+p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)',
+                      'd2l-bert-sleeping-cell'], start_new_session=True)
+time.sleep(300)
+```
+'''
+
 
 @pytest.fixture(scope='module')
 def root(tmp_path_factory):
@@ -301,6 +327,7 @@ def root(tmp_path_factory):
     (root / 'texts.lines').write_text('a crane is flying\nhello\n')
     (root / 'binary').write_bytes(b'\x7fELF\0\0\1')
     (root / 'runaway.md').write_text(RUNAWAY_CELL)
+    (root / 'sleeping.md').write_text(SLEEPING_CELL)
     return root
 
 
