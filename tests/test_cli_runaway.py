@@ -149,6 +149,10 @@ TABLE = [
         'pretrain', 'argument --servers: must be at most {max} (8 '
         'processes for each of the {cpus} processors of this machine), '
         "got '100000'")),
+    # Ctrl-C ends what a worker started in a session of its own too
+    case('launch --workers 1 -- sh setsid.sh', 130,
+         'd2l-bert launch: interrupted; stopped the job', interrupt='started',
+         marker='d2l-bert-setsid-child', seconds=20),
     case('launch --workers 2 true', 0, 'd2l-bert launch: note: the workers '
          'have exited, but scheduler, server 0 still waited for them (did '
          "each worker join the job, with mx.kv.create('dist_sync')?); "
@@ -328,6 +332,9 @@ def root(tmp_path_factory):
     (root / 'binary').write_bytes(b'\x7fELF\0\0\1')
     (root / 'runaway.md').write_text(RUNAWAY_CELL)
     (root / 'sleeping.md').write_text(SLEEPING_CELL)
+    (root / 'setsid.sh').write_text(
+        f"setsid {sys.executable} -c 'import time; time.sleep(300)' "
+        'd2l-bert-setsid-child &\necho started\nsleep 300\n')
     return root
 
 
