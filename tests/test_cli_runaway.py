@@ -173,10 +173,10 @@ TABLE = [
     # session of its own, as Ctrl-C does; then check-text ends by them
     case('check-text --timeout 100 sleeping.md', -signal.SIGTERM, None,
          interrupt='    ran', signal=signal.SIGTERM,
-         marker='d2l-bert-sleeping-cell', seconds=30),
+         marker='d2l-bert-sleeping-cell'),
     case('check-text --timeout 100 sleeping.md', -signal.SIGHUP, None,
          interrupt='    ran', signal=signal.SIGHUP,
-         marker='d2l-bert-sleeping-cell', seconds=30),
+         marker='d2l-bert-sleeping-cell'),
     # Values that MXNet or the machine cannot take
     case('pretrain --seed -1', 2, error(
         'pretrain', 'argument --seed: must be an integer from 0 to '
