@@ -342,8 +342,8 @@ def _damage(root):
     """Mbad: M with its parameters cut short; Mmeta: M with a broken
     meta.json in its checkpoint; Mcopy: M with the files a run killed
     while it wrote would leave; Mhalf, Mhalf2: M as a run whose disk
-    filled while it saved its model leaves it; Mro, Mnan, Mfine, Fnan, Fpre: copies of
-    M and F."""
+    filled while it saved its model leaves it; Mro, Mnan, Mfine, Fnan,
+    Fpre: copies of M and F."""
     for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro', 'Mnan', 'Mfine',
                  'Mhalf', 'Mhalf2'):
         shutil.copytree(root / 'M', root / name)
