@@ -184,6 +184,62 @@ def test_resume_with_other_settings_is_refused(pretrained_dir, capsys):
     assert 'batch_size: checkpoint 32, now 16' in err
 
 
+def _full_disk_at(monkeypatch, name):
+    """Make the writing of the files named `name` fail as a full disk
+    makes it fail (`atomic_write_all`'s temporary files)."""
+    import errno
+
+    from d2l_bert.data import atomic
+    write = atomic._write_temporary
+
+    def write_temporary(path, data):
+        if os.path.basename(path) == name:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        return write(path, data)
+    monkeypatch.setattr(atomic, '_write_temporary', write_temporary)
+
+
+@pytest.mark.parametrize('name', ['vocab.json', 'config.json',
+                                  'pretrained.params'])
+@pytest.mark.parametrize('before', ['no model', 'a model'])
+def test_a_full_disk_at_the_last_save_leaves_no_new_file_and_resume_saves(
+        pretrained_dir, tmp_path, monkeypatch, capsys, name, before):
+    out, argv = str(tmp_path / 'model'), pretrained_dir[1][:]
+    argv[argv.index('--out') + 1] = out
+    steps = int(argv[argv.index('--steps') + 1])
+    if before == 'a model':
+        shutil.copytree(pretrained_dir[0], out)
+        steps = read_checkpoint_meta(os.path.join(out, 'checkpoint.zip'))[
+            'step']
+        argv += ['--resume', '--steps', str(steps + 1)]
+    model = {f: open(os.path.join(out, f), 'rb').read() for f in (
+        'vocab.json', 'config.json', 'pretrained.params')} \
+        if before == 'a model' else {}
+    with monkeypatch.context() as m:
+        _full_disk_at(m, name)
+        status, _, err = run(argv, capsys)
+    assert status == 1 and 'No space left on device' in err
+    # The old model whole, or no file of a new one
+    assert {f: open(os.path.join(out, f), 'rb').read() for f in model} \
+        == model
+    assert [f for f in os.listdir(out) if f.startswith('.')] == []
+    if before == 'no model':
+        assert sorted(os.listdir(out)) == ['checkpoint.zip', 'loss.png']
+        status, _, err = run(['encode', '--model', out, 'a crane'], capsys)
+        assert (status, err.count('\n')) == (2, 1)
+        assert (f'--model {out!r}: an incomplete d2l BERT directory, it '
+                'holds checkpoint.zip but no pretrained.params') in err
+        argv += ['--resume']
+    # --resume saves the model of the checkpoint's step, training none
+    status, stdout, _ = run(argv, capsys)
+    assert status == 0
+    assert stdout.count('its model is not written: writing it') == 1
+    assert f'saved the model to {out}/' in stdout
+    meta = read_checkpoint_meta(os.path.join(out, 'checkpoint.zip'))
+    with open(os.path.join(out, 'config.json')) as f:
+        assert json.load(f)['pretraining']['num_steps'] == meta['step']
+
+
 def test_encode_prints_tokens_shapes_and_first_values(pretrained_dir,
                                                       capsys):
     out, _ = pretrained_dir

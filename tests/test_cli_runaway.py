@@ -149,6 +149,10 @@ TABLE = [
         'pretrain', 'argument --servers: must be at most {max} (8 '
         'processes for each of the {cpus} processors of this machine), '
         "got '100000'")),
+    # Ctrl-C ends what a worker started in a session of its own too
+    case('launch --workers 1 -- sh setsid.sh', 130,
+         'd2l-bert launch: interrupted; stopped the job', interrupt='started',
+         marker='d2l-bert-setsid-child', seconds=20),
     case('launch --workers 2 true', 0, 'd2l-bert launch: note: the workers '
          'have exited, but scheduler, server 0 still waited for them (did '
          "each worker join the job, with mx.kv.create('dist_sync')?); "
@@ -165,6 +169,14 @@ TABLE = [
          gone=('Mterm/.*.tmp',)),
     case('check-text --timeout 2 runaway.md', 1, None,
          marker='d2l-bert-runaway-cell'),
+    # SIGTERM and SIGHUP end a cell's process and what it started in a
+    # session of its own, as Ctrl-C does; then check-text ends by them
+    case('check-text --timeout 100 sleeping.md', -signal.SIGTERM, None,
+         interrupt='    ran', signal=signal.SIGTERM,
+         marker='d2l-bert-sleeping-cell'),
+    case('check-text --timeout 100 sleeping.md', -signal.SIGHUP, None,
+         interrupt='    ran', signal=signal.SIGHUP,
+         marker='d2l-bert-sleeping-cell'),
     # Values that MXNet or the machine cannot take
     case('pretrain --seed -1', 2, error(
         'pretrain', 'argument --seed: must be an integer from 0 to '
@@ -204,24 +216,39 @@ TABLE = [
         address_space=1 << 30),
     case('launch --hosts binary true', 2, error(
         'launch', f'--hosts binary: {NOT_TEXT}')),
-    # Full disks and damaged files: one line, the old files kept
+    # Full disks and damaged files: one line, the old files kept (the
+    # plot is written before the model's files, which come all or none)
     case(f'pretrain --corpus corpus --steps 5 --out M --resume {TINY}', 1,
          error('pretrain', 'M/checkpoint.zip: File too large'), same='M',
          fsize=FULL),
     case('finetune --model M --data nli --epochs 1 --batch-size 16 '
          '--max-len 16 --num-workers 0 --no-progress --out Ffull', 1,
-         error('finetune', 'Ffull/finetuned.params: File too large'),
-         fsize=FULL),
+         error('finetune', 'Ffull/finetune.png: File too large'),
+         fsize=FULL, gone=('Ffull',)),
     case('finetune --model M --data nli --epochs 1 --batch-size 16 '
          '--max-len 16 --num-workers 0 --no-progress --out full/F', 1,
-         error('finetune', 'full/F/finetuned.params: No space left on '
-               'device'), same='full', tmpfs='full'),
+         error('finetune', 'full/F/finetune.png: No space left on '
+               'device'), same='full', tmpfs='full', gone=('full/F',)),
     case('encode --model M --file texts.lines --out F/v.npy', 1,
          error('encode', 'F/v.npy: File too large'), same='F', fsize=100),
     case(f'pretrain --corpus corpus --steps 5 --out Mro --resume {TINY}',
          2, error('pretrain', "argument --out: cannot write 'Mro': "
                   "'{root}/Mro' is on a read-only file system"),
          same='Mro', readonly='Mro'),
+    # a run whose disk filled at its last save: no file of the model,
+    # nothing that looks finished; --resume writes it
+    case('encode --model Mhalf a crane', 2, error(
+        'encode', "--model 'Mhalf': an incomplete d2l BERT directory, it "
+        'holds checkpoint.zip but no pretrained.params (the run that wrote '
+        'it stopped before saving its model); `d2l-bert pretrain --out '
+        'Mhalf --resume` writes it from checkpoint.zip'), same='Mhalf'),
+    case(f'pretrain --corpus corpus --steps 2 --out Mhalf {TINY}', 2, error(
+        'pretrain', '--out Mhalf holds the checkpoint of a run whose model '
+        'is not written (checkpoint.zip) that this run would replace: give '
+        '--resume to go on from it, --overwrite to start over, or another '
+        '--out'), same='Mhalf'),
+    case(f'pretrain --corpus corpus --steps 2 --out Mhalf2 --resume {TINY}',
+         0, None),
     case('encode --model Mbad a crane', 2,
          error('encode', f'Mbad/pretrained.params {CORRUPT}'), same='Mbad'),
     case('finetune --model Mbad --data nli --out Fbad', 2,
@@ -260,6 +287,24 @@ while True:
 ```
 '''
 
+SLEEPING_CELL = '''# A cell that sleeps, after one that prints
+
+:label:`sec_bert`
+
+```{.python .input}
+#@tab mxnet
+print('started')
+```
+
+```{.python .input}
+#@tab mxnet
+import subprocess, sys, time
+p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)',
+                      'd2l-bert-sleeping-cell'], start_new_session=True)
+time.sleep(300)
+```
+'''
+
 
 @pytest.fixture(scope='module')
 def root(tmp_path_factory):
@@ -286,16 +331,25 @@ def root(tmp_path_factory):
     (root / 'texts.lines').write_text('a crane is flying\nhello\n')
     (root / 'binary').write_bytes(b'\x7fELF\0\0\1')
     (root / 'runaway.md').write_text(RUNAWAY_CELL)
+    (root / 'sleeping.md').write_text(SLEEPING_CELL)
+    (root / 'setsid.sh').write_text(
+        f"setsid {sys.executable} -c 'import time; time.sleep(300)' "
+        'd2l-bert-setsid-child &\necho started\nsleep 300\n')
     return root
 
 
 def _damage(root):
     """Mbad: M with its parameters cut short; Mmeta: M with a broken
     meta.json in its checkpoint; Mcopy: M with the files a run killed
-    while it wrote would leave; Mro, Mnan, Mfine, Fnan, Fpre: copies of
-    M and F."""
-    for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro', 'Mnan', 'Mfine'):
+    while it wrote would leave; Mhalf, Mhalf2: M as a run whose disk
+    filled while it saved its model leaves it; Mro, Mnan, Mfine, Fnan,
+    Fpre: copies of M and F."""
+    for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro', 'Mnan', 'Mfine',
+                 'Mhalf', 'Mhalf2'):
         shutil.copytree(root / 'M', root / name)
+    for name in ('Mhalf', 'Mhalf2'):
+        for model_file in ('pretrained.params', 'vocab.json', 'config.json'):
+            (root / name / model_file).unlink()
     for name in ('Fnan', 'Fpre'):
         shutil.copytree(root / 'F', root / name)
     params = root / 'Mbad' / 'pretrained.params'

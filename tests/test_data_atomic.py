@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from d2l_bert.data import atomic as files
-from d2l_bert.data.atomic import atomic_write, atomic_write_into
+from d2l_bert.data.atomic import atomic_write, atomic_write_all, \
+    atomic_write_into
 
 OLD = b'the old file\n' * 100
 
@@ -79,6 +80,44 @@ def test_a_new_file_that_fails_half_way_leaves_nothing(tmp_path, error):
     with pytest.raises(type(error)):
         atomic_write(tmp_path / 'new.png', write_half_then(error))
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize('failing', [0, 1, 2])
+@pytest.mark.parametrize('error', [
+    OSError(28, 'No space left on device'), KeyboardInterrupt()],
+    ids=['full-disk', 'ctrl-c'])
+def test_a_set_of_files_that_fails_at_any_one_leaves_the_old_set(
+        tmp_path, failing, error):
+    names = ['vocab.json', 'config.json', 'model.params']
+    for name in names:
+        (tmp_path / name).write_bytes(OLD)
+    writes = [b'new'] * 3
+    writes[failing] = write_half_then(error)
+    with pytest.raises(type(error)):
+        atomic_write_all([(tmp_path / n, w) for n, w in zip(names, writes)],
+                         remove_first=[tmp_path / 'model.params'])
+    assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} \
+        == {n: OLD for n in names}
+
+
+def test_a_set_of_files_goes_into_place_in_order_marker_last(
+        tmp_path, monkeypatch):
+    (tmp_path / 'model.params').write_bytes(OLD)
+    seen = []
+    replace = os.replace
+
+    def watch(src, dest):
+        seen.append((os.path.basename(dest),
+                     sorted(n for n in os.listdir(tmp_path)
+                            if not n.startswith('.'))))
+        replace(src, dest)
+    monkeypatch.setattr(files.os, 'replace', watch)
+    atomic_write_all([(tmp_path / 'vocab.json', 'v'),
+                      (tmp_path / 'model.params', b'p')],
+                     remove_first=[tmp_path / 'model.params'])
+    # The old marker is gone before the first new file is in place
+    assert seen == [('vocab.json', []), ('model.params', ['vocab.json'])]
+    assert sorted(os.listdir(tmp_path)) == ['model.params', 'vocab.json']
 
 
 def test_a_new_file_appears_only_whole(tmp_path):

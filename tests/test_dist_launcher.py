@@ -3,7 +3,9 @@ environments, the ssh commands and the hosts file (the commands, not the
 network), the checks made before anything starts, and `run_job`'s watch
 over processes (small Python processes standing in for the roles; the
 real jobs are in test_cli_pretrain.py and test_cli_launch.py)."""
+import os
 import shlex
+import signal
 import socket
 import sys
 import time
@@ -327,6 +329,44 @@ def test_a_killed_worker_ends_the_job_with_one_line(capsys, tmp_path):
     # One second until the kill, then at most `poll + 2 * grace`
     assert seconds < 1 + 5
     assert not alive(int(pid_file.read_text()))
+
+
+@needs_proc
+@pytest.mark.parametrize('worker_ends', [True, False],
+                         ids=['worker-exits', 'job-stopped'])
+def test_a_process_a_worker_started_in_its_own_session_ends_with_the_job(
+        capsys, tmp_path, worker_ends):
+    # `setsid`: a session and a process group of its own, out of reach
+    # of the worker's group; the launcher is its subreaper instead
+    pid_file = tmp_path / 'escaped'
+    then = 'pass' if worker_ends else 'sys.exit(3)'
+    spawner = python(
+        'import subprocess, sys, time; '
+        f'p = subprocess.Popen([sys.executable, "-c", '
+        f'"import time; time.sleep(60)  {MARK}"], start_new_session=True); '
+        f'open({str(pid_file)!r}, "w").write(str(p.pid)); time.sleep(0.5); '
+        f'{then}')
+    roles = [role('scheduler', SLEEP), role('worker 0', spawner)]
+    try:
+        status, _, seconds = run(roles, capsys, finish=0.5)
+        escaped = int(pid_file.read_text())
+        assert status == (0 if worker_ends else 3)
+        assert seconds < 10
+        assert not alive(escaped)
+    finally:
+        if pid_file.exists() and alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_the_subreaper_setting_is_put_back(capsys):
+    import ctypes
+    libc = D._libc()
+    if libc is None:
+        pytest.skip('PR_SET_CHILD_SUBREAPER is Linux only')
+    flag = ctypes.c_int(-1)
+    run([role('worker 0', python('pass'))], capsys)
+    assert libc.prctl(37, ctypes.byref(flag), 0, 0, 0) == 0
+    assert flag.value == 0
 
 
 def test_a_failing_worker_gives_its_status(capsys):

@@ -180,3 +180,46 @@ def _handlers():
     """Whether SIGINT and SIGTERM have Python's default handling."""
     return (signal.getsignal(signal.SIGINT) is signal.default_int_handler,
             signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
+
+
+# ---------------------------------------------------------------------------
+# ended_as_ctrl_c: SIGTERM and SIGHUP leave `with` blocks as Ctrl-C does
+# ---------------------------------------------------------------------------
+
+ENDED = '''
+import os, signal, sys
+from d2l_bert.runs import interrupts
+try:
+    with interrupts.ended_as_ctrl_c():
+        try:
+            os.kill(os.getpid(), signal.{name})
+        finally:
+            print('cleaned up', flush=True)
+finally:
+    print('never', flush=True)
+'''
+
+
+@pytest.mark.parametrize('name', ['SIGTERM', 'SIGHUP'])
+def test_sigterm_and_sighup_clean_up_then_end_the_process_by_them(name):
+    import subprocess
+    proc = subprocess.run([sys.executable, '-c', ENDED.format(name=name)],
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                              sys.path)))
+    assert (proc.returncode, proc.stdout) == (
+        -getattr(signal, name), 'cleaned up\n'), proc.stderr
+
+
+def test_the_handlers_are_restored_and_an_ignored_signal_stays_ignored():
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        before = {s: signal.getsignal(s)
+                  for s in (signal.SIGTERM, signal.SIGHUP)}
+        with interrupts.ended_as_ctrl_c():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) != before[
+                signal.SIGTERM]
+        assert {s: signal.getsignal(s) for s in before} == before
+    finally:
+        signal.signal(signal.SIGHUP, previous)

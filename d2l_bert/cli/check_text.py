@@ -124,6 +124,7 @@ def _check_file(path, args, sections, timeout):
     from ..chapter import editions
     from ..chapter.editions.child import ChildRunner
     from ..chapter.notebooks import calls_settings
+    from ..runs import interrupts
     try:
         edition = editions.read_edition(path, args.layout_from,
                                         args.default_tab)
@@ -143,8 +144,10 @@ def _check_file(path, args, sections, timeout):
     # the child gives them the pretrained model of the book's cells
     notebooks = place is not None and any(
         calls_settings(cell.code) for _, cell in place.taken)
-    with ChildRunner(args.devices, small=not args.book_sizes,
-                     timeout=timeout, notebooks=notebooks) as runner:
+    # SIGTERM and SIGHUP end the cells' processes, as Ctrl-C does
+    with interrupts.ended_as_ctrl_c(), \
+            ChildRunner(args.devices, small=not args.book_sizes,
+                        timeout=timeout, notebooks=notebooks) as runner:
         return editions.check_edition(edition, runner, progress,
                                       place=place)
 
@@ -218,6 +221,7 @@ def _print_cell(cr):
         print(f'    {verdict} ({source}, {cr.mode})')
     for note in cr.notes:
         print(f'    note: {note}')
+    sys.stdout.flush()   # each cell as it ends, also into a pipe
 
 
 def _print_block(title, text):

@@ -140,6 +140,7 @@ def load_text_encoder(spec, ctx):
     # A directory in the d2l layout (`bert.small`, `d2l-bert pretrain`)
     if os.path.isfile(os.path.join(spec, PARAMS_FILE)):
         return D2LTextEncoder(spec, ctx)
+    _refuse_incomplete(spec, PARAMS_FILE)
     # all-MiniLM-L6-v2, or a Hugging Face BERT directory
     if spec == 'minilm' or os.path.isfile(os.path.join(spec, 'config.json')):
         from ..hf import load_pretrained_bert
@@ -154,6 +155,27 @@ def load_text_encoder(spec, ctx):
         f'--model {spec!r}: no {PARAMS_FILE} in it; a d2l BERT directory '
         f'holds {PARAMS_FILE} and vocab.json, a Hugging Face BERT '
         'directory config.json, model.safetensors and vocab.txt')
+
+
+def _refuse_incomplete(spec, params_file):
+    """Raise a ValueError if `spec` is a d2l BERT directory without its
+    parameters: ``vocab.json`` or ``checkpoint.zip`` there, as a run
+    that stopped before its model was saved leaves it (not a fine-tuned
+    model's directory)."""
+    def has(name):
+        return os.path.isfile(os.path.join(spec, name))
+    if not (has('vocab.json') or has('checkpoint.zip')) or \
+            has('finetuned.params'):
+        return
+    there = [name for name in ('vocab.json', 'config.json', 'checkpoint.zip')
+             if has(name)]
+    hint = (f'`d2l-bert pretrain --out {spec} --resume` writes it from '
+            'checkpoint.zip') if has('checkpoint.zip') else \
+        f'`d2l-bert pretrain --out {spec} --overwrite` writes a new one'
+    raise ValueError(
+        f'--model {spec!r}: an incomplete d2l BERT directory, it holds '
+        f'{", ".join(there)} but no {params_file} (the run that wrote it '
+        f'stopped before saving its model); {hint}')
 
 
 def read_texts(path):

@@ -224,10 +224,14 @@ def _claim(args):
     model unasked and that ``--resume`` has steps left to train."""
     from ..runs.out_dir import FINETUNED_FILES, OutDirError, claim
     out = args.out
+    what = 'a pretrained model'
+    if os.path.exists(os.path.join(out, CHECKPOINT_FILE)) and \
+            not os.path.exists(os.path.join(out, MODEL_FILE)):
+        what = 'the checkpoint of a run whose model is not written'
     try:
         lock = claim(out, (MODEL_FILE, CHECKPOINT_FILE),
                      resume=args.resume, overwrite=args.overwrite,
-                     what='a pretrained model',
+                     what=what,
                      other=(FINETUNED_FILES[:1], 'a fine-tuned model'))
     except OutDirError as e:
         raise UsageError(e) from None
@@ -241,7 +245,8 @@ def _claim(args):
 
 def _check_resume(args):
     """With ``--resume``: a checkpoint to go on from, not yet at
-    ``--steps``."""
+    ``--steps`` unless the model of its step is not written (then the
+    run writes it and trains no step)."""
     checkpoint = os.path.join(args.out, CHECKPOINT_FILE)
     if not args.resume:
         return
@@ -257,11 +262,29 @@ def _check_resume(args):
         step = int(read_checkpoint_meta(checkpoint)['step'])
     except (ValueError, KeyError, TypeError) as e:
         raise UsageError(f'--resume: {e}') from None
-    if step >= args.steps:
+    if step >= args.steps and _model_step(args.out) != step:
+        # A run that stopped while saving its model (a full disk)
+        print(f'--resume: {checkpoint} is at step {step:,} already but '
+              f'its model is not written: writing it, without training',
+              flush=True)
+    elif step >= args.steps:
         raise UsageError(
             f'--resume --steps {args.steps}: {checkpoint} is at step '
             f'{step:,} already, nothing to train; give --steps {step + 1} '
             'or more to go on')
+
+
+def _model_step(out):
+    """The step the model in `out` was saved at (None: no model, or
+    one whose config.json does not say)."""
+    import json
+    if not os.path.isfile(os.path.join(out, MODEL_FILE)):
+        return None
+    try:
+        with open(os.path.join(out, 'config.json')) as f:
+            return int(json.load(f)['pretraining']['num_steps'])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _launch(args):

@@ -1,7 +1,7 @@
 """Files written whole or not at all.
 
 Everything the package writes for the user (models, checkpoints, plots,
-downloads, corpora) goes through one of two functions here:
+downloads, corpora) goes through one of three functions here:
 
 - `atomic_write`: one file.  It is written under a temporary name in the
   destination's directory, flushed to the disk (`os.fsync`), then renamed
@@ -10,7 +10,10 @@ downloads, corpora) goes through one of two functions here:
   new one, never half of one;
 - `atomic_write_into`: files and folders at once, as unpacking an archive
   makes them.  They are written into a temporary folder, flushed, then
-  each renamed into place.
+  each renamed into place;
+- `atomic_write_all`: several files, all or none (a model's parameters,
+  vocabulary and configuration).  Each is written as `atomic_write`
+  writes one, and none is renamed into place before all are written.
 
 On any failure, a KeyboardInterrupt included, the temporary file or folder
 is removed and the error raised again.  A SIGTERM that comes while they
@@ -69,6 +72,70 @@ def atomic_write(path, write):
         `path`.
     """
     path = os.fspath(path)
+    tmp = _write_temporary(path, write)
+    try:
+        os.replace(tmp, path)
+        _fsync_directory(os.path.dirname(os.path.abspath(path)))
+    except BaseException as e:
+        failure = write_failure(e, path, tmp)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        if failure is None:
+            raise
+        raise failure from None
+    return path
+
+
+@sigterm_after()
+def atomic_write_all(files, remove_first=()):
+    """Write several files whole, all of them or none.
+
+    Every file is written and flushed under a temporary name beside it,
+    as `atomic_write` writes one, before any is renamed into place: a
+    failure while writing (a full disk) leaves the old files as they
+    were and no new one.  The files of `remove_first` are then removed,
+    and the new ones renamed into place in the order of `files`: put
+    last the one that marks the set finished, and name it in
+    `remove_first`, so that even a crash between two renames leaves no
+    marker beside another set's files.
+
+    Parameters
+    ----------
+    files : sequence of (str, callable or str or bytes)
+        Each destination and what to write there, as `atomic_write`
+        takes them.
+    remove_first : sequence of str
+        Paths removed (if there) once every file is written.
+
+    Returns
+    -------
+    list of str
+        The destinations.
+    """
+    files = [(os.fspath(path), write) for path, write in files]
+    staged = []
+    try:
+        for path, write in files:
+            staged.append(_write_temporary(path, write))
+        for path in remove_first:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+        for tmp, (path, _) in zip(staged, files):
+            os.replace(tmp, path)
+        for directory in {os.path.dirname(os.path.abspath(path))
+                          for path, _ in files}:
+            _fsync_directory(directory)
+    finally:
+        for tmp in staged:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
+    return [path for path, _ in files]
+
+
+def _write_temporary(path, write):
+    """Write and flush a new temporary file beside `path` (`write` as
+    `atomic_write` takes it); return its path.  On failure it is
+    removed and the error raised (`write_failure`'s, if any)."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = _new_file(directory, os.path.basename(path))
@@ -80,8 +147,6 @@ def atomic_write(path, write):
         if callable(write):
             write(tmp)
         _fsync_file(tmp)
-        os.replace(tmp, path)
-        _fsync_directory(directory)
     except BaseException as e:
         failure = write_failure(e, path, tmp)
         with contextlib.suppress(FileNotFoundError):
@@ -89,7 +154,7 @@ def atomic_write(path, write):
         if failure is None:
             raise
         raise failure from None
-    return path
+    return tmp
 
 
 def write_failure(error, path, partial=None):

@@ -44,6 +44,7 @@ worker command finds it in ``OMP_NUM_THREADS``.
 This module does not import `mxnet`, except in `serve`, which runs a
 scheduler or a server.
 """
+import contextlib
 import errno
 import os
 import shlex
@@ -710,7 +711,9 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
     running after `SETTLE` seconds (or `finish`, if less) are stopped,
     with a note on `stream` (workers that never joined the job leave
     them waiting).  Ctrl-C, SIGTERM and SIGHUP stop the job the same
-    way.
+    way.  On Linux this process is meanwhile the subreaper of what it
+    starts (`_reaping_orphans`): a process a role started in a session
+    of its own (``setsid``), or that double-forked, ends with the job too.
 
     While the job runs, each ssh gets a byte on its standard input every
     second: the heartbeat its machine's `d2l_bert.dist.remote` waits for.
@@ -736,20 +739,87 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
     stream = sys.stderr if stream is None else stream
     handlers = {}
     procs = []
+    with _reaping_orphans():
+        try:
+            _catch_stop(handlers)
+            for role in roles:
+                procs.append((role, _start(role)))
+            failed = _watch(procs, finish, poll)
+            if failed is None:
+                _note_waiting(prog, stream, procs)
+                return 0
+            return _report(prog, stream, *_failure(failed, len(procs)))
+        except (_CannotStart, KeyboardInterrupt, _Stop) as e:
+            return _report(prog, stream, *_interruption(e))
+        finally:
+            _stop(procs, grace)
+            _restore_handlers(handlers)
+
+
+@contextlib.contextmanager
+def _reaping_orphans():
+    """For the `with` block, this process is the subreaper of what it
+    starts (Linux's ``PR_SET_CHILD_SUBREAPER``): a process orphaned below
+    it, even in a session of its own, becomes its child instead of
+    init's.  At the end, every such child (one this process did not have
+    before the block) is ended with all below it, and reaped; then the
+    setting is put back.  Elsewhere it does nothing."""
+    libc, was = _libc(), None
+    if libc is not None:
+        import ctypes
+        flag = ctypes.c_int(0)
+        # 37: PR_GET_CHILD_SUBREAPER, 36: PR_SET_CHILD_SUBREAPER
+        if libc.prctl(37, ctypes.byref(flag), 0, 0, 0) == 0 and \
+                libc.prctl(36, 1, 0, 0, 0) == 0:
+            was = flag.value
+    before = set(_children().get(os.getpid(), ())) if was is not None \
+        else set()
     try:
-        _catch_stop(handlers)
-        for role in roles:
-            procs.append((role, _start(role)))
-        failed = _watch(procs, finish, poll)
-        if failed is None:
-            _note_waiting(prog, stream, procs)
-            return 0
-        return _report(prog, stream, *_failure(failed, len(procs)))
-    except (_CannotStart, KeyboardInterrupt, _Stop) as e:
-        return _report(prog, stream, *_interruption(e))
+        yield
     finally:
-        _stop(procs, grace)
-        _restore_handlers(handlers)
+        if was is not None:
+            _end_orphans(before)
+            libc.prctl(36, was, 0, 0, 0)
+
+
+def _libc():
+    """The C library, on Linux (None elsewhere, or without it)."""
+    if not sys.platform.startswith('linux'):
+        return None
+    import ctypes
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _children():
+    """``{parent pid: [child pids]}``, from Linux's /proc."""
+    from ..chapter.editions.child import children_of
+    return children_of()
+
+
+def _end_orphans(before):
+    """End, with all below them, and reap the children of this process
+    that are not in `before` (the orphans that came to it as their
+    subreaper), until none is left."""
+    from ..chapter.editions.child import end_descendants
+    for _ in range(20):
+        orphans = [pid for pid in _children().get(os.getpid(), ())
+                   if pid not in before]
+        if not orphans:
+            return
+        for pid in orphans:
+            end_descendants(pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in orphans:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
 
 
 def _note_waiting(prog, stream, procs):

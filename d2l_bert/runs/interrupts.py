@@ -12,11 +12,14 @@ next batch, also during evaluation); a second Ctrl-C comes at once.
 SIGTERM keeps its default: it ends the process at once, also where it
 waits in C (for another worker of a job, say), which a Python handler
 could not.  A file being written when it comes is finished first
-(`d2l_bert.data.atomic`).
+(`d2l_bert.data.atomic`).  A command whose processes must not outlive
+it (``d2l-bert check-text``, whose cells run in a session of their own)
+takes SIGTERM and SIGHUP the way Ctrl-C goes instead (`ended_as_ctrl_c`).
 """
 import contextlib
 import os
 import signal
+import sys
 import threading
 
 #: The Ctrl-Cs held since the last `check`
@@ -85,3 +88,54 @@ def between_steps():
         if ours:
             signal.signal(signal.SIGINT, _replaced.pop(signal.SIGINT))
     check()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP came (`ended_as_ctrl_c`): raised where Python
+    runs in the main thread, so the `with` blocks it leaves clean up as
+    they do for a Ctrl-C.
+
+    Parameters
+    ----------
+    signum : int
+        The signal that came.
+    """
+
+    def __init__(self, signum):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def ended_as_ctrl_c(signums=(signal.SIGTERM, signal.SIGHUP)):
+    """For the `with` block, the signals `signums` raise `Terminated`
+    (a ``KeyboardInterrupt``), and what it leaves cleans up as for a
+    Ctrl-C; then the process ends by the signal, as it would have.
+
+    Only in the main thread, and for each signal only where it has its
+    default handler (one ignored, as ``nohup`` ignores SIGHUP, stays
+    so).  The handlers are restored when the block ends.
+    """
+    replaced = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in signums:
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                replaced[signum] = signal.signal(signum, _raise_terminated)
+    try:
+        yield
+    except Terminated as e:
+        for signum, handler in replaced.items():
+            signal.signal(signum, handler)
+        replaced.clear()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.kill(os.getpid(), e.signum)   # its default ends the process
+        raise
+    finally:
+        for signum, handler in replaced.items():
+            signal.signal(signum, handler)

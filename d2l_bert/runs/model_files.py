@@ -17,7 +17,7 @@ import mxnet as mx
 
 from ..bert import BERTModel, get_tokens_and_segments
 from ..checks import check_inputs
-from ..data.atomic import atomic_write
+from ..data.atomic import atomic_write_all
 from ..data.model_dir import (  # noqa: F401  (read here, and by users)
     CONFIG_FILE, HEAD_SIZE, PARAMS_FILE, VOCAB_FILE, infer_config,
     load_parameters, load_vocab, read_config)
@@ -35,10 +35,12 @@ def save_pretrained(net, vocab, model_dir, config):
     """Save `net` and `vocab` where the book's `load_pretrained_model`
     can read them.
 
-    Writes, each atomically: ``pretrained.params`` (`net.save_parameters`),
-    ``vocab.json`` (the list ``vocab.idx_to_token``) and ``config.json``
-    (`config`: the `BERTModel` arguments, see `MODEL_KEYS`, and anything
-    else worth keeping, such as the pretraining settings).
+    Writes, all or none (`atomic_write_all`; a full disk at any of
+    them leaves the old files as they were): ``vocab.json`` (the list
+    ``vocab.idx_to_token``), ``config.json`` (`config`: the `BERTModel`
+    arguments, see `MODEL_KEYS`, and anything else worth keeping, such
+    as the pretraining settings) and, last, ``pretrained.params``
+    (`net.save_parameters`), which marks a finished model.
 
     Parameters
     ----------
@@ -63,11 +65,13 @@ def save_pretrained(net, vocab, model_dir, config):
         raise ValueError(f"config['vocab_size'] is {config['vocab_size']} "
                          f'but vocab has {len(vocab)} tokens')
     os.makedirs(model_dir, exist_ok=True)
-    atomic_write(os.path.join(model_dir, PARAMS_FILE), net.save_parameters)
-    atomic_write(os.path.join(model_dir, VOCAB_FILE),
-                 json.dumps(list(vocab.idx_to_token)))
-    atomic_write(os.path.join(model_dir, CONFIG_FILE),
-                 json.dumps(config, indent=2))
+    # All or none; the parameters, which mark a finished model, last
+    params_file = os.path.join(model_dir, PARAMS_FILE)
+    atomic_write_all(
+        [(os.path.join(model_dir, VOCAB_FILE),
+          json.dumps(list(vocab.idx_to_token))),
+         (os.path.join(model_dir, CONFIG_FILE), json.dumps(config, indent=2)),
+         (params_file, net.save_parameters)], remove_first=[params_file])
     return model_dir
 
 

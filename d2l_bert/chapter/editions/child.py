@@ -273,7 +273,7 @@ class ChildRunner:
 
 # --- the processes the cells start -------------------------------------------
 
-def _children_of():
+def children_of():
     """``{parent pid: [child pids]}`` of every process, from Linux's
     /proc (empty elsewhere)."""
     tree = {}
@@ -296,7 +296,7 @@ def _children_of():
 
 def descendants(pid):
     """The pids of every process below `pid` (none without /proc)."""
-    tree, found, todo = _children_of(), [], [pid]
+    tree, found, todo = children_of(), [], [pid]
     while todo:
         kids = tree.get(todo.pop(), [])
         found += kids
