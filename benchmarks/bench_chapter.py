@@ -88,10 +88,12 @@ def _untrained_bert_small(folder):
     from mxnet import np
 
     from d2l_bert.bert import BERTModel
-    from d2l_bert.runs.wiki_data import load_pretraining_data
+    from d2l_bert.fast import pad_bert_inputs_stacked
     from d2l_bert.presets import BERT_SMALL
     from d2l_bert.runs.model_files import save_pretrained
-    _, vocab = load_pretraining_data(64, 32, corpus='embedded', seed=0)
+    from d2l_bert.runs.wiki_data import load_pretraining_data
+    _, vocab = load_pretraining_data(64, 32, corpus='embedded', seed=0,
+                                     pad=pad_bert_inputs_stacked)
     vocab.idx_to_token += [f'filler{i}' for i in range(
         VOCAB_SIZE - len(vocab))]
     net = BERTModel(VOCAB_SIZE, **BERT_SMALL)
