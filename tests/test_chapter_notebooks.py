@@ -1,10 +1,8 @@
 """What the notebooks run beyond the book's cells
 (`d2l_bert.chapter.notebooks`): the settings they read from the
 environment, and the model they fine-tune."""
-import gc
 import json
 import os
-import random
 
 import mxnet as mx
 import pytest
@@ -12,7 +10,6 @@ import pytest
 import d2l_bert
 from d2l_bert import presets
 from d2l_bert.chapter import notebooks
-from d2l_bert.data import corpus
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
 
 SMALL = {'D2L_BERT_SMALL': '1'}
@@ -40,7 +37,6 @@ def test_small_sizes_read_the_environment_given(value, small):
 
 @pytest.mark.parametrize('code, calls', [
     ('settings = d2l_bert.chapter.finetuning_settings()', True),
-    ('settings = pretraining_settings(environ)', True),
     ('settings = d2l_bert.chapter.model_to_finetune(s)', False),
     ("x = 'finetuning_settings()'", False),
     ('def (', False)])
@@ -53,46 +49,20 @@ def test_the_notebooks_read_the_environment_in_one_cell_each():
     import nbformat
     from d2l_bert.chapter.hosted import is_setup_cell
     from d2l_bert.chapter.saved_cells import NOTEBOOK_DIR
-    for name in ('bert-pretraining.ipynb',
-                 'natural-language-inference-bert.ipynb'):
+    for name in ('natural-language-inference-bert.ipynb',):
         nb = nbformat.read(os.path.join(NOTEBOOK_DIR, name), as_version=4)
         # the hosted set-up cell reads D2L_BERT_SOURCE: set-up, not the
         # section's settings
         code = [c.source for c in nb.cells if c.cell_type == 'code'
                 and not is_setup_cell(c.source)]
         assert sum(map(notebooks.calls_settings, code)) == 1, name
+    for name in ('bert-pretraining.ipynb',
+                 'natural-language-inference-bert.ipynb'):
+        nb = nbformat.read(os.path.join(NOTEBOOK_DIR, name), as_version=4)
+        code = [c.source for c in nb.cells if c.cell_type == 'code'
+                and not is_setup_cell(c.source)]
         assert not any('os.environ' in c or 'D2L_BERT_' in c
                        for c in code), name
-
-
-def test_pretraining_settings_are_the_books_by_default(capsys):
-    settings = notebooks.pretraining_settings({})
-    assert (settings.small, settings.corpus, settings.batch_size,
-            settings.num_steps) == (False, 'embedded', 512, 50)
-    assert settings.batch_size == presets.PRETRAINING['batch_size']
-    assert capsys.readouterr().out == (
-        "small=False, corpus='embedded', batch size 512, 50 steps\n")
-
-
-def test_small_pretraining_writes_a_corpus_it_removes_and_seeds(capsys):
-    random.seed(1)
-    settings = notebooks.pretraining_settings(SMALL)
-    drawn = random.random()
-    folder = settings.corpus
-    assert (settings.small, settings.batch_size, settings.num_steps) == (
-        True, 64, 3)
-    assert sorted(os.listdir(folder)) == ['wiki.train.tokens',
-                                          'wiki.valid.tokens']
-    with open(os.path.join(folder, 'wiki.valid.tokens'),
-              encoding='utf-8') as f:
-        assert f.read() == corpus.generate(10, 2)
-    assert capsys.readouterr().out == (
-        f'small=True, corpus={folder!r}, batch size 64, 3 steps\n')
-    random.seed(0)
-    assert drawn == random.random()
-    del settings
-    gc.collect()
-    assert not os.path.exists(folder)
 
 
 @pytest.mark.parametrize('pairs', ['all', '0'])

@@ -177,6 +177,43 @@ def test_train_bert_steps_are_kept_at_book_sizes():
     assert not r.hooks.used
 
 
+@pytest.mark.parametrize('name', sorted(runner_module.SMALL_CODE))
+def test_each_small_size_replacement_matches_its_notebook_once(name):
+    # A cell that drifts from `SMALL_CODE` fails here, not silently
+    import nbformat
+    from d2l_bert.chapter.saved_cells import NOTEBOOK_DIR
+    nb = nbformat.read(os.path.join(NOTEBOOK_DIR, name), as_version=4)
+    code = '\n'.join(c.source for c in nb.cells if c.cell_type == 'code')
+    for book, small in runner_module.SMALL_CODE[name]:
+        assert code.count(book) == 1, book
+        assert book != small
+
+
+def test_small_sizes_replace_the_books_sizes_and_say_so():
+    r = Runner(hooks=DataHooks(small=True))
+    assert r.run('batch_size, max_len = 512, 64\nbatch_size').output == \
+        '64\n'
+    assert ('small sizes: `batch_size, max_len = 512, 64` -> '
+            '`batch_size, max_len = 64, 64`') in r.hooks.used
+    r = Runner(hooks=DataHooks(small=False))
+    assert r.run('batch_size, max_len = 512, 64\nbatch_size').output == \
+        '512\n'
+
+
+def test_small_sizes_in_a_kernel_transform_its_cells(capsys):
+    class Shell:
+        input_transformers_post, ast_transformers = [], []
+    shell = Shell()
+    assert runner_module.small_sizes_in_kernel(shell)
+    assert 'small sizes' in capsys.readouterr().out
+    assert runner_module.small_sizes_in_kernel(shell)  # once only
+    assert len(shell.input_transformers_post) == 1
+    transform, = shell.input_transformers_post
+    assert transform(['lr, num_epochs = 1e-4, 5\n']) == [
+        'lr, num_epochs = 1e-4, 1\n']
+    assert len(shell.ast_transformers) == 1
+
+
 def test_small_sizes_follow_the_environment(monkeypatch):
     monkeypatch.setenv('D2L_BERT_SMALL', '1')
     assert DataHooks().small
@@ -343,11 +380,9 @@ def test_fine_tuning_note_says_what_the_settings_chose(cells, pairs, note):
 
 
 def test_fine_tuning_note_is_none_outside_the_fine_tuning_notebook():
-    from d2l_bert.chapter.notebooks import PretrainingNotebookSettings
     from d2l_bert.chapter.runner import fine_tuning_note
     assert fine_tuning_note({'x': 1}, [], 5) is None
-    pretraining = PretrainingNotebookSettings(False, 'embedded', 512, 50)
-    assert fine_tuning_note({'settings': pretraining}, [], 5) is None
+    assert fine_tuning_note({'settings': object()}, [], 5) is None
 
 
 def test_runner_gives_its_hooks_the_cells_namespace():

@@ -3,9 +3,8 @@
 The book's pretraining and fine-tuning sections download WikiText-2,
 `bert.small` and SNLI and train for minutes on two GPUs.  d2l-bert's
 notebooks of those sections also run offline, and in seconds when asked
-for small sizes; three calls, each in a cell of its own, choose how::
+for small sizes; two calls, each in a cell of its own, choose how::
 
-    settings = d2l_bert.chapter.pretraining_settings()
     settings = d2l_bert.chapter.finetuning_settings()
     pretrained, sizes = d2l_bert.chapter.model_to_finetune(settings)
 
@@ -16,10 +15,9 @@ a small run prints the same numbers every time.
 """
 import ast
 import os
-import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ..presets import BERT_SMALL, PRETRAINING
+from ..presets import BERT_SMALL
 
 #: Environment variable that asks the notebooks for small sizes
 SMALL_ENV = 'D2L_BERT_SMALL'
@@ -45,12 +43,7 @@ CHAPTER_SNLI_PAIRS = 1000
 BOOK_SNLI_PAIRS = 549367
 
 #: The functions that read the environment, as the cells call them
-SETTINGS_FUNCTIONS = ('pretraining_settings', 'finetuning_settings')
-
-#: The pretraining notebook at small sizes: a few generated articles,
-#: (articles, seed) per split, and a short run
-SMALL_CORPUS = {'train': (40, 1), 'valid': (10, 2)}
-SMALL_PRETRAINING = dict(batch_size=64, num_steps=3)
+SETTINGS_FUNCTIONS = ('finetuning_settings',)
 
 #: The fine-tuning notebook at small sizes: synthetic SNLI pairs
 SMALL_SNLI = dict(num_train=1000, num_dev=10, num_test=200)
@@ -84,76 +77,6 @@ def calls_settings(code):
             if name in SETTINGS_FUNCTIONS:
                 return True
     return False
-
-
-@dataclass(frozen=True)
-class PretrainingNotebookSettings:
-    """What the pretraining notebook trains on, and for how long.
-
-    Attributes
-    ----------
-    small : bool
-        Small sizes (`SMALL_ENV`).
-    corpus : str
-        `load_data_wiki`'s `corpus`: ``'embedded'``, or at small sizes a
-        temporary folder of generated articles (`SMALL_CORPUS`), removed
-        with these settings.
-    batch_size : int
-        Sentence pairs a batch (the book's 512).
-    num_steps : int
-        Steps of `train_bert` (the book's 50).
-    """
-    small: bool
-    corpus: str
-    batch_size: int
-    num_steps: int
-    # The temporary folder `corpus` names, kept as long as the settings
-    folder: object = field(default=None, repr=False, compare=False)
-
-    def __str__(self):
-        return (f'small={self.small}, corpus={self.corpus!r}, batch size '
-                f'{self.batch_size}, {self.num_steps} steps')
-
-
-def pretraining_settings(environ=None):
-    """Choose the pretraining notebook's corpus and sizes, and print them.
-
-    By default the book's run on the embedded corpus: batches of 512,
-    50 steps.  At small sizes (`SMALL_ENV`), a corpus of a few dozen
-    generated articles in a temporary folder, batches of 64 and 3 steps,
-    with every random generator seeded.
-
-    Parameters
-    ----------
-    environ : mapping, optional
-        Where to read `SMALL_ENV` (default: `os.environ`).
-
-    Returns
-    -------
-    PretrainingNotebookSettings
-    """
-    if small_sizes(environ):
-        folder = tempfile.TemporaryDirectory(prefix='d2l-bert-corpus-')
-        _write_small_corpus(folder.name)
-        _seed()
-        settings = PretrainingNotebookSettings(
-            True, folder.name, folder=folder, **SMALL_PRETRAINING)
-    else:
-        settings = PretrainingNotebookSettings(
-            False, 'embedded', PRETRAINING['batch_size'],
-            PRETRAINING['num_steps'])
-    print(settings)
-    return settings
-
-
-def _write_small_corpus(folder):
-    """Write `SMALL_CORPUS`'s articles into `folder`, in WikiText's files.
-    """
-    from ..data import corpus
-    for split, (num_articles, seed) in SMALL_CORPUS.items():
-        with open(os.path.join(folder, corpus.FILE_NAMES[split]), 'w',
-                  encoding='utf-8') as f:
-            f.write(corpus.generate(num_articles, seed))
 
 
 def _seed():

@@ -70,6 +70,27 @@ MIN_BATCHES = 5
 #: batches of at most `SMALL_BATCH` examples, and tests on one batch
 SMALL_BATCHES, SMALL_BATCH = 5, 8
 
+#: At small sizes, the code of the notebooks' cells that sets the book's
+#: sizes, and what runs in its place, by notebook: each pair is (the code
+#: as the cell writes it, the small run's code), and each must be found
+#: exactly once in its notebook (a test holds them to that, so a cell
+#: that drifts from the table fails)
+SMALL_CODE = {
+    'bert-pretraining.ipynb': [
+        ('batch_size, max_len = 512, 64', 'batch_size, max_len = 64, 64'),
+    ],
+    'natural-language-inference-bert.ipynb': [
+        ('batch_size, max_len, num_workers = 512, 128, '
+         'd2l.get_dataloader_workers()',
+         'batch_size, max_len, num_workers = 32, 64, '
+         'd2l.get_dataloader_workers()'),
+        ('lr, num_epochs = 1e-4, 5', 'lr, num_epochs = 1e-4, 1'),
+    ],
+}
+
+#: The seed of every random generator at small sizes
+SMALL_SEED = 0
+
 _FRAMEWORK_SUBMODULES = ('torch', 'tensorflow', 'jax', 'paddle')
 
 
@@ -301,14 +322,11 @@ class DataHooks:
         return 0
 
     def _try_all_gpus(self):
-        import mxnet as mx
-
-        from ..devices import num_gpus
-        if num_gpus():
-            return [mx.gpu(i) for i in range(num_gpus())]
-        self.used.add('d2l.try_all_gpus() gives [cpu(0)] without a GPU '
-                      '(d2l 1.0.3 gives [], which no cell can train on)')
-        return [mx.cpu()]
+        from ..devices import num_gpus, try_all_gpus
+        if not num_gpus():
+            self.used.add('d2l.try_all_gpus() gives [cpu(0)] without a GPU '
+                          '(d2l 1.0.3 gives [], which no cell can train on)')
+        return try_all_gpus()
 
     def _download_extract(self, name, folder=None):
         if name == 'wikitext-2':
@@ -350,6 +368,15 @@ class DataHooks:
             return load(*args, **kwargs)
         return load_data_wiki
 
+    def shrink(self, source):
+        """At small sizes, `source` with the code of `SMALL_CODE` replaced
+        by the small run's (one line in `used` for each replacement)."""
+        if not self.small:
+            return source
+        source, made = small_code(source)
+        self.used.update(made)
+        return source
+
     def transform(self, tree):
         """Cap ``train_bert(...)`` step counts in a cell's syntax tree."""
         if not self.small or self.steps is None:
@@ -359,6 +386,71 @@ class DataHooks:
         if capper.capped:
             self.used.add(f'train_bert steps capped to {self.steps}')
         return ast.fix_missing_locations(tree)
+
+
+def small_code(source):
+    """Replace in `source` the code `SMALL_CODE` lists by the small run's.
+
+    Returns
+    -------
+    source : str
+    made : list of str
+        One line per replacement made: ``small sizes: `A` -> `B```.
+    """
+    made = []
+    for pairs in SMALL_CODE.values():
+        for book, small in pairs:
+            if book in source:
+                source = source.replace(book, small)
+                made.append(f'small sizes: `{book}` -> `{small}`')
+    return source, made
+
+
+def seed_small_run():
+    """Seed every random generator (Python's, NumPy's, MXNet's) with
+    `SMALL_SEED`, so that a small run gives the same numbers each time."""
+    from ..runs.seeding import seed_everything
+    seed_everything(SMALL_SEED)
+
+
+def small_sizes_in_kernel(shell=None):
+    """Make an IPython kernel run the notebooks' cells at small sizes.
+
+    What `DataHooks` does for the chapter runner at small sizes, for a
+    kernel (the test suite executes the notebooks in one): each cell's
+    `SMALL_CODE` is replaced before it runs, ``train_bert(...)`` step
+    counts are capped to `SMALL_STEPS`, and the random generators are
+    seeded.  The set-up cell calls it when `D2L_BERT_SMALL` is set.
+
+    Parameters
+    ----------
+    shell : IPython.core.interactiveshell.InteractiveShell, optional
+        Default: the running one; outside IPython nothing is done.
+
+    Returns
+    -------
+    bool
+        Whether the kernel's cells now run at small sizes.
+    """
+    if shell is None:
+        try:
+            shell = get_ipython()  # noqa: F821  (IPython's builtin)
+        except NameError:
+            return False
+    if any(getattr(t, '__name__', '') == 'small_code_lines'
+           for t in shell.input_transformers_post):
+        return True
+
+    def small_code_lines(lines):
+        source, _ = small_code(''.join(lines))
+        return source.splitlines(keepends=True)
+    shell.input_transformers_post.append(small_code_lines)
+    shell.ast_transformers.append(_CapSteps(SMALL_STEPS))
+    seed_small_run()
+    print(f'small sizes: the cells\' sizes are replaced as '
+          f'd2l_bert.chapter.runner.SMALL_CODE lists, train_bert steps '
+          f'capped to {SMALL_STEPS}, generators seeded with {SMALL_SEED}')
+    return True
 
 
 def fine_tuning_note(namespace, train_iter, num_epochs):
@@ -652,6 +744,8 @@ class Runner:
                                ADAPTER_0_17: with_0_17_keywords})
         self.hooks.namespace = self.namespace
         self.count = 0
+        if self.hooks.small:
+            seed_small_run()
 
     def run(self, source):
         """Run one cell; return its `CellResult`."""
@@ -661,6 +755,7 @@ class Runner:
         out = io.StringIO()
         figures = []
         try:
+            source = self.hooks.shrink(source)
             body, last = self._compile(source)
             with contextlib.ExitStack() as stack:
                 stack.enter_context(contextlib.redirect_stdout(out))

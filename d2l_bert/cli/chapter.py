@@ -128,8 +128,9 @@ def _run(folder, ctx, small, sections=None):
         for cell in edition.cells:
             cell.label = label
         print(f'{label} ({name}{", small sizes" if small else ""})')
-        # the notebooks choose their own small sizes: no step cap here
-        runner = Runner(ctx, DataHooks(small=small, steps=None))
+        # at small sizes the runner replaces the cells' sizes
+        # (`runner.SMALL_CODE`) and caps train_bert's steps
+        runner = Runner(ctx, DataHooks(small=small))
         report = editions.check_edition(edition, runner, _print_line,
                                         edition_outputs=False)
         reports.append(report)
