@@ -420,7 +420,8 @@ def small_sizes_in_kernel(shell=None):
     kernel (the test suite executes the notebooks in one): each cell's
     `SMALL_CODE` is replaced before it runs, ``train_bert(...)`` step
     counts are capped to `SMALL_STEPS`, and the random generators are
-    seeded.  The set-up cell calls it when `D2L_BERT_SMALL` is set.
+    seeded.  The set-up cell calls it when `D2L_BERT_SMALL` is set; a
+    cell whose code was replaced prints what was, first.
 
     Parameters
     ----------
@@ -442,14 +443,15 @@ def small_sizes_in_kernel(shell=None):
         return True
 
     def small_code_lines(lines):
-        source, _ = small_code(''.join(lines))
+        # the cell says what was replaced in it, first: the set-up cell
+        # stays silent
+        source, made = small_code(''.join(lines))
+        if made:
+            source = f'print({chr(10).join(made)!r})\n' + source
         return source.splitlines(keepends=True)
     shell.input_transformers_post.append(small_code_lines)
     shell.ast_transformers.append(_CapSteps(SMALL_STEPS))
     seed_small_run()
-    print(f'small sizes: the cells\' sizes are replaced as '
-          f'd2l_bert.chapter.runner.SMALL_CODE lists, train_bert steps '
-          f'capped to {SMALL_STEPS}, generators seeded with {SMALL_SEED}')
     return True
 
 
