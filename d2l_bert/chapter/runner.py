@@ -37,9 +37,7 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
-from ..presets import HUB_MODELS
-from .notebooks import (BOOK_SNLI_PAIRS, PRETRAINED_ENV, SMALL_ENV,
-                        FinetuningNotebookSettings, small_sizes)
+from .notebooks import BOOK_SNLI_PAIRS, SMALL_ENV, small_sizes
 
 #: Modules of this package that are tools, not book sections
 TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.chapter', 'd2l_bert.threads',
@@ -275,20 +273,15 @@ class DataHooks:
         return hooks
 
     def notebook_environment(self):
-        """The variables that make d2l-bert's notebooks use what these
-        hooks give the book's cells: small sizes, and the pretrained model
-        ``d2l.download_extract('bert.small')`` gives (its offline
-        stand-in, whose 512 positions the book's cells need, rather than
-        the tiny BERT of 64 the fine-tuning notebook pretrains offline).
-        Empty at the book's sizes."""
-        if not self.small:
-            return {}
-        return {SMALL_ENV: '1',
-                PRETRAINED_ENV: self._download_extract('bert.small')}
+        """The variables that make d2l-bert's notebooks run at the sizes
+        of these hooks: `SMALL_ENV` at small sizes (in a kernel, the
+        set-up cell then replaces the cells' sizes as `DataHooks` does);
+        empty at the book's sizes."""
+        return {SMALL_ENV: '1'} if self.small else {}
 
     def _train_ch13(self, net, train_iter, test_iter, loss, trainer,
                     num_epochs, *args, **kwargs):
-        note = fine_tuning_note(self.namespace, train_iter, num_epochs)
+        note = fine_tuning_note(train_iter, num_epochs)
         if note:
             self.used.add(note)
         if not self.small or self.steps is None:
@@ -333,32 +326,9 @@ class DataHooks:
             from ..data import corpus
             self.used.add('WikiText-2 read from the embedded corpus')
             return corpus.DATA_DIR
-        from ..data.hub import download_extract, reachable
-        if self.small and name in OFFLINE_STAND_INS and not reachable(name):
-            return self._stand_in(name)
+        from .. import finetuning  # noqa: F401  (registers its stand-ins)
+        from ..data.hub import download_extract
         return download_extract(name, folder)
-
-    def _stand_in(self, name):
-        """Return the directory of an offline stand-in for hub file `name`.
-
-        SNLI: synthetic pairs in SNLI's layout.  `bert.small`, `bert.base`:
-        an untrained `BERTModel` of the hub model's sizes with the embedded
-        corpus's vocabulary, in the d2l layout, so the book's cells run and
-        their shapes can be checked; trained numbers mean nothing then.
-        """
-        from ..data.hub import data_home
-        folder = os.path.join(data_home(), 'offline-stand-ins', name)
-        if name == 'SNLI':
-            from ..data.snli_synthetic import make_snli_synthetic
-            self.used.add('SNLI replaced by synthetic pairs in its format '
-                          '(no network)')
-            return make_snli_synthetic(folder, num_train=512, num_dev=16,
-                                       num_test=128)
-        self.used.add(f'{name} replaced by an untrained model of its sizes '
-                      'with the embedded vocabulary (no network)')
-        if not os.path.isfile(os.path.join(folder, 'pretrained.params')):
-            _save_untrained_bert(folder, OFFLINE_STAND_INS[name])
-        return folder
 
     def _wrap_load(self, load):
         @functools.wraps(load)
@@ -455,54 +425,32 @@ def small_sizes_in_kernel(shell=None):
     return True
 
 
-def fine_tuning_note(namespace, train_iter, num_epochs):
-    """Say what the fine-tuning notebook's ``d2l.train_ch13`` call trains.
+def fine_tuning_note(train_iter, num_epochs):
+    """Say what a ``d2l.train_ch13`` call of the fine-tuning section trains.
 
     Parameters
     ----------
-    namespace : dict
-        The cells' namespace: the notebook's cells have set `settings`
-        (`notebooks.finetuning_settings`) and `pretrained`
-        (`notebooks.model_to_finetune`) there.
     train_iter : iterable
-        The training batches (a DataLoader: its data set is counted).
+        The training batches: a DataLoader of SNLI pairs (a data set that
+        holds `all_token_ids`, as the book's `SNLIBERTDataset` does) is
+        counted.
     num_epochs : int
         The epochs ``train_ch13`` was asked for.
 
     Returns
     -------
     str or None
-        One line, such as ``fine-tuned bert.small on 1,000 SNLI pairs, 5
-        epoch(s); --full for the book's 549,367``; None outside that
-        notebook.
+        One line, such as ``fine-tuned on 1,000 SNLI pairs, 5 epoch(s);
+        --full for the book's 549,367``; None for other data.
     """
-    settings = namespace.get('settings')
-    if not isinstance(settings, FinetuningNotebookSettings):
-        return None
-    pretrained = str(namespace.get('pretrained', settings.pretrained))
-    if pretrained in HUB_MODELS:
-        model = pretrained
-    elif settings.small and pretrained.startswith(settings.work_dir):
-        model = 'a tiny BERT pretrained here'
-    else:
-        model = f'the model in {pretrained}'
-    data = ('synthetic SNLI-format' if settings.small and str(
-        settings.snli).startswith(settings.work_dir) else 'SNLI')
     dataset = getattr(train_iter, '_dataset', train_iter)
-    try:
-        pairs = f'{len(dataset):,} '
-    except TypeError:
-        pairs = ''
-    note = (f'fine-tuned {model} on {pairs}{data} pairs, {num_epochs} '
-            f'epoch(s)')
-    if settings.snli_pairs and not settings.small:
+    if not hasattr(dataset, 'all_token_ids'):
+        return None
+    pairs = len(dataset)
+    note = f'fine-tuned on {pairs:,} SNLI pairs, {num_epochs} epoch(s)'
+    if pairs < BOOK_SNLI_PAIRS:
         note += f"; --full for the book's {BOOK_SNLI_PAIRS:,}"
     return note
-
-
-#: Hub files a small run may replace when they cannot be downloaded; for
-#: the models, the sizes the book loads them with
-OFFLINE_STAND_INS = dict(HUB_MODELS, SNLI=None)
 
 
 class _FewBatches:
@@ -566,23 +514,6 @@ def _rows(features, rows):
     if isinstance(features, (list, tuple)):
         return type(features)(f[rows] for f in features)
     return features[rows]
-
-
-def _save_untrained_bert(folder, sizes):
-    """Save an initialized, untrained `BERTModel` in the d2l layout."""
-    import mxnet as mx
-    from mxnet import np
-
-    from ..bert import BERTModel
-    from ..dataset import load_data_wiki
-    from ..runs.model_files import save_pretrained
-    _, vocab = load_data_wiki(64, 32, corpus='embedded', seed=0)
-    net = BERTModel(len(vocab), **sizes)
-    net.initialize(mx.init.Xavier())
-    # One call gives the deferred parameters their shapes
-    tokens = np.zeros((1, 4), dtype='int32')
-    net(tokens, tokens, np.array([4.0]), np.zeros((1, 1), dtype='int32'))
-    save_pretrained(net, vocab, folder, dict(sizes, vocab_size=len(vocab)))
 
 
 def _accepts(fn, name):

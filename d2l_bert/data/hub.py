@@ -316,7 +316,10 @@ def download_extract(name, folder=None):
     Parameters
     ----------
     name : str
-        A key of `DATA_HUB` or a URL of a zip file.
+        A key of `DATA_HUB` or a URL of a zip file; beyond d2l, a
+        directory on disk is returned as it is (a model that
+        ``d2l-bert pretrain --out DIR`` saved, for the book's
+        `load_pretrained_model`).
     folder : str, optional
         Name of the directory inside the archive to return; by default the
         archive's name without ``.zip`` (``bert.small.zip`` holds
@@ -334,6 +337,8 @@ def download_extract(name, folder=None):
     DownloadError
         When the file cannot be downloaded and has no stand-in.
     """
+    if isinstance(name, (str, os.PathLike)) and os.path.isdir(name):
+        return os.fspath(name)  # a directory on disk: already there
     try:
         fname, fresh = _download(name)
     except DownloadError as e:
