@@ -215,7 +215,9 @@ class SNLIBERTDataset(gluon.data.Dataset):
     Notes
     -----
     As in the book, four worker processes pack the pairs
-    (`multiprocessing.Pool`).  The arguments are checked where the
+    (`multiprocessing.Pool`); unlike the book's, the pool is closed once
+    they are packed (the book's four processes, and the pool's temporary
+    folder, stay until the kernel ends).  The arguments are checked where the
     command line and `d2l_bert.runs.finetuning` build the data set
     (`d2l_bert.checks.check_snli_dataset`), not here.
 
@@ -236,8 +238,8 @@ class SNLIBERTDataset(gluon.data.Dataset):
         print('read ' + str(len(self.all_token_ids)) + ' examples')
 
     def _preprocess(self, all_premise_hypothesis_tokens):
-        pool = multiprocessing.Pool(4)  # Use 4 worker processes
-        out = pool.map(self._mp_worker, all_premise_hypothesis_tokens)
+        with multiprocessing.Pool(4) as pool:  # Use 4 worker processes
+            out = pool.map(self._mp_worker, all_premise_hypothesis_tokens)
         all_token_ids = [
             token_ids for token_ids, segments, valid_len in out]
         all_segments = [segments for token_ids, segments, valid_len in out]

@@ -180,24 +180,28 @@ def test_train_bert_steps_are_kept_at_book_sizes():
 @pytest.mark.parametrize('name', sorted(runner_module.SMALL_CODE))
 def test_each_small_size_replacement_matches_its_notebook_once(name):
     # A cell that drifts from `SMALL_CODE` fails here, not silently
+    import glob
+
     import nbformat
     from d2l_bert.chapter.saved_cells import NOTEBOOK_DIR
-    nb = nbformat.read(os.path.join(NOTEBOOK_DIR, name), as_version=4)
-    code = '\n'.join(c.source for c in nb.cells if c.cell_type == 'code')
+
+    def code(path):
+        nb = nbformat.read(path, as_version=4)
+        return '\n'.join(c.source for c in nb.cells if c.cell_type == 'code')
     for book, small in runner_module.SMALL_CODE[name]:
-        assert code.count(book) == 1, book
+        assert code(os.path.join(NOTEBOOK_DIR, name)).count(book) == 1, book
+        assert sum(code(path).count(book) for path in glob.glob(
+            os.path.join(NOTEBOOK_DIR, '*.ipynb'))) == 1, book
         assert book != small
 
 
 def test_small_sizes_replace_the_books_sizes_and_say_so():
     r = Runner(hooks=DataHooks(small=True))
-    assert r.run('batch_size, max_len = 512, 64\nbatch_size').output == \
-        '64\n'
-    assert ('small sizes: `batch_size, max_len = 512, 64` -> '
-            '`batch_size, max_len = 64, 64`') in r.hooks.used
+    assert r.run('lr, num_epochs = 1e-4, 5\nnum_epochs').output == '1\n'
+    assert ('small sizes: `lr, num_epochs = 1e-4, 5` -> '
+            '`lr, num_epochs = 1e-4, 1`') in r.hooks.used
     r = Runner(hooks=DataHooks(small=False))
-    assert r.run('batch_size, max_len = 512, 64\nbatch_size').output == \
-        '512\n'
+    assert r.run('lr, num_epochs = 1e-4, 5\nnum_epochs').output == '5\n'
 
 
 def test_small_sizes_in_a_kernel_transform_its_cells(capsys):

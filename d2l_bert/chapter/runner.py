@@ -17,8 +17,12 @@ and only them.
 
 Data and long training go through `DataHooks`: WikiText-2 is read from the
 embedded corpus, data loaders use no worker process, and, at small sizes,
-the step count of every ``train_bert(...)`` call is capped and
-``d2l.train_ch13`` trains on a few small batches.
+the code that sets the notebooks' sizes is replaced (`SMALL_CODE`, each
+replacement printed as a note), every random generator is seeded, the
+step count of every ``train_bert(...)`` call is capped and
+``d2l.train_ch13`` trains on a few small batches.  A Jupyter kernel gets
+the same small sizes from `small_sizes_in_kernel`, which the notebooks'
+first cell calls when `D2L_BERT_SMALL` is set.
 """
 import ast
 import builtins
@@ -71,17 +75,22 @@ SMALL_BATCHES, SMALL_BATCH = 5, 8
 #: At small sizes, the code of the notebooks' cells that sets the book's
 #: sizes, and what runs in its place, by notebook: each pair is (the code
 #: as the cell writes it, the small run's code), and each must be found
-#: exactly once in its notebook (a test holds them to that, so a cell
-#: that drifts from the table fails)
+#: exactly once among all the notebooks, in its own (a test holds them to
+#: that, so a cell that drifts from the table fails).  The pretraining
+#: notebook keeps its batches of 512 (sec_bert-dataset prints their
+#: shapes from the same line): its steps are capped (`SMALL_STEPS`, as
+#: `_CapSteps` caps any ``train_bert(...)`` call)
 SMALL_CODE = {
     'bert-pretraining.ipynb': [
-        ('batch_size, max_len = 512, 64', 'batch_size, max_len = 64, 64'),
+        ('train_bert(train_iter, net, loss, len(vocab), devices, 50)',
+         'train_bert(train_iter, net, loss, len(vocab), devices, 2)'),
     ],
     'natural-language-inference-bert.ipynb': [
         ('batch_size, max_len, num_workers = 512, 128, '
          'd2l.get_dataloader_workers()',
-         'batch_size, max_len, num_workers = 32, 64, '
-         'd2l.get_dataloader_workers()'),
+         # no loader processes: a kernel ending leaves their shared
+         # memory's temporary folder behind
+         'batch_size, max_len, num_workers = 32, 64, 0'),
         ('lr, num_epochs = 1e-4, 5', 'lr, num_epochs = 1e-4, 1'),
     ],
 }

@@ -66,17 +66,18 @@ def add_arguments(parser):
     add_devices(parser, 'cpu', one=True)
     scale = parser.add_mutually_exclusive_group()
     scale.add_argument('--small', action='store_true',
-                       help='small sizes, for a quicker run: 3 '
-                            'pretraining steps of 64 on a generated '
-                            'corpus, and fine-tuning a tiny BERT on '
-                            'synthetic SNLI pairs, no download (as '
-                            'D2L_BERT_SMALL=1)')
+                       help='small sizes, for a quicker run: the '
+                            "cells' sizes replaced as the chapter runner's "
+                            'SMALL_CODE lists (2 pretraining steps of 64, '
+                            'one fine-tuning epoch in batches of 32), as '
+                            'D2L_BERT_SMALL=1')
     scale.add_argument('--full', action='store_true',
                        help="the fine-tuning section at the book's scale: "
                             'five epochs over all 549,367 SNLI pairs, '
                             'hours on a laptop CPU (default: bert.small '
                             'on the first 1,000 pairs of each split; '
-                            'offline, a tiny BERT on synthetic pairs)')
+                            'offline, untrained stand-ins of bert.small '
+                            'and SNLI)')
     parser.add_argument('--section', action='append', default=None,
                         choices=[label for label, _ in SECTIONS],
                         metavar='LABEL',
