@@ -312,7 +312,7 @@ class BERTClassifier(nn.Block):
 
 
 def train_ch13(net, train_iter, test_iter, loss, trainer, num_epochs,
-               devices=d2l.try_all_gpus(), split_f=d2l.split_batch):
+               devices=d2l.try_all_gpus(), split_f=None):
     """Train a model on several devices, plotting loss and accuracies.
 
     d2l 1.0.3's `train_ch13` (the loop the book's image chapter defines
@@ -327,17 +327,24 @@ def train_ch13(net, train_iter, test_iter, loss, trainer, num_epochs,
     train_iter, test_iter : iterable of (features, labels)
         Minibatches; `len(train_iter)` is the batch count of an epoch.
     loss : gluon.loss.Loss
+        Per-example loss of the predictions and the labels.
     trainer : gluon.Trainer
+        Steps with ``ignore_stale_grad=True``: parameters that get no
+        gradient (BERT's pretraining heads) are left as they are.
     num_epochs : int
+        Passes over `train_iter`.
     devices : list of mxnet.Context
-    split_f : callable, default `d2l.split_batch`
+        Where `net` is; each batch is split over them.
+    split_f : callable, optional
         ``split_f(features, labels, devices)`` -> shards
-        (`d2l.split_batch_multi_inputs` for BERT's three inputs).
+        (`d2l.split_batch_multi_inputs` for BERT's three inputs); None,
+        d2l's default, `d2l.split_batch`.
 
     Notes
     -----
     Prints the last epoch's loss and accuracies, and the throughput.
     """
+    split_f = d2l.split_batch if split_f is None else split_f
     timer, num_batches = d2l.Timer(), len(train_iter)
     animator = d2l.Animator(xlabel='epoch', xlim=[1, num_epochs], ylim=[0, 1],
                             legend=['train loss', 'train acc', 'test acc'])

@@ -374,7 +374,8 @@ def small_code(source):
     -------
     source : str
     made : list of str
-        One line per replacement made: ``small sizes: `A` -> `B```.
+        One line per replacement made, which names the code replaced
+        and the code that runs instead.
     """
     made = []
     for pairs in SMALL_CODE.values():

@@ -63,6 +63,8 @@ OFFLINE_HINTS['bert.small'] = OFFLINE_HINTS['bert.base']
 #: directory `make` fills (or finds) in `folder` instead, and prints one
 #: line naming `what` stands in.  `data/` adds WikiText-2's (the embedded
 #: corpus); the sections add those that need their models.
+#:
+#: :meta hide-value:
 STAND_INS = {}
 
 TIMEOUT = 30  # seconds without a byte before a download gives up
