@@ -167,7 +167,7 @@ def read_snli(data_dir, is_train):
     if first and first < len(labels):
         print(f'read_snli: the first {first:,} of {len(labels):,} pairs of '
               f'{os.path.basename(file_name)} ({SNLI_PAIRS_ENV}={first}; '
-              f'all reads every pair)')
+              f'all reads every pair)', flush=True)
         premises, hypotheses, labels = (premises[:first],
                                         hypotheses[:first], labels[:first])
     return premises, hypotheses, labels

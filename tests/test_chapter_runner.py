@@ -215,7 +215,8 @@ def test_small_sizes_in_a_kernel_transform_its_cells(capsys):
     transform, = shell.input_transformers_post
     assert transform(['lr, num_epochs = 1e-4, 5\n']) == [
         "print('small sizes: `lr, num_epochs = 1e-4, 5` -> "
-        "`lr, num_epochs = 1e-4, 1`')\n", 'lr, num_epochs = 1e-4, 1\n']
+        "`lr, num_epochs = 1e-4, 1`', flush=True)\n",
+        'lr, num_epochs = 1e-4, 1\n']
     assert transform(['x = 1\n']) == ['x = 1\n']
     assert len(shell.ast_transformers) == 1
 

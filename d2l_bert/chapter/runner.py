@@ -427,7 +427,8 @@ def small_sizes_in_kernel(shell=None):
         # stays silent
         source, made = small_code(''.join(lines))
         if made:
-            source = f'print({chr(10).join(made)!r})\n' + source
+            source = (f'print({chr(10).join(made)!r}, flush=True)\n'
+                      + source)
         return source.splitlines(keepends=True)
     shell.input_transformers_post.append(small_code_lines)
     shell.ast_transformers.append(_CapSteps(SMALL_STEPS))

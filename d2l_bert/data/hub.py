@@ -366,8 +366,10 @@ def _stand_in(name, error):
     why = str(error).split(': ', 1)[-1].split('; ')[0].split('. ')[0]
     folder = os.path.join(data_home(), 'stand-ins', name)
     directory, what = STAND_INS[name](folder)
+    # flushed: a kernel's worker processes forked next (the book's
+    # `SNLIBERTDataset`) would lose what is still buffered
     print(f'{name} cannot be downloaded here ({why}): {what} stands in, '
-          f'from {directory}')
+          f'from {directory}', flush=True)
     return directory
 
 
