@@ -80,7 +80,7 @@ def finetune_batch(args, cfg):
     words = [w for text in data[0] + data[1] for w in text.lower().split()]
     vocab = d2l.Vocab(words, reserved_tokens=['<pad>', '<mask>', '<cls>',
                                               '<sep>'])
-    dataset = SNLIBERTDataset(data, cfg['max_len'], vocab, num_workers=0)
+    dataset = SNLIBERTDataset(data, cfg['max_len'], vocab)
     return (dataset.all_token_ids.asnumpy(), dataset.all_segments.asnumpy(),
             dataset.valid_lens.asnumpy().astype('float32'),
             dataset.labels.asnumpy().astype('float32'))

@@ -34,10 +34,10 @@ for _module, _names in (
                      '_get_nsp_data_from_paragraph', '_replace_mlm_tokens',
                      '_get_mlm_data_from_tokens', '_pad_bert_inputs',
                      '_WikiTextDataset', 'load_data_wiki')),
-        ('pretraining', ('_get_batch_loss_bert', 'train_bert',
-                         'get_bert_encoding')),
+        ('pretraining', ('_get_batch_loss_bert', 'train_bert')),
         ('runs.pretraining', ('evaluate_bert',)),
-        ('runs.model_files', ('save_pretrained', 'load_pretrained')),
+        ('runs.model_files', ('save_pretrained', 'load_pretrained',
+                               'encode_tokens')),
         ('finetuning', ('DATA_HUB', 'DATA_URL', 'load_pretrained_model',
                         'read_snli', 'SNLIBERTDataset', 'BERTClassifier')),
         ('hf', ('load_pretrained_bert', 'PretrainedBERT'))):

@@ -18,6 +18,20 @@ def num_gpus():
         return 0
 
 
+def try_all_gpus():
+    """Return all available GPUs, or ``[cpu()]`` if there is no GPU.
+
+    What the docstring of d2l's `try_all_gpus` promises; d2l 1.0.3's
+    returns an empty list on a machine without a GPU, on which no
+    `initialize(ctx=devices)` or `split_and_load` can run.
+
+    Returns
+    -------
+    list of mxnet.Context
+    """
+    return [mx.gpu(i) for i in range(num_gpus())] or [mx.cpu()]
+
+
 def parse_ctx(text):
     """Parse one device string such as ``'cpu'``, ``'cpu:1'`` or ``'gpu:0'``.
 

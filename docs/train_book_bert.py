@@ -10,7 +10,9 @@ takes Adam's step on its servers.  Worker 0 prints the book's lines.
 """
 import argparse
 import contextlib
+import functools
 import os
+from unittest import mock
 
 from d2l_bert.presets import BOOK_BERT, PRETRAINING
 from d2l_bert.threads import set_threads
@@ -56,5 +58,10 @@ with open(os.devnull, 'w') as devnull, (
         contextlib.redirect_stdout(devnull) if kv.rank
         else contextlib.nullcontext()):
     print(threads)
-    train_bert(worker_rows(train_iter), net, loss, len(vocab), devices,
-               args.steps, kvstore=kv)
+    # The book's `train_bert` makes its `gluon.Trainer` on the default
+    # kvstore; a worker's must be the job's, so for this call the
+    # `Trainer` it makes is given `kv`
+    with mock.patch.object(gluon, 'Trainer',
+                           functools.partial(gluon.Trainer, kvstore=kv)):
+        train_bert(worker_rows(train_iter), net, loss, len(vocab), devices,
+                   args.steps)

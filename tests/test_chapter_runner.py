@@ -177,6 +177,50 @@ def test_train_bert_steps_are_kept_at_book_sizes():
     assert not r.hooks.used
 
 
+@pytest.mark.parametrize('name', sorted(runner_module.SMALL_CODE))
+def test_each_small_size_replacement_matches_its_notebook_once(name):
+    # A cell that drifts from `SMALL_CODE` fails here, not silently
+    import glob
+
+    import nbformat
+    from d2l_bert.chapter.saved_cells import NOTEBOOK_DIR
+
+    def code(path):
+        nb = nbformat.read(path, as_version=4)
+        return '\n'.join(c.source for c in nb.cells if c.cell_type == 'code')
+    for book, small in runner_module.SMALL_CODE[name]:
+        assert code(os.path.join(NOTEBOOK_DIR, name)).count(book) == 1, book
+        assert sum(code(path).count(book) for path in glob.glob(
+            os.path.join(NOTEBOOK_DIR, '*.ipynb'))) == 1, book
+        assert book != small
+
+
+def test_small_sizes_replace_the_books_sizes_and_say_so():
+    r = Runner(hooks=DataHooks(small=True))
+    assert r.run('lr, num_epochs = 1e-4, 5\nnum_epochs').output == '1\n'
+    assert ('small sizes: `lr, num_epochs = 1e-4, 5` -> '
+            '`lr, num_epochs = 1e-4, 1`') in r.hooks.used
+    r = Runner(hooks=DataHooks(small=False))
+    assert r.run('lr, num_epochs = 1e-4, 5\nnum_epochs').output == '5\n'
+
+
+def test_small_sizes_in_a_kernel_transform_its_cells(capsys):
+    class Shell:
+        input_transformers_post, ast_transformers = [], []
+    shell = Shell()
+    assert runner_module.small_sizes_in_kernel(shell)
+    assert runner_module.small_sizes_in_kernel(shell)  # once only
+    assert capsys.readouterr().out == ''  # the set-up cell stays silent
+    assert len(shell.input_transformers_post) == 1
+    transform, = shell.input_transformers_post
+    assert transform(['lr, num_epochs = 1e-4, 5\n']) == [
+        "print('small sizes: `lr, num_epochs = 1e-4, 5` -> "
+        "`lr, num_epochs = 1e-4, 1`', flush=True)\n",
+        'lr, num_epochs = 1e-4, 1\n']
+    assert transform(['x = 1\n']) == ['x = 1\n']
+    assert len(shell.ast_transformers) == 1
+
+
 def test_small_sizes_follow_the_environment(monkeypatch):
     monkeypatch.setenv('D2L_BERT_SMALL', '1')
     assert DataHooks().small
@@ -212,36 +256,6 @@ def test_books_animator_draws_outside_a_notebook(run):
     result = run("animator = d2l.Animator(xlabel='step', xlim=[1, 2], "
                  "legend=['mlm'])\nanimator.add(1, (0.5,))")
     assert (result.status, result.error, result.figures) == ('ran', None, 1)
-
-
-def test_small_runs_replace_unreachable_hub_files_with_stand_ins(
-        tmp_path, monkeypatch):
-    from mxnet import np
-
-    from d2l_bert.chapter import runner
-    from d2l_bert.data import hub
-    from d2l_bert.finetuning import load_pretrained_model, read_snli
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
-    monkeypatch.setattr(hub, 'reachable', lambda name, timeout=5.0: False)
-    hooks = runner.DataHooks(small=True)
-    snli = hooks._download_extract('SNLI')
-    premises, hypotheses, labels = read_snli(snli, True)
-    assert len(premises) == len(hypotheses) == len(labels) > 400
-    model_dir = hooks._download_extract('bert.small')
-    # the sizes the book loads bert.small with
-    bert, vocab = load_pretrained_model(
-        model_dir, num_hiddens=256, ffn_num_hiddens=512, num_heads=4,
-        num_blks=2, dropout=0.1, max_len=512, devices=[mx.cpu()])
-    tokens = np.array([[vocab['<cls>'], vocab['the'], vocab['<sep>']]],
-                      dtype='int32')
-    encoded, _, _ = bert(tokens, np.zeros((1, 3), dtype='int32'))
-    assert encoded.shape == (1, 3, 256)
-    assert any('bert.small replaced' in u for u in hooks.used)
-    # a run at the book's sizes asks the hub, as the book does
-    monkeypatch.setattr(hub, 'download_extract',
-                        lambda name, folder=None: f'hub:{name}')
-    assert runner.DataHooks(small=False)._download_extract(
-        'bert.small') == 'hub:bert.small'
 
 
 def test_train_ch13_at_small_sizes_trains_one_epoch_on_five_small_batches(
@@ -315,39 +329,28 @@ def test_train_ch13_gets_an_epoch_of_two_batches_in_five(monkeypatch):
                                'batches') for note in hooks.used)
 
 
-@pytest.mark.parametrize('cells, pairs, note', [
-    (dict(settings=('bert.small', '/c/snli-first', 1000, False),
-          pretrained='bert.small'), 1000,
-     "fine-tuned bert.small on 1,000 SNLI pairs, 5 epoch(s); --full for "
-     "the book's 549,367"),
-    (dict(settings=('bert.small', '/c/SNLI', 0, False),
-          pretrained='bert.small'), 549367,
-     'fine-tuned bert.small on 549,367 SNLI pairs, 5 epoch(s)'),
-    (dict(settings=('bert.small', '/c/small/snli_1.0', 1000, True),
-          pretrained='/c/small/tiny-bert'), 1000,
-     'fine-tuned a tiny BERT pretrained here on 1,000 synthetic '
-     'SNLI-format pairs, 5 epoch(s)'),
-    (dict(settings=('/m', '/d', 0, False)), 7,
-     'fine-tuned the model in /m on 7 SNLI pairs, 5 epoch(s)'),
-])
-def test_fine_tuning_note_says_what_the_settings_chose(cells, pairs, note):
-    from d2l_bert.chapter.notebooks import FinetuningNotebookSettings
+@pytest.mark.parametrize('pairs, note', [
+    (1000, "fine-tuned on 1,000 SNLI pairs, 5 epoch(s); --full for the "
+           "book's 549,367"),
+    (549367, 'fine-tuned on 549,367 SNLI pairs, 5 epoch(s)')])
+def test_fine_tuning_note_says_what_is_fine_tuned(pairs, note):
     from d2l_bert.chapter.runner import fine_tuning_note
 
+    class Pairs:
+        all_token_ids = None
+
+        def __len__(self):
+            return pairs
+
     class Loader:
-        _dataset = [None] * pairs
-    pretrained, snli, snli_pairs, small = cells['settings']
-    namespace = dict(cells, settings=FinetuningNotebookSettings(
-        small, pretrained, snli, snli_pairs, work_dir='/c/small'))
-    assert fine_tuning_note(namespace, Loader(), 5) == note
+        _dataset = Pairs()
+    assert fine_tuning_note(Loader(), 5) == note
 
 
 def test_fine_tuning_note_is_none_outside_the_fine_tuning_notebook():
-    from d2l_bert.chapter.notebooks import PretrainingNotebookSettings
     from d2l_bert.chapter.runner import fine_tuning_note
-    assert fine_tuning_note({'x': 1}, [], 5) is None
-    pretraining = PretrainingNotebookSettings(False, 'embedded', 512, 50)
-    assert fine_tuning_note({'settings': pretraining}, [], 5) is None
+    assert fine_tuning_note([], 5) is None
+    assert fine_tuning_note([(1, 2)] * 3, 5) is None
 
 
 def test_runner_gives_its_hooks_the_cells_namespace():
@@ -356,11 +359,7 @@ def test_runner_gives_its_hooks_the_cells_namespace():
     assert runner_.hooks.namespace['PRETRAINED'] == 'bert.small'
 
 
-def test_notebooks_get_the_pretrained_model_the_books_cells_get(
-        monkeypatch):
-    hooks = DataHooks(small=True)
-    monkeypatch.setattr(hooks, '_download_extract',
-                        lambda name: f'/stand-ins/{name}')
-    assert hooks.notebook_environment() == {
-        'D2L_BERT_SMALL': '1', 'D2L_BERT_PRETRAINED': '/stand-ins/bert.small'}
+def test_notebooks_get_small_sizes_from_the_environment():
+    assert DataHooks(small=True).notebook_environment() == {
+        'D2L_BERT_SMALL': '1'}
     assert DataHooks(small=False).notebook_environment() == {}

@@ -311,7 +311,7 @@ def test_load_data_wiki_reads_the_stand_in_where_wikitext_2_cannot_be_had(
                         lambda folder: (FIXTURE, 'the test fixture'))
     random.seed(0)
     train_iter, vocab = D.load_data_wiki(4, 40)
-    assert 'wikitext-2 cannot be downloaded here' in capsys.readouterr().out
+    assert 'wikitext-2 cannot be downloaded here' in capsys.readouterr().err
     random.seed(0)
     book = D._WikiTextDataset(D._read_wiki(FIXTURE), 40)
     assert vocab.idx_to_token == book.vocab.idx_to_token

@@ -9,7 +9,6 @@ import pytest
 from mxnet import gluon, np
 
 from d2l_bert.dist import workers as DP
-from d2l_bert.pretraining import train_bert
 
 from processes import needs_parameter_server
 
@@ -82,14 +81,6 @@ def test_create_kvstore_outside_a_job_says_how_to_start_one(monkeypatch):
         "pretrain --workers N` or `d2l-bert launch`, but DMLC_ROLE is None")
     with pytest.raises(ValueError, match="kvstore must be 'dist_sync'"):
         DP.create_kvstore('device')
-
-
-@needs_parameter_server
-def test_train_bert_with_dist_sync_outside_a_job_fails_at_once(monkeypatch):
-    # Rather than wait forever for a scheduler
-    monkeypatch.delenv('DMLC_ROLE', raising=False)
-    with pytest.raises(ValueError, match="needs a worker of a job"):
-        train_bert([], None, None, 10, [mx.cpu()], 1, kvstore='dist_sync')
 
 
 def test_the_gather_keys_hash_to_a_server_without_overflow():

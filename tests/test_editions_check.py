@@ -235,10 +235,9 @@ def test_fine_tuning_excerpt_from_the_dataset_on_runs_and_matches(
     assert report.place.lines()[1] == (
         'excerpt of sec_natural-language-inference-bert: cells 7-11 of 11; '
         "cells 1-6 taken from d2l-bert's edition")
-    # one of them reads the environment: `d2l-bert check-text` then sets
-    # the variables set above (`ChildRunner(notebooks=True)`)
+    # none of them reads the environment: the stand-ins are the hub's
     assert [calls_settings(cell.code) for _, cell in report.place.taken] \
-        == [False, True, False, False, False, False]
+        == [False] * 6
     assert_runs_and_matches(report, cuts, indices, 'sec_nli-bert')
     assert report.cells[-1].output.startswith('loss ')
     assert 'd2l.train_ch13 trained 1 epoch on 5 batches of at most 8 ' \

@@ -1,5 +1,6 @@
 """Tests of d2l_bert/pretraining.py (sec_bert-pretraining): the book's
-`_get_batch_loss_bert`, `train_bert` and `get_bert_encoding`.
+`_get_batch_loss_bert` and `train_bert`, and the book's
+`get_bert_encoding` as the package gives it (`encode_tokens`).
 
 Small configurations throughout: a few hundred paragraphs of the embedded
 corpus, num_hiddens 32, batches of 32 pairs.
@@ -14,6 +15,7 @@ from mxnet import gluon, init
 
 from d2l_bert import BERTModel
 from d2l_bert import pretraining as P
+from d2l_bert.runs.model_files import encode_tokens
 
 from helpers import make_run
 
@@ -59,45 +61,15 @@ def test_train_bert_returns_none_as_the_books_does(small_corpus, capsys):
     assert out[-1].endswith('sentence pairs/sec on [cpu(0)]')
 
 
-def test_train_bert_rejects_bad_step_counts(small_corpus):
-    train_iter, vocab, net = make_run(small_corpus)
-    with pytest.raises(ValueError, match='num_steps must be a positive '
-                                         'integer, got 0'):
-        P.train_bert(train_iter, net, gluon.loss.SoftmaxCELoss(),
-                     len(vocab), [mx.cpu()], 0)
-
-
-def test_train_bert_steps_with_the_kvstore_it_is_given(small_corpus,
-                                                     monkeypatch):
-    # The caller makes the kvstore; the book's `Trainer` receives it
-    trainers = []
-
-    class SpyTrainer(gluon.Trainer):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            trainers.append(kwargs['kvstore'])
-
-    monkeypatch.setattr(gluon, 'Trainer', SpyTrainer)
-    train_iter, vocab, net = make_run(small_corpus)
-    kvstore = mx.kv.create('local')
-    P.train_bert(train_iter, net, gluon.loss.SoftmaxCELoss(), len(vocab),
-                 [mx.cpu()], 1, kvstore=kvstore)
-    P.train_bert(train_iter, net, gluon.loss.SoftmaxCELoss(), len(vocab),
-                 [mx.cpu()], 1)
-    assert trainers == [kvstore, 'device']  # the book's by default
-
-
-def test_train_bert_refuses_a_distributed_kvstore_by_name():
-    # A second kvstore of a job would wait forever for the other workers:
-    # the worker passes the job's kvstore object instead
-    with pytest.raises(ValueError, match=r"kvstore 'dist_sync' needs a "
-                       r'worker of a job .* pass kvstore=create_kvstore\(\)'):
-        P.train_bert([], None, None, 10, [mx.cpu()], 1,
-                     kvstore='dist_sync')
+def test_train_bert_has_the_books_signature():
+    # The book's six arguments: checks and a kvstore live in `runs/`
+    import inspect
+    assert list(inspect.signature(P.train_bert).parameters) == [
+        'train_iter', 'net', 'loss', 'vocab_size', 'devices', 'num_steps']
 
 
 # ---------------------------------------------------------------------------
-# get_bert_encoding
+# encode_tokens (the book's get_bert_encoding with its globals passed)
 # ---------------------------------------------------------------------------
 
 @pytest.fixture(scope='module')
@@ -110,13 +82,13 @@ def book_size_net(small_corpus):
     return net, vocab
 
 
-def test_get_bert_encoding_gives_the_books_shapes(book_size_net):
+def test_encode_tokens_gives_the_books_shapes(book_size_net):
     net, vocab = book_size_net
-    encoded_text = P.get_bert_encoding(net, ['a', 'crane', 'is', 'flying'],
-                                       vocab=vocab)
+    encoded_text = encode_tokens(net, ['a', 'crane', 'is', 'flying'],
+                                 vocab=vocab)
     assert encoded_text.shape == (1, 6, 128)
     assert encoded_text[:, 0, :].shape == (1, 128)
-    encoded_pair = P.get_bert_encoding(
+    encoded_pair = encode_tokens(
         net, ['a', 'crane', 'driver', 'came'], ['he', 'just', 'left'],
         vocab=vocab, devices=[mx.cpu()])
     assert encoded_pair.shape == (1, 10, 128)
@@ -126,11 +98,11 @@ def test_get_bert_encoding_gives_the_books_shapes(book_size_net):
     assert onp.abs(crane_text - crane_pair).max() > 1e-4
 
 
-def test_get_bert_encoding_needs_the_nets_vocabulary(book_size_net):
+def test_encode_tokens_needs_the_nets_vocabulary(book_size_net):
     net, vocab = book_size_net
     with pytest.raises(TypeError, match='needs vocab='):
-        P.get_bert_encoding(net, ['a'])
+        encode_tokens(net, ['a'])
     small = d2l.Vocab(['a', 'b'])
     with pytest.raises(ValueError, match=f'vocab has {len(small)} tokens '
                                          f'but the net embeds {len(vocab)}'):
-        P.get_bert_encoding(net, ['a'], vocab=small)
+        encode_tokens(net, ['a'], vocab=small)

@@ -13,7 +13,7 @@ from mxnet import gluon, init, np
 
 from d2l_bert import BERTModel
 from d2l_bert.runs import model_files as M
-from d2l_bert.pretraining import get_bert_encoding, train_bert
+from d2l_bert.pretraining import train_bert
 
 from helpers import make_run, run_config, tiny
 
@@ -111,8 +111,7 @@ def test_text_encoder_lowercases_and_marks_unknown_words(saved_model):
         f'{w1.upper()} {w2.capitalize()} zzqx', f'  {w3}  ')
     assert tokens == ['<cls>', w1, w2, '<unk>', '<sep>', w3, '<sep>']
     assert encoded.shape == (7, 32) and pooled.shape == (32,)
-    expected = get_bert_encoding(net, [w1, w2, 'zzqx'], [w3],
-                                 vocab=vocab)
+    expected = M.encode_tokens(net, [w1, w2, 'zzqx'], [w3], vocab=vocab)
     onp.testing.assert_allclose(encoded, expected[0].asnumpy(), atol=1e-6)
     onp.testing.assert_allclose(
         pooled, net.hidden(expected[:, 0, :])[0].asnumpy(), atol=1e-6)

@@ -11,12 +11,9 @@
 - `editions`: reads the book's editions (Markdown, reST, notebooks),
   places our cells in their layout and checks them
   (``d2l-bert check-text``);
-- `notebooks`: what the notebooks run beyond the book's cells, one call
-  each, offered here: `pretraining_settings`, `finetuning_settings`
-  and `model_to_finetune`;
+- `notebooks`: what the notebooks run beyond the book's cells, and where
+  it is applied (underneath the cells, or by the runner);
 - `hosted`: the badges and the first cell of every notebook, which set
   it up where it is opened alone (``python -m d2l_bert.chapter.hosted
   --write``).
 """
-from .notebooks import (  # noqa: F401
-    finetuning_settings, model_to_finetune, pretraining_settings)

@@ -283,6 +283,26 @@ def set_up(start=None, alone=False, nvidia_smi=None):
         note = gpu_note(nvidia_smi)
         if note:
             print(note)
+    in_kernel()
+
+
+def in_kernel():
+    """In an IPython kernel, the chapter's settings beyond the book's cells.
+
+    The fine-tuning section reads the first `CHAPTER_SNLI_PAIRS` SNLI
+    pairs of each split (`SNLI_PAIRS_ENV`, unless the user set it; all
+    549,367 take hours on a CPU), and at small sizes (`SMALL_ENV`) the
+    cells run as the chapter runner runs them
+    (`runner.small_sizes_in_kernel`).  Outside IPython, nothing.
+    """
+    import builtins
+    if not hasattr(builtins, 'get_ipython'):
+        return
+    from .notebooks import CHAPTER_SNLI_PAIRS, SNLI_PAIRS_ENV, small_sizes
+    os.environ.setdefault(SNLI_PAIRS_ENV, str(CHAPTER_SNLI_PAIRS))
+    if small_sizes():
+        from .runner import small_sizes_in_kernel
+        small_sizes_in_kernel(builtins.get_ipython())
 
 
 def _named(requirement):

@@ -17,8 +17,12 @@ and only them.
 
 Data and long training go through `DataHooks`: WikiText-2 is read from the
 embedded corpus, data loaders use no worker process, and, at small sizes,
-the step count of every ``train_bert(...)`` call is capped and
-``d2l.train_ch13`` trains on a few small batches.
+the code that sets the notebooks' sizes is replaced (`SMALL_CODE`, each
+replacement printed as a note), every random generator is seeded, the
+step count of every ``train_bert(...)`` call is capped and
+``d2l.train_ch13`` trains on a few small batches.  A Jupyter kernel gets
+the same small sizes from `small_sizes_in_kernel`, which the notebooks'
+first cell calls when `D2L_BERT_SMALL` is set.
 """
 import ast
 import builtins
@@ -37,9 +41,7 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
-from ..presets import HUB_MODELS
-from .notebooks import (BOOK_SNLI_PAIRS, PRETRAINED_ENV, SMALL_ENV,
-                        FinetuningNotebookSettings, small_sizes)
+from .notebooks import BOOK_SNLI_PAIRS, SMALL_ENV, small_sizes
 
 #: Modules of this package that are tools, not book sections
 TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.chapter', 'd2l_bert.threads',
@@ -69,6 +71,32 @@ MIN_BATCHES = 5
 #: At small sizes, ``d2l.train_ch13`` trains one epoch on this many
 #: batches of at most `SMALL_BATCH` examples, and tests on one batch
 SMALL_BATCHES, SMALL_BATCH = 5, 8
+
+#: At small sizes, the code of the notebooks' cells that sets the book's
+#: sizes, and what runs in its place, by notebook: each pair is (the code
+#: as the cell writes it, the small run's code), and each must be found
+#: exactly once among all the notebooks, in its own (a test holds them to
+#: that, so a cell that drifts from the table fails).  The pretraining
+#: notebook keeps its batches of 512 (sec_bert-dataset prints their
+#: shapes from the same line): its steps are capped (`SMALL_STEPS`, as
+#: `_CapSteps` caps any ``train_bert(...)`` call)
+SMALL_CODE = {
+    'bert-pretraining.ipynb': [
+        ('train_bert(train_iter, net, loss, len(vocab), devices, 50)',
+         'train_bert(train_iter, net, loss, len(vocab), devices, 2)'),
+    ],
+    'natural-language-inference-bert.ipynb': [
+        ('batch_size, max_len, num_workers = 512, 128, '
+         'd2l.get_dataloader_workers()',
+         # no loader processes: a kernel ending leaves their shared
+         # memory's temporary folder behind
+         'batch_size, max_len, num_workers = 32, 64, 0'),
+        ('lr, num_epochs = 1e-4, 5', 'lr, num_epochs = 1e-4, 1'),
+    ],
+}
+
+#: The seed of every random generator at small sizes
+SMALL_SEED = 0
 
 _FRAMEWORK_SUBMODULES = ('torch', 'tensorflow', 'jax', 'paddle')
 
@@ -250,20 +278,15 @@ class DataHooks:
         return hooks
 
     def notebook_environment(self):
-        """The variables that make d2l-bert's notebooks use what these
-        hooks give the book's cells: small sizes, and the pretrained model
-        ``d2l.download_extract('bert.small')`` gives (its offline
-        stand-in, whose 512 positions the book's cells need, rather than
-        the tiny BERT of 64 the fine-tuning notebook pretrains offline).
-        Empty at the book's sizes."""
-        if not self.small:
-            return {}
-        return {SMALL_ENV: '1',
-                PRETRAINED_ENV: self._download_extract('bert.small')}
+        """The variables that make d2l-bert's notebooks run at the sizes
+        of these hooks: `SMALL_ENV` at small sizes (in a kernel, the
+        set-up cell then replaces the cells' sizes as `DataHooks` does);
+        empty at the book's sizes."""
+        return {SMALL_ENV: '1'} if self.small else {}
 
     def _train_ch13(self, net, train_iter, test_iter, loss, trainer,
                     num_epochs, *args, **kwargs):
-        note = fine_tuning_note(self.namespace, train_iter, num_epochs)
+        note = fine_tuning_note(train_iter, num_epochs)
         if note:
             self.used.add(note)
         if not self.small or self.steps is None:
@@ -297,46 +320,29 @@ class DataHooks:
         return 0
 
     def _try_all_gpus(self):
-        import mxnet as mx
-
-        from ..devices import num_gpus
-        if num_gpus():
-            return [mx.gpu(i) for i in range(num_gpus())]
-        self.used.add('d2l.try_all_gpus() gives [cpu(0)] without a GPU '
-                      '(d2l 1.0.3 gives [], which no cell can train on)')
-        return [mx.cpu()]
+        from ..devices import num_gpus, try_all_gpus
+        if not num_gpus():
+            self.used.add('d2l.try_all_gpus() gives [cpu(0)] without a GPU '
+                          '(d2l 1.0.3 gives [], which no cell can train on)')
+        return try_all_gpus()
 
     def _download_extract(self, name, folder=None):
         if name == 'wikitext-2':
             from ..data import corpus
             self.used.add('WikiText-2 read from the embedded corpus')
             return corpus.DATA_DIR
-        from ..data.hub import download_extract, reachable
-        if self.small and name in OFFLINE_STAND_INS and not reachable(name):
-            return self._stand_in(name)
+        from .. import finetuning  # noqa: F401  (registers its stand-ins)
+        from ..data.hub import download_extract
         return download_extract(name, folder)
 
-    def _stand_in(self, name):
-        """Return the directory of an offline stand-in for hub file `name`.
-
-        SNLI: synthetic pairs in SNLI's layout.  `bert.small`, `bert.base`:
-        an untrained `BERTModel` of the hub model's sizes with the embedded
-        corpus's vocabulary, in the d2l layout, so the book's cells run and
-        their shapes can be checked; trained numbers mean nothing then.
-        """
-        from ..data.hub import data_home
-        folder = os.path.join(data_home(), 'offline-stand-ins', name)
-        if name == 'SNLI':
-            from ..data.snli_synthetic import make_snli_synthetic
-            self.used.add('SNLI replaced by synthetic pairs in its format '
-                          '(no network)')
-            return make_snli_synthetic(folder, num_train=512, num_dev=16,
-                                       num_test=128)
-        self.used.add(f'{name} replaced by an untrained model of its sizes '
-                      'with the embedded vocabulary (no network)')
-        if not os.path.isfile(os.path.join(folder, 'pretrained.params')):
-            _save_untrained_bert(folder, OFFLINE_STAND_INS[name])
-        return folder
+    def shrink(self, source):
+        """At small sizes, `source` with the code of `SMALL_CODE` replaced
+        by the small run's (one line in `used` for each replacement)."""
+        if not self.small:
+            return source
+        source, made = small_code(source)
+        self.used.update(made)
+        return source
 
     def transform(self, tree):
         """Cap ``train_bert(...)`` step counts in a cell's syntax tree."""
@@ -349,54 +355,135 @@ class DataHooks:
         return ast.fix_missing_locations(tree)
 
 
-def fine_tuning_note(namespace, train_iter, num_epochs):
-    """Say what the fine-tuning notebook's ``d2l.train_ch13`` call trains.
+def small_code(source):
+    """Replace in `source` the code `SMALL_CODE` lists by the small run's.
+
+    Returns
+    -------
+    source : str
+    made : list of str
+        One line per replacement made, which names the code replaced
+        and the code that runs instead.
+    """
+    made = []
+    for pairs in SMALL_CODE.values():
+        for book, small in pairs:
+            if book in source:
+                source = source.replace(book, small)
+                made.append(f'small sizes: `{book}` -> `{small}`')
+    return source, made
+
+
+#: The generated articles (count, seed) of each split of the corpus that
+#: stands in for WikiText-2 at small sizes: about 860 sentence pairs of at
+#: most 64 tokens, so that the book's batch of 512 fills, built in seconds
+#: where the embedded corpus's 27,641 take a minute in the book's padding
+SMALL_WIKITEXT = {'train': (100, 1), 'valid': (10, 2)}
+
+
+def small_wikitext(folder):
+    """Fill `folder` with `SMALL_WIKITEXT`'s corpus: WikiText-2's stand-in
+    at small sizes (`data.hub.STAND_INS`); return it and what it is."""
+    from ..data import corpus
+    from ..data.atomic import atomic_write
+    for split, (num_articles, seed) in SMALL_WIKITEXT.items():
+        path = os.path.join(folder, corpus.FILE_NAMES[split])
+        if not os.path.isfile(path):
+            atomic_write(path, corpus.generate(num_articles, seed))
+    return folder, (f"a corpus of {SMALL_WIKITEXT['train'][0]} generated "
+                    'articles (small sizes)')
+
+
+@contextlib.contextmanager
+def small_wikitext_stand_in():
+    """While in this context, `small_wikitext` stands in for WikiText-2."""
+    from ..data import hub
+    before = hub.STAND_INS.get('wikitext-2')
+    hub.STAND_INS['wikitext-2'] = small_wikitext
+    try:
+        yield
+    finally:
+        hub.STAND_INS['wikitext-2'] = before
+
+
+def seed_small_run():
+    """Seed every random generator (Python's, NumPy's, MXNet's) with
+    `SMALL_SEED`, so that a small run gives the same numbers each time."""
+    from ..runs.seeding import seed_everything
+    seed_everything(SMALL_SEED)
+
+
+def small_sizes_in_kernel(shell=None):
+    """Make an IPython kernel run the notebooks' cells at small sizes.
+
+    What `DataHooks` does for the chapter runner at small sizes, for a
+    kernel (the test suite executes the notebooks in one): each cell's
+    `SMALL_CODE` is replaced before it runs, ``train_bert(...)`` step
+    counts are capped to `SMALL_STEPS`, the random generators are
+    seeded, and a small corpus stands in for WikiText-2
+    (`small_wikitext`).  The set-up cell calls it when `D2L_BERT_SMALL` is set; a
+    cell whose code was replaced prints what was, first.
 
     Parameters
     ----------
-    namespace : dict
-        The cells' namespace: the notebook's cells have set `settings`
-        (`notebooks.finetuning_settings`) and `pretrained`
-        (`notebooks.model_to_finetune`) there.
+    shell : IPython.core.interactiveshell.InteractiveShell, optional
+        Default: the running one; outside IPython nothing is done.
+
+    Returns
+    -------
+    bool
+        Whether the kernel's cells now run at small sizes.
+    """
+    if shell is None:
+        try:
+            shell = get_ipython()  # noqa: F821  (IPython's builtin)
+        except NameError:
+            return False
+    if any(getattr(t, '__name__', '') == 'small_code_lines'
+           for t in shell.input_transformers_post):
+        return True
+
+    def small_code_lines(lines):
+        # the cell says what was replaced in it, first: the set-up cell
+        # stays silent
+        source, made = small_code(''.join(lines))
+        if made:
+            source = (f'print({chr(10).join(made)!r}, flush=True)\n'
+                      + source)
+        return source.splitlines(keepends=True)
+    shell.input_transformers_post.append(small_code_lines)
+    shell.ast_transformers.append(_CapSteps(SMALL_STEPS))
+    seed_small_run()
+    small_wikitext_stand_in().__enter__()  # for the kernel's life
+    return True
+
+
+def fine_tuning_note(train_iter, num_epochs):
+    """Say what a ``d2l.train_ch13`` call of the fine-tuning section trains.
+
+    Parameters
+    ----------
     train_iter : iterable
-        The training batches (a DataLoader: its data set is counted).
+        The training batches: a DataLoader of SNLI pairs (a data set that
+        holds `all_token_ids`, as the book's `SNLIBERTDataset` does) is
+        counted.
     num_epochs : int
         The epochs ``train_ch13`` was asked for.
 
     Returns
     -------
     str or None
-        One line, such as ``fine-tuned bert.small on 1,000 SNLI pairs, 5
-        epoch(s); --full for the book's 549,367``; None outside that
-        notebook.
+        One line, such as ``fine-tuned on 1,000 SNLI pairs, 5 epoch(s);
+        --full for the book's 549,367``; None for other data.
     """
-    settings = namespace.get('settings')
-    if not isinstance(settings, FinetuningNotebookSettings):
-        return None
-    pretrained = str(namespace.get('pretrained', settings.pretrained))
-    if pretrained in HUB_MODELS:
-        model = pretrained
-    elif settings.small and pretrained.startswith(settings.work_dir):
-        model = 'a tiny BERT pretrained here'
-    else:
-        model = f'the model in {pretrained}'
-    data = ('synthetic SNLI-format' if settings.small and str(
-        settings.snli).startswith(settings.work_dir) else 'SNLI')
     dataset = getattr(train_iter, '_dataset', train_iter)
-    try:
-        pairs = f'{len(dataset):,} '
-    except TypeError:
-        pairs = ''
-    note = (f'fine-tuned {model} on {pairs}{data} pairs, {num_epochs} '
-            f'epoch(s)')
-    if settings.snli_pairs and not settings.small:
+    if not hasattr(dataset, 'all_token_ids'):
+        return None
+    pairs = len(dataset)
+    note = f'fine-tuned on {pairs:,} SNLI pairs, {num_epochs} epoch(s)'
+    if pairs < BOOK_SNLI_PAIRS:
         note += f"; --full for the book's {BOOK_SNLI_PAIRS:,}"
     return note
-
-
-#: Hub files a small run may replace when they cannot be downloaded; for
-#: the models, the sizes the book loads them with
-OFFLINE_STAND_INS = dict(HUB_MODELS, SNLI=None)
 
 
 class _FewBatches:
@@ -460,30 +547,6 @@ def _rows(features, rows):
     if isinstance(features, (list, tuple)):
         return type(features)(f[rows] for f in features)
     return features[rows]
-
-
-def _save_untrained_bert(folder, sizes):
-    """Save an initialized, untrained `BERTModel` in the d2l layout."""
-    import mxnet as mx
-    from mxnet import np
-
-    from ..bert import BERTModel
-    from ..runs.model_files import save_pretrained
-    from ..runs.wiki_data import load_pretraining_data
-    _, vocab = load_pretraining_data(64, 32, corpus='embedded', seed=0)
-    net = BERTModel(len(vocab), **sizes)
-    net.initialize(mx.init.Xavier())
-    # One call gives the deferred parameters their shapes
-    tokens = np.zeros((1, 4), dtype='int32')
-    net(tokens, tokens, np.array([4.0]), np.zeros((1, 1), dtype='int32'))
-    save_pretrained(net, vocab, folder, dict(sizes, vocab_size=len(vocab)))
-
-
-def _accepts(fn, name):
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def with_0_17_keywords(callee):
@@ -640,6 +703,8 @@ class Runner:
                                ADAPTER_0_17: with_0_17_keywords})
         self.hooks.namespace = self.namespace
         self.count = 0
+        if self.hooks.small:
+            seed_small_run()
 
     def run(self, source):
         """Run one cell; return its `CellResult`."""
@@ -649,12 +714,15 @@ class Runner:
         out = io.StringIO()
         figures = []
         try:
+            source = self.hooks.shrink(source)
             body, last = self._compile(source)
             with contextlib.ExitStack() as stack:
                 stack.enter_context(contextlib.redirect_stdout(out))
                 stack.enter_context(_capture_display(out, figures))
                 if self.ctx is not None:
                     stack.enter_context(self.ctx)
+                if self.hooks.small:
+                    stack.enter_context(small_wikitext_stand_in())
                 exec(body, self.namespace)
                 if last is not None:
                     value = eval(last, self.namespace)

@@ -66,17 +66,18 @@ def add_arguments(parser):
     add_devices(parser, 'cpu', one=True)
     scale = parser.add_mutually_exclusive_group()
     scale.add_argument('--small', action='store_true',
-                       help='small sizes, for a quicker run: 3 '
-                            'pretraining steps of 64 on a generated '
-                            'corpus, and fine-tuning a tiny BERT on '
-                            'synthetic SNLI pairs, no download (as '
-                            'D2L_BERT_SMALL=1)')
+                       help='small sizes, for a quicker run: the '
+                            "cells' sizes replaced as the chapter runner's "
+                            'SMALL_CODE lists (2 pretraining steps of 64, '
+                            'one fine-tuning epoch in batches of 32), as '
+                            'D2L_BERT_SMALL=1')
     scale.add_argument('--full', action='store_true',
                        help="the fine-tuning section at the book's scale: "
                             'five epochs over all 549,367 SNLI pairs, '
                             'hours on a laptop CPU (default: bert.small '
                             'on the first 1,000 pairs of each split; '
-                            'offline, a tiny BERT on synthetic pairs)')
+                            'offline, untrained stand-ins of bert.small '
+                            'and SNLI)')
     parser.add_argument('--section', action='append', default=None,
                         choices=[label for label, _ in SECTIONS],
                         metavar='LABEL',
@@ -128,8 +129,9 @@ def _run(folder, ctx, small, sections=None):
         for cell in edition.cells:
             cell.label = label
         print(f'{label} ({name}{", small sizes" if small else ""})')
-        # the notebooks choose their own small sizes: no step cap here
-        runner = Runner(ctx, DataHooks(small=small, steps=None))
+        # at small sizes the runner replaces the cells' sizes
+        # (`runner.SMALL_CODE`) and caps train_bert's steps
+        runner = Runner(ctx, DataHooks(small=small))
         report = editions.check_edition(edition, runner, _print_line,
                                         edition_outputs=False)
         reports.append(report)

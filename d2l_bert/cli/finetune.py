@@ -159,17 +159,17 @@ def _load_model(settings, devices):
 def _load_pretrained_model(model, devices, config):
     """The book's `load_pretrained_model`, with one line for a parameter
     file MXNet cannot read."""
-    from .. import finetuning as ft
     from ..checks import check_inputs
     from ..data.model_dir import PARAMS_FILE, damaged, is_mxnet_trace
+    from ..runs import finetuning as runs_ft
     try:
-        bert, vocab = ft.load_pretrained_model(model, devices=devices,
-                                               **config)
+        bert, vocab = runs_ft.load_checked_model(model, devices=devices,
+                                                 **config)
         return check_inputs(bert), vocab
     except (ValueError, RuntimeError) as e:
         if not is_mxnet_trace(e) and not is_mxnet_trace(e.__cause__):
             raise
-        where = model if os.path.isdir(model) else ft._pretrained_dir(model)
+        where = runs_ft._pretrained_dir(model)
         raise damaged(os.path.join(where, PARAMS_FILE)) from None
 
 
@@ -206,8 +206,13 @@ def _load_data(settings, vocab):
         raise UsageError(in_options(f'--data {data}: {e}')) from None
     for warning in data_warnings(settings, train):
         print(f'd2l-bert finetune: warning: {warning}', file=sys.stderr)
-    return tuple(ft.SNLIBERTDataset(split, settings['max_len'], vocab,
-                                    settings['num_workers'])
+    from ..checks import check_snli_dataset
+    for split in (train, test):
+        try:
+            check_snli_dataset(split, settings['max_len'], vocab)
+        except (ValueError, TypeError) as e:
+            raise UsageError(f'--data {data}: {e}') from None
+    return tuple(ft.SNLIBERTDataset(split, settings['max_len'], vocab)
                  for split in (train, test))
 
 

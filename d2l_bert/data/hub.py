@@ -63,6 +63,8 @@ OFFLINE_HINTS['bert.small'] = OFFLINE_HINTS['bert.base']
 #: directory `make` fills (or finds) in `folder` instead, and prints one
 #: line naming `what` stands in.  `data/` adds WikiText-2's (the embedded
 #: corpus); the sections add those that need their models.
+#:
+#: :meta hide-value:
 STAND_INS = {}
 
 TIMEOUT = 30  # seconds without a byte before a download gives up
@@ -316,7 +318,10 @@ def download_extract(name, folder=None):
     Parameters
     ----------
     name : str
-        A key of `DATA_HUB` or a URL of a zip file.
+        A key of `DATA_HUB` or a URL of a zip file; beyond d2l, a
+        directory on disk is returned as it is (a model that
+        ``d2l-bert pretrain --out DIR`` saved, for the book's
+        `load_pretrained_model`).
     folder : str, optional
         Name of the directory inside the archive to return; by default the
         archive's name without ``.zip`` (``bert.small.zip`` holds
@@ -334,6 +339,8 @@ def download_extract(name, folder=None):
     DownloadError
         When the file cannot be downloaded and has no stand-in.
     """
+    if isinstance(name, (str, os.PathLike)) and os.path.isdir(name):
+        return os.fspath(name)  # a directory on disk: already there
     try:
         fname, fresh = _download(name)
     except DownloadError as e:
@@ -359,8 +366,11 @@ def _stand_in(name, error):
     why = str(error).split(': ', 1)[-1].split('; ')[0].split('. ')[0]
     folder = os.path.join(data_home(), 'stand-ins', name)
     directory, what = STAND_INS[name](folder)
-    print(f'{name} cannot be downloaded here ({why}): {what} stands in, '
-          f'from {directory}')
+    # beside the download's lines, apart from what the book's cell prints;
+    # flushed: a kernel's worker processes forked next (the book's
+    # `SNLIBERTDataset`) would lose what is still buffered
+    print(f'{name} cannot be downloaded here ({why}); in its place: '
+          f'{what}, from {directory}', file=sys.stderr, flush=True)
     return directory
 
 

@@ -56,9 +56,9 @@ def create_kvstore(kind='dist_sync'):
     The first call creates it (``mx.kv.create``), which waits until every
     process of the job has started; later calls return the same kvstore.
     A process can join a job only once (a second ``mx.kv.create`` of a
-    distributed kvstore waits forever), so `train_bert` and
-    `d2l_bert.runs.pretraining.train_bert_history` turn the name 'dist_sync'
-    into this kvstore too.
+    distributed kvstore waits forever), so
+    `d2l_bert.runs.pretraining.train_bert_history` turns the name
+    'dist_sync' into this kvstore too.
 
     The kvstore is shut down when Python exits, before MXNet is (in MXNet
     1.9.1 a worker whose distributed kvstore is still alive then, which a

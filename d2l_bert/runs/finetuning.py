@@ -7,9 +7,12 @@ encoding varies across inputs (`cls_spread`), the book's training loop
 returning its history (`train_ch13_history`) and its plot
 (`plot_history`).
 """
+import contextlib
 import os
 import sys
 import time
+
+import mxnet as mx
 
 from d2l import mxnet as d2l
 from mxnet import npx
@@ -18,11 +21,121 @@ from ..checks import (check_finite_loss, check_finite_parameters,
                       check_inputs)
 from ..data.atomic import atomic_write
 from ..data.hub import data_home, download_extract
-from ..data.model_dir import PARAMS_FILE, infer_config, read_config
+from ..data.model_dir import (PARAMS_FILE, infer_config, load_vocab,
+                              read_config)
 from ..data.snli_synthetic import make_snli_synthetic
-from ..finetuning import CONFIG_KEYS, _need_file, _pretrained_dir
+from ..finetuning import load_pretrained_model
 from ..presets import BERT_SMALL, HUB_MODELS
 from . import interrupts
+
+# the sizes `config.json` may record; `load_checked_model` checks them
+CONFIG_KEYS = ('num_hiddens', 'ffn_num_hiddens', 'num_heads', 'num_blks',
+               'max_len')
+
+
+# --------------------------------------------------------------------------
+# Loading a pretrained model, with errors a user can act on
+# --------------------------------------------------------------------------
+
+def _pretrained_dir(pretrained_model):
+    """Return the directory holding `pretrained.params` and `vocab.json`."""
+    if pretrained_model in HUB_MODELS:
+        return download_extract(pretrained_model)
+    if isinstance(pretrained_model, (str, os.PathLike)) and os.path.isdir(
+            pretrained_model):
+        return os.fspath(pretrained_model)
+    raise ValueError(
+        "pretrained_model must be 'bert.small' or 'bert.base' or a "
+        'directory holding pretrained.params and vocab.json (such as '
+        f'`d2l-bert pretrain --out DIR` writes), got {pretrained_model!r}')
+
+
+def _need_file(data_dir, name):
+    """Return ``data_dir/name`` or raise `FileNotFoundError` saying why."""
+    path = os.path.join(data_dir, name)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f'{path} not found: a pretrained model directory holds '
+            'pretrained.params and vocab.json (the layout of bert.small; '
+            '`d2l-bert pretrain --out DIR` writes it)')
+    return path
+
+
+def _check_config(data_dir, vocab_size, sizes):
+    """Raise `ValueError` when `data_dir`'s `config.json` (if any) gives
+    other `sizes` or another `vocab_size` than those asked for."""
+    config = read_config(data_dir) or {}
+    wrong = [f'{k}={sizes[k]} (config.json: {config[k]})'
+             for k in CONFIG_KEYS if k in config and config[k] != sizes[k]]
+    if wrong:
+        raise ValueError(
+            f'the model in {data_dir} was pretrained with other sizes: '
+            f'got {", ".join(wrong)}; pass the sizes of config.json')
+    if config.get('vocab_size', vocab_size) != vocab_size:
+        raise ValueError(
+            f'{data_dir}: vocab.json has {vocab_size} tokens but '
+            f'config.json says vocab_size={config["vocab_size"]}')
+
+
+@contextlib.contextmanager
+def _explain_load_errors(params_file, vocab_size, sizes):
+    """Turn the errors of loading `params_file` into a `ValueError` that
+    says whether the sizes differ or the file is damaged."""
+    try:
+        yield
+    except AssertionError as e:  # a missing parameter or another shape
+        raise ValueError(
+            f'{params_file} does not fit BERTModel(vocab_size={vocab_size}, '
+            + ', '.join(f'{k}={v}' for k, v in sizes.items()) +
+            f'): {e}') from e
+    except (ValueError, mx.base.MXNetError) as e:
+        raise ValueError(
+            f'{params_file} is corrupt or truncated ({str(e).strip()[-80:]})'
+            '; download it again or re-run `d2l-bert pretrain`') from e
+
+
+def load_checked_model(pretrained_model, num_hiddens, ffn_num_hiddens,
+                       num_heads, num_blks, dropout, max_len, devices):
+    """The book's `load_pretrained_model`, after checking the model's files.
+
+    What the command line and the API call: the book's function loads,
+    and this one first says in one line what is wrong with a model
+    directory (a missing file, other sizes than its `config.json`), and
+    turns a load that fails into one line (other sizes, a damaged file).
+
+    Parameters
+    ----------
+    pretrained_model, num_hiddens, ffn_num_hiddens, num_heads, num_blks, \
+dropout, max_len, devices
+        As for `d2l_bert.finetuning.load_pretrained_model`.
+
+    Returns
+    -------
+    bert : BERTModel
+    vocab : d2l.Vocab
+
+    Raises
+    ------
+    FileNotFoundError
+        A file of the layout is missing.
+    ValueError
+        `pretrained_model` names neither a hub model nor a directory; the
+        sizes differ from `config.json` or from the saved parameters; or
+        a file is corrupt.
+    """
+    data_dir = _pretrained_dir(pretrained_model)
+    vocab_file = _need_file(data_dir, 'vocab.json')
+    params_file = _need_file(data_dir, 'pretrained.params')
+    vocab_size = len(load_vocab(vocab_file))
+    sizes = dict(num_hiddens=num_hiddens, ffn_num_hiddens=ffn_num_hiddens,
+                 num_heads=num_heads, num_blks=num_blks, max_len=max_len)
+    _check_config(data_dir, vocab_size, sizes)
+    with _explain_load_errors(params_file, vocab_size, sizes):
+        return load_pretrained_model(data_dir, num_hiddens, ffn_num_hiddens,
+                                     num_heads, num_blks, dropout, max_len,
+                                     devices)
+
+
 
 
 def load_pretrained_config(pretrained_model):

@@ -14,6 +14,7 @@ import json
 import os
 
 import mxnet as mx
+from mxnet import np
 
 from ..bert import BERTModel, get_tokens_and_segments
 from ..checks import check_inputs
@@ -21,7 +22,6 @@ from ..data.atomic import atomic_write_all
 from ..data.model_dir import (  # noqa: F401  (read here, and by users)
     CONFIG_FILE, HEAD_SIZE, PARAMS_FILE, VOCAB_FILE, infer_config,
     load_parameters, load_vocab, read_config)
-from ..pretraining import get_bert_encoding
 
 # ---------------------------------------------------------------------------
 # Saving and loading a pretrained model (d2l's `bert.small` layout)
@@ -157,12 +157,78 @@ class D2LTextEncoder:
             raise ValueError(f'the text has {num_tokens} tokens with <cls> '
                              f'and <sep>; the model takes at most '
                              f'{self.max_len}')
-        encoded_X = get_bert_encoding(self.net, tokens_a, tokens_b,
-                                      vocab=self.vocab,
-                                      devices=[self.ctx])  # (1, T, H)
+        encoded_X = encode_tokens(self.net, tokens_a, tokens_b,
+                                  vocab=self.vocab,
+                                  devices=[self.ctx])  # (1, T, H)
         pooled = self.net.hidden(encoded_X[:, 0, :])       # (1, H)
         tokens, _ = get_tokens_and_segments(tokens_a, tokens_b)
         unk = self.vocab.unk
         tokens = [t if self.vocab[t] != unk else '<unk>' for t in tokens]
         return (tokens, encoded_X[0].asnumpy(),             # (T, H)
                 pooled[0].asnumpy())                        # (H,)
+
+
+# The representation of a text (pair): the book's `get_bert_encoding`
+# with its globals as arguments
+
+def _net_context(net):
+    for param in net.collect_params().values():
+        try:
+            return param.list_ctx()[0]
+        except RuntimeError:  # not initialized yet
+            continue
+    raise ValueError('net has no initialized parameter: initialize it or '
+                     'load parameters first')
+
+
+def _check_vocab(net, vocab):
+    """Raise when `vocab` is missing or not the size of `net`'s token
+    embedding."""
+    if vocab is None:
+        raise TypeError('encode_tokens needs vocab=, the vocabulary '
+                        'the net was trained with')
+    embedded = net.encoder.token_embedding.weight.shape[0]
+    if len(vocab) != embedded:
+        raise ValueError(f'vocab has {len(vocab)} tokens but the net embeds '
+                         f'{embedded}: pass the vocabulary the net was '
+                         'trained with')
+
+
+def encode_tokens(net, tokens_a, tokens_b=None, *, vocab=None,
+                  devices=None):
+    """Return BERT's representation of every token of a text (pair).
+
+    The book's `get_bert_encoding` (:numref:`sec_bert-pretraining`),
+    which reads `vocab` and `devices` from the notebook's globals, with
+    them as keyword arguments and checked.
+
+    Parameters
+    ----------
+    net : BERTModel
+        A pretrained model.
+    tokens_a : list of str
+        Tokens of the first text.
+    tokens_b : list of str, optional
+        Tokens of the second text of a pair.
+    vocab : Vocab, keyword-only
+        The vocabulary `net` was trained with (required).
+    devices : list of mxnet.Context, keyword-only, optional
+        The input goes to ``devices[0]``; by default the context of
+        `net`'s parameters.
+
+    Returns
+    -------
+    ndarray, float32, shape (1, T, H)
+        ``T = len(tokens_a) + 2``, plus ``len(tokens_b) + 1`` for a pair;
+        position 0 is `<cls>`.
+    """
+    _check_vocab(net, vocab)
+    ctx = devices[0] if devices else _net_context(net)
+    tokens, segments = get_tokens_and_segments(tokens_a, tokens_b)
+    token_ids = np.expand_dims(np.array(vocab[tokens], ctx=ctx),
+                               axis=0)                          # (1, T)
+    segments = np.expand_dims(np.array(segments, ctx=ctx), axis=0)  # (1, T)
+    valid_len = np.expand_dims(np.array(len(tokens), ctx=ctx),
+                               axis=0)                          # (1,)
+    encoded_X, _, _ = net(token_ids, segments, valid_len)       # (1, T, H)
+    return encoded_X
