@@ -204,15 +204,15 @@ def test_dataset_excerpt_of_the_last_cells_matches_the_books_shapes():
 
 def test_pretraining_excerpt_from_the_batch_loss_on_runs_and_matches(
         tmp_path, monkeypatch):
-    # the notebook's settings cell writes its small corpus to a new
-    # temporary directory: under this test's
+    # any temporary directory a cell makes: under this test's
     monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
     cuts = Cuts('en/bert-pretraining.md')
     indices = cuts.indices(3, 8)
     report = check_excerpt(cuts, indices, label=True,
                            hooks=DataHooks(small=True, steps=1))
+    # d2l-bert's edition is the book's cells, and the fast layer's
     assert report.place.lines() == [
-        "excerpt of sec_bert-pretraining: cells 5-13 of 13; cells 1-4 "
+        "excerpt of sec_bert-pretraining: cells 4-10 of 10; cells 1-3 "
         "taken from d2l-bert's edition"]
     assert_runs_and_matches(report, cuts, indices, 'sec_bert-pretraining')
     assert [c.match for c in report.cells] == [None, None, 'shown', None,
