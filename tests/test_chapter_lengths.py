@@ -1,6 +1,10 @@
 """Each notebook's code is about as long as its section in the book
-(`d2l_bert.chapter.lengths`)."""
+(`d2l_bert.chapter.lengths`), and is the book's code token for token
+(the shared `book_tokens.py`)."""
 import os
+import re
+import subprocess
+import sys
 
 import pytest
 
@@ -50,3 +54,27 @@ def test_notebook_code_is_within_max_ratio_of_the_books(name):
 def test_the_book_section_of_each_notebook_has_code():
     for length in _measured().values():
         assert length.book_lines > 50, str(length)
+
+
+#: The project's measure of the book's code in the notebooks, and its
+#: bounds: the book's tokens found in order, and the notebook's own
+BOOK_TOKENS = os.path.join(os.path.dirname(excerpts.BOOK), 'tools',
+                           'book_tokens.py')
+MIN_COVERAGE, MAX_EXTRA = 0.97, 0.10
+
+
+def test_each_notebook_shows_the_books_tokens_and_few_of_its_own():
+    if not os.path.isfile(BOOK_TOKENS):
+        pytest.skip(f'{BOOK_TOKENS} is not here (the shared tools are only '
+                    'on the project machines)')
+    done = subprocess.run(
+        [sys.executable, BOOK_TOKENS, BOOK_EN, lengths.NOTEBOOK_DIR,
+         str(MIN_COVERAGE), str(MAX_EXTRA)],
+        capture_output=True, text=True, timeout=300)
+    rows = re.findall(r'^([\w-]+): book \d+ tokens, notebook \d+; coverage '
+                      r'([\d.]+), extra ([\d.]+)', done.stdout, re.M)
+    assert len(rows) == 4, done.stdout + done.stderr
+    for section, coverage, extra in rows:
+        assert float(coverage) >= MIN_COVERAGE, (section, done.stdout)
+        assert float(extra) <= MAX_EXTRA, (section, done.stdout)
+    assert done.returncode == 0, done.stdout
