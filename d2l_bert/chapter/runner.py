@@ -420,8 +420,8 @@ def small_sizes_in_kernel(shell=None):
     kernel (the test suite executes the notebooks in one): each cell's
     `SMALL_CODE` is replaced before it runs, ``train_bert(...)`` step
     counts are capped to `SMALL_STEPS`, the random generators are
-    seeded, and a small corpus stands in for WikiText-2
-    (`small_wikitext`).  The set-up cell calls it when `D2L_BERT_SMALL` is set; a
+    seeded, a small corpus stands in for WikiText-2 (`small_wikitext`),
+    and d2l's data loaders start no worker process.  The set-up cell calls it when `D2L_BERT_SMALL` is set; a
     cell whose code was replaced prints what was, first.
 
     Parameters
@@ -455,7 +455,16 @@ def small_sizes_in_kernel(shell=None):
     shell.ast_transformers.append(_CapSteps(SMALL_STEPS))
     seed_small_run()
     small_wikitext_stand_in().__enter__()  # for the kernel's life
+    # No loader processes, as in the chapter runner: their temporary
+    # folders (pymp-*) outlive a kernel that is shut down
+    from d2l import mxnet as d2l
+    d2l.get_dataloader_workers = _no_dataloader_workers
     return True
+
+
+def _no_dataloader_workers():
+    """d2l's `get_dataloader_workers` in a kernel at small sizes: 0."""
+    return 0
 
 
 def fine_tuning_note(train_iter, num_epochs):
