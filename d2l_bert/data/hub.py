@@ -310,7 +310,7 @@ def extract(file_name, folder=None):
     atomic_write_into(folder, unpack)
 
 
-def download_extract(name, folder=None):
+def download_extract(name, folder=None, *, stand_in=True):
     """Download a zip archive, unpack it and return the data directory.
 
     Defined in :numref:`sec_utils` (as `d2l.download_extract`).
@@ -326,6 +326,10 @@ def download_extract(name, folder=None):
         Name of the directory inside the archive to return; by default the
         archive's name without ``.zip`` (``bert.small.zip`` holds
         ``bert.small/``).
+    stand_in : bool, keyword-only, default True
+        Whether a name of `STAND_INS` that cannot be downloaded gets its
+        stand-in (the book's cells) or the `DownloadError` (the command
+        line, where the user named the file and gets the offline hint).
 
     Returns
     -------
@@ -339,12 +343,13 @@ def download_extract(name, folder=None):
     DownloadError
         When the file cannot be downloaded and has no stand-in.
     """
-    if isinstance(name, (str, os.PathLike)) and os.path.isdir(name):
+    if (isinstance(name, (str, os.PathLike)) and name not in DATA_HUB
+            and os.path.isdir(name)):
         return os.fspath(name)  # a directory on disk: already there
     try:
         fname, fresh = _download(name)
     except DownloadError as e:
-        if not isinstance(name, str) or name not in STAND_INS:
+        if not (stand_in and isinstance(name, str) and name in STAND_INS):
             raise
         return _stand_in(name, e)
     base_dir = os.path.dirname(fname)

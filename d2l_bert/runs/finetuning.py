@@ -40,7 +40,7 @@ CONFIG_KEYS = ('num_hiddens', 'ffn_num_hiddens', 'num_heads', 'num_blks',
 def _pretrained_dir(pretrained_model):
     """Return the directory holding `pretrained.params` and `vocab.json`."""
     if pretrained_model in HUB_MODELS:
-        return download_extract(pretrained_model)
+        return download_extract(pretrained_model, stand_in=False)
     if isinstance(pretrained_model, (str, os.PathLike)) and os.path.isdir(
             pretrained_model):
         return os.fspath(pretrained_model)
@@ -186,7 +186,7 @@ def snli_data_dir(data='snli'):
         ``snli_1.0`` folder).
     """
     if data == 'snli':
-        return download_extract('SNLI')
+        return download_extract('SNLI', stand_in=False)
     if data == 'synthetic':
         return make_snli_synthetic(os.path.join(data_home(),
                                                 'snli-synthetic'))
