@@ -24,6 +24,7 @@ import json
 import multiprocessing
 import os
 import re
+import sys
 
 from d2l import mxnet as d2l
 from mxnet import gluon, np
@@ -167,7 +168,7 @@ def read_snli(data_dir, is_train):
     if first and first < len(labels):
         print(f'read_snli: the first {first:,} of {len(labels):,} pairs of '
               f'{os.path.basename(file_name)} ({SNLI_PAIRS_ENV}={first}; '
-              f'all reads every pair)', flush=True)
+              f'all reads every pair)', file=sys.stderr, flush=True)
         premises, hypotheses, labels = (premises[:first],
                                         hypotheses[:first], labels[:first])
     return premises, hypotheses, labels

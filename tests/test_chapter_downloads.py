@@ -3,7 +3,8 @@
 
 The fine-tuning section downloads both, as the book does, and then
 fine-tunes on the first pairs of each split only, unless ``--full`` asks
-for the book's run; the chapter says which it ran.  The archives are
+for the book's run; the chapter says which it ran.  At small sizes the
+cells download as well, and run at their replaced sizes.  The archives are
 tiny fakes: an untrained model of bert.small's sizes with the embedded
 corpus's vocabulary, and synthetic pairs in SNLI's layout.
 """
@@ -17,9 +18,9 @@ import zipfile
 
 import pytest
 
-import d2l_bert
 from d2l_bert import cli
-from d2l_bert.chapter import notebooks, runner
+from d2l_bert import finetuning as ft
+from d2l_bert.chapter import notebooks
 from d2l_bert.data import hub
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from helpers import FilesHandler
@@ -43,8 +44,7 @@ def _zip_folder(folder, name):
 def archives(tmp_path_factory):
     """``{'/bert.small.zip': bytes, '/snli_1.0.zip': bytes}``: the fakes."""
     tmp = tmp_path_factory.mktemp('fake-hub')
-    model = str(tmp / 'bert.small')
-    runner._save_untrained_bert(model, runner.OFFLINE_STAND_INS['bert.small'])
+    model, _ = ft.hub_stand_in('bert.small', str(tmp / 'bert.small'))
     snli = make_snli_synthetic(str(tmp / 'snli'), num_train=PAIRS + 20,
                                num_dev=4, num_test=PAIRS + 10)
     return {'/bert.small.zip': _zip_folder(model, 'bert.small'),
@@ -68,9 +68,9 @@ def served(archives, tmp_path, monkeypatch):
     thread.start()
     url = f'http://127.0.0.1:{httpd.server_address[1]}/'
     # The notebook's book cell sets `DATA_HUB['bert.small']` again from
-    # `d2l_bert.DATA_URL`, with the real archive's SHA-1: the fake stands
-    # in for it
-    monkeypatch.setattr(d2l_bert, 'DATA_URL', url)
+    # `DATA_URL` (imported from `d2l_bert.finetuning`), with the real
+    # archive's SHA-1: the fake stands in for it
+    monkeypatch.setattr(ft, 'DATA_URL', url)
     fake_sha1 = hashlib.sha1(archives['/bert.small.zip']).hexdigest()
     real_sha1 = hub.DATA_HUB['bert.small'][1]
     sha1_of = hub.sha1_of
@@ -92,38 +92,42 @@ def served(archives, tmp_path, monkeypatch):
 
 
 def _run_section(capsys, *options):
+    """The exit status, the lines printed and those beside them (stderr:
+    downloads, stand-ins, the SNLI pairs read)."""
     status = cli.main(['chapter', '--section', NLI, *options])
-    return status, capsys.readouterr().out.splitlines()
+    out, err = capsys.readouterr()
+    return status, out.splitlines(), err.splitlines()
 
 
 def test_chapter_downloads_then_fine_tunes_on_the_first_pairs(served,
                                                                capsys):
-    status, lines = _run_section(capsys)
+    status, lines, notes = _run_section(capsys)
     assert status == 0, '\n'.join(lines)
     assert sorted(served) == ['/bert.small.zip', '/snli_1.0.zip']
     read = [line for line in lines if 'read ' in line and ' examples' in line]
     assert len(read) == 1 and re.search(
         f'prints read {PAIRS} examples / read {PAIRS} examples', read[0])
-    assert (f'note ({NLI}): fine-tuned bert.small on {PAIRS} SNLI pairs, '
-            "5 epoch(s); --full for the book's 549,367") in lines
+    assert (f'read_snli: the first {PAIRS} of {PAIRS + 20} pairs of '
+            f'snli_1.0_train.txt (D2L_BERT_SNLI_PAIRS={PAIRS}; all reads '
+            'every pair)') in notes
     assert lines[-1].startswith('chapter: 1 section(s), ')
 
 
 def test_chapter_full_reads_every_pair_as_the_book_does(served, capsys):
-    status, lines = _run_section(capsys, '--full')
+    status, lines, notes = _run_section(capsys, '--full')
     assert status == 0, '\n'.join(lines)
     read = [line for line in lines if 'read ' in line and ' examples' in line]
     assert len(read) == 1 and re.search(
         f'prints read {PAIRS + 20} examples / read {PAIRS + 10} examples',
         read[0])
-    assert (f'note ({NLI}): fine-tuned bert.small on {PAIRS + 20} SNLI '
-            'pairs, 5 epoch(s)') in lines
+    assert not any(line.startswith('read_snli:') for line in notes)
 
 
-def test_chapter_small_downloads_nothing(served, capsys):
-    status, lines = _run_section(capsys, '--small')
+def test_chapter_small_downloads_as_the_book_and_shrinks_the_cells(
+        served, capsys):
+    status, lines, _ = _run_section(capsys, '--small')
     assert status == 0, '\n'.join(lines)
-    assert served == []
-    assert any(line.startswith(f'note ({NLI}): fine-tuned a tiny BERT '
-                               'pretrained here on 1,000 synthetic '
-                               'SNLI-format pairs') for line in lines), lines
+    # the book's cells download; the small run changes their sizes only
+    assert sorted(served) == ['/bert.small.zip', '/snli_1.0.zip']
+    assert (f'note ({NLI}): small sizes: `lr, num_epochs = 1e-4, 5` -> '
+            '`lr, num_epochs = 1e-4, 1`') in lines
