@@ -138,7 +138,8 @@ def test_pretraining_edition_runs_small_on_the_embedded_corpus():
     assert verdicts == [(6, 'shown'), (8, 'shown'), (9, 'shown')]
     assert report.cells[5].output.startswith('MLM loss ')
     assert 'train_bert steps capped to 1' in report.notes
-    assert 'WikiText-2 read from the embedded corpus' in report.notes
+    # the dataset section's load_data_wiki read the small run's corpus
+    assert report.cells[2].status == 'ran'
 
 
 # --- excerpts of the shared editions -----------------------------------------
@@ -196,7 +197,7 @@ def test_dataset_excerpt_of_the_last_cells_matches_the_books_shapes():
     indices = cuts.indices(9, 10)
     report = check_excerpt(cuts, indices)
     assert report.place.lines()[1] == (
-        "excerpt of sec_bert-dataset: cells 11-12 of 12; cells 1-10 taken "
+        "excerpt of sec_bert-dataset: cells 10-11 of 11; cells 1-9 taken "
         "from d2l-bert's edition")
     assert_runs_and_matches(report, cuts, indices, 'sec_bert-dataset')
     assert [c.match for c in report.cells] == ['match', 'shown']
@@ -233,11 +234,11 @@ def test_fine_tuning_excerpt_from_the_dataset_on_runs_and_matches(
     indices = cuts.indices(4, 8, imports=True)
     report = check_excerpt(cuts, indices, hooks=hooks)
     assert report.place.lines()[1] == (
-        'excerpt of sec_natural-language-inference-bert: cells 7-11 of 11; '
-        "cells 1-6 taken from d2l-bert's edition")
+        'excerpt of sec_natural-language-inference-bert: cells 5-10 of 10; '
+        "cells 1-4 taken from d2l-bert's edition")
     # none of them reads the environment: the stand-ins are the hub's
     assert [calls_settings(cell.code) for _, cell in report.place.taken] \
-        == [False] * 6
+        == [False] * 4
     assert_runs_and_matches(report, cuts, indices, 'sec_nli-bert')
     assert report.cells[-1].output.startswith('loss ')
     assert 'd2l.train_ch13 trained 1 epoch on 5 batches of at most 8 ' \
