@@ -24,10 +24,10 @@ Dimension key used in the shape comments:
 B: batch size, T: sequence length, H: num_hiddens, V: vocab_size,
 P: predicted positions per sequence (``round(0.15 * max_len)``)
 """
+from d2l import mxnet as d2l
 from mxnet import autograd, gluon, npx
 
-from d2l import mxnet as d2l
-
+npx.set_np()
 
 
 # ---------------------------------------------------------------------------

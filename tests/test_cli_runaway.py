@@ -396,9 +396,10 @@ def bounded(fsize=None, address_space=ADDRESS_SPACE):
     reaches it as a terminal's foreground command: a suite started in the
     background (``pytest ... &`` in a script) ignores SIGINT, as a shell
     sets it for background commands, and its children would inherit
-    that."""
+    that; so do SIGHUP a suite started under ``nohup`` and SIGTERM."""
     def limit():
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        for name in ('SIGINT', 'SIGHUP', 'SIGTERM'):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_AS, (address_space,) * 2)
         resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS,) * 2)
         if fsize is not None:

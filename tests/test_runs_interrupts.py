@@ -189,6 +189,9 @@ def _handlers():
 ENDED = '''
 import os, signal, sys
 from d2l_bert.runs import interrupts
+# as from a terminal: a suite started under nohup hands its children an
+# ignored SIGHUP, which ended_as_ctrl_c rightly leaves ignored
+signal.signal(signal.{name}, signal.SIG_DFL)
 try:
     with interrupts.ended_as_ctrl_c():
         try:
