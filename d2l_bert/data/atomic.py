@@ -73,16 +73,9 @@ def atomic_write(path, write):
     """
     path = os.fspath(path)
     tmp = _write_temporary(path, write)
-    try:
+    with _removed_on_failure(path, tmp):
         os.replace(tmp, path)
         _fsync_directory(os.path.dirname(os.path.abspath(path)))
-    except BaseException as e:
-        failure = write_failure(e, path, tmp)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-        if failure is None:
-            raise
-        raise failure from None
     return path
 
 
@@ -139,7 +132,7 @@ def _write_temporary(path, write):
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = _new_file(directory, os.path.basename(path))
-    try:
+    with _removed_on_failure(path, tmp):
         with open(fd, 'wb') as f:
             if not callable(write):
                 f.write(write.encode('utf-8') if isinstance(write, str)
@@ -147,6 +140,15 @@ def _write_temporary(path, write):
         if callable(write):
             write(tmp)
         _fsync_file(tmp)
+    return tmp
+
+
+@contextlib.contextmanager
+def _removed_on_failure(path, tmp):
+    """Remove the temporary file `tmp` of `path` if the body fails, and
+    raise `write_failure`'s error (or the body's own)."""
+    try:
+        yield
     except BaseException as e:
         failure = write_failure(e, path, tmp)
         with contextlib.suppress(FileNotFoundError):
@@ -154,7 +156,6 @@ def _write_temporary(path, write):
         if failure is None:
             raise
         raise failure from None
-    return tmp
 
 
 def write_failure(error, path, partial=None):
