@@ -28,6 +28,15 @@ TINY = dict(vocab_size=99, num_hiddens=32, ffn_num_hiddens=48, num_heads=4,
 #: The sequence length of the tiny pretraining runs (`make_run`)
 RUN_MAX_LEN = 64
 
+#: The tiny WikiText corpus the dataset tests read
+WIKITEXT_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                'fixtures', 'wikitext-tiny')
+#: The book's printed batch of `load_data_wiki(512, 64)`: shapes, dtypes
+BOOK_BATCH_SHAPES = [(512, 64), (512, 64), (512,), (512, 10), (512, 10),
+                     (512, 10), (512,)]
+BOOK_BATCH_DTYPES = ['int32', 'int32', 'float32', 'int32', 'float32',
+                     'int32', 'float32']
+
 
 def tiny(**changes):
     """`TINY` with some arguments changed, as a new dict."""

@@ -13,9 +13,7 @@ import pytest
 
 from d2l_bert.runs.wiki_data import load_pretraining_data
 from d2l_bert.data import wikitext as W
-
-FIXTURE = os.path.join(os.path.dirname(__file__), 'fixtures',
-                       'wikitext-tiny')
+from helpers import WIKITEXT_FIXTURE as FIXTURE
 
 
 def test_wikitext2_found_where_d2l_keeps_it(tmp_path):

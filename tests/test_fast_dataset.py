@@ -1,6 +1,5 @@
 """Tests of d2l_bert.fast.dataset: the stacked padding gives the book's
 examples (`d2l_bert.dataset._pad_bert_inputs` is the oracle)."""
-import os
 import random
 
 import numpy as onp
@@ -11,9 +10,7 @@ from d2l_bert import dataset as D
 from d2l_bert import fast
 from d2l_bert.runs.wiki_data import (WikiTextExamples, build_vocab,
                                      load_pretraining_data)
-
-FIXTURE = os.path.join(os.path.dirname(__file__), 'fixtures',
-                       'wikitext-tiny')
+from helpers import WIKITEXT_FIXTURE as FIXTURE
 
 
 @pytest.fixture(scope='module')

@@ -12,13 +12,9 @@ from d2l_bert import fast
 from d2l_bert.data import corpus
 from d2l_bert.data.wikitext import CorpusError, CorpusNotFoundError
 from d2l_bert.runs.wiki_data import WikiTextExamples, load_pretraining_data
-
-FIXTURE = os.path.join(os.path.dirname(__file__), 'fixtures',
-                       'wikitext-tiny')
-BOOK_SHAPES = [(512, 64), (512, 64), (512,), (512, 10), (512, 10),
-               (512, 10), (512,)]
-BOOK_DTYPES = ['int32', 'int32', 'float32', 'int32', 'float32', 'int32',
-               'float32']
+from helpers import BOOK_BATCH_DTYPES as BOOK_DTYPES
+from helpers import BOOK_BATCH_SHAPES as BOOK_SHAPES
+from helpers import WIKITEXT_FIXTURE as FIXTURE
 
 
 def test_seeded_examples_are_the_books_after_random_seed():
