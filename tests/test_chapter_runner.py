@@ -204,12 +204,23 @@ def test_small_sizes_replace_the_books_sizes_and_say_so():
     assert r.run('lr, num_epochs = 1e-4, 5\nnum_epochs').output == '5\n'
 
 
-def test_small_sizes_in_a_kernel_transform_its_cells(capsys):
+def test_small_sizes_in_a_kernel_transform_its_cells(capsys, monkeypatch):
+    from d2l import mxnet as d2l
+    from d2l_bert.data import hub
+
     class Shell:
         input_transformers_post, ast_transformers = [], []
     shell = Shell()
+    # what the kernel keeps for its life, given back after the test
+    monkeypatch.setitem(hub.STAND_INS, 'wikitext-2',
+                        hub.STAND_INS['wikitext-2'])
+    monkeypatch.setattr(d2l, 'get_dataloader_workers',
+                        d2l.get_dataloader_workers)
     assert runner_module.small_sizes_in_kernel(shell)
     assert runner_module.small_sizes_in_kernel(shell)  # once only
+    gc.collect()
+    assert hub.STAND_INS['wikitext-2'] is runner_module.small_wikitext
+    assert d2l.get_dataloader_workers() == 0
     assert capsys.readouterr().out == ''  # the set-up cell stays silent
     assert len(shell.input_transformers_post) == 1
     transform, = shell.input_transformers_post

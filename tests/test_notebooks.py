@@ -12,6 +12,7 @@ import os
 import pytest
 
 from d2l_bert.chapter import book_outputs, editions
+from d2l_bert.chapter.runner import SMALL_WIKITEXT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, 'notebooks', '*.ipynb')))
@@ -63,6 +64,19 @@ def _errors(nb):
 @pytest.mark.parametrize('path', NOTEBOOKS, ids=IDS)
 def test_notebook_runs_without_errors(executed, path):
     assert _errors(executed(path)) == []
+
+
+@pytest.mark.parametrize('name', ['bert-dataset.ipynb',
+                                  'bert-pretraining.ipynb'])
+def test_small_runs_read_the_small_corpus(executed, name):
+    nb = executed(os.path.join(ROOT, 'notebooks', name))
+    said = ''.join(out.get('text', '') for cell in nb.cells
+                   if cell.cell_type == 'code'
+                   for out in cell.get('outputs', [])
+                   if out.get('name') == 'stderr')
+    articles = SMALL_WIKITEXT['train'][0]
+    assert (f'in its place: a corpus of {articles} generated articles '
+            '(small sizes)') in said
 
 
 @pytest.mark.parametrize('path', NOTEBOOKS, ids=IDS)

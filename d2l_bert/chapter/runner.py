@@ -454,7 +454,10 @@ def small_sizes_in_kernel(shell=None):
     shell.input_transformers_post.append(small_code_lines)
     shell.ast_transformers.append(_CapSteps(SMALL_STEPS))
     seed_small_run()
-    small_wikitext_stand_in().__enter__()  # for the kernel's life
+    # for the kernel's life (a context entered here would be left as soon
+    # as its object is collected, at once)
+    from ..data import hub
+    hub.STAND_INS['wikitext-2'] = small_wikitext
     # No loader processes, as in the chapter runner: their temporary
     # folders (pymp-*) outlive a kernel that is shut down
     from d2l import mxnet as d2l
