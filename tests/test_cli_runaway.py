@@ -45,7 +45,9 @@ Case.__new__.__defaults__ = (None, {})
 
 
 def case(argv, status, line, same=None, **extra):
-    """A row: ``d2l-bert ARGV`` ends with `status` and the last line of
+    """A row: ``d2l-bert ARGV`` (a string split at spaces, or a list
+    for arguments that hold spaces, are empty or are not UTF-8) ends
+    with `status` and the last line of
     standard error `line` (None: standard error is empty, or holds only
     notes and progress bars); the files of the directory `same` are
     byte-identical afterwards.  `extra`: ``fsize`` (a file-size limit),
@@ -58,7 +60,8 @@ def case(argv, status, line, same=None, **extra):
     `ADDRESS_SPACE`), ``readonly`` (a directory mounted read-only for the
     row, as root), ``tmpfs`` (a directory that is a full file system of
     its own for the row, as root)."""
-    name = argv.replace(f' {TINY}', '')
+    name = argv if isinstance(argv, str) else ' '.join(map(repr, argv))
+    name = name.replace(f' {TINY}', '')
     name = name if len(name) <= 60 else f'{name[:36]}...{name[-20:]}'
     marks = extra.pop('marks', ())
     return pytest.param(Case(argv, status, line, same, extra), id=name,
@@ -263,6 +266,29 @@ TABLE = [
         'encode', '--file -: standard input is binary (a NUL byte at '
         'offset 1), not text; give one text a line, in UTF-8'),
         stdin=b'a\0b\n'),
+    # an --out that MXNet could not write to, refused before any work
+    # (not after the training, when the model is saved)
+    case(['pretrain', '--corpus', 'corpus', '--steps', '1', '--out',
+          os.fsdecode(b'M\xff')] + TINY.split(), 2, error(
+        'pretrain', "argument --out: must be a path in UTF-8 (MXNet writes "
+        "its files by UTF-8 names), got the bytes b'M\\xff'; give a name "
+        'of UTF-8 characters'), seconds=10, gone=('M?',)),
+    case(['finetune', '--model', 'M', '--data', 'nli', '--out',
+          os.fsdecode(b'F\xff')], 2, error(
+        'finetune', "argument --out: must be a path in UTF-8 (MXNet writes "
+        "its files by UTF-8 names), got the bytes b'F\\xff'; give a name "
+        'of UTF-8 characters'), seconds=10),
+    case(['pretrain', '--out', ''], 2, error(
+        'pretrain', "argument --out: must name a directory, got ''; give a "
+        'path such as my-bert'), seconds=10),
+    case('pretrain --out dangling', 2, error(
+        'pretrain', "argument --out: 'dangling' is a symbolic link to "
+        "'gone/M', which does not exist; give a directory that exists or "
+        'can be made'), seconds=10),
+    case('encode --model M --file texts.lines --out dangling.npy', 2, error(
+        'encode', "argument --out: 'dangling.npy' is a symbolic link to "
+        "'gone/v.npy', which does not exist; give a .npy file that exists "
+        'or can be made'), seconds=10),
     # Messages that name what they are about
     case('pretrain --corpus ./a-file', 2, error(
         'pretrain', "argument --corpus: './a-file' is a file, and no "
@@ -328,6 +354,8 @@ def root(tmp_path_factory):
         os.chdir(here)
     _damage(root)
     (root / 'a-file').write_text('x')
+    os.symlink(os.path.join('gone', 'M'), root / 'dangling')
+    os.symlink(os.path.join('gone', 'v.npy'), root / 'dangling.npy')
     (root / 'texts.lines').write_text('a crane is flying\nhello\n')
     (root / 'binary').write_bytes(b'\x7fELF\0\0\1')
     (root / 'runaway.md').write_text(RUNAWAY_CELL)
@@ -411,7 +439,8 @@ def bounded(fsize=None, address_space=ADDRESS_SPACE):
 def run(root, row):
     """Run `row` in `root`; return its status, standard error, seconds
     and the pids of its session left when it ended."""
-    argv = [sys.executable, '-m', 'd2l_bert'] + row.argv.split()
+    argv = [sys.executable, '-m', 'd2l_bert'] + (
+        row.argv.split() if isinstance(row.argv, str) else list(row.argv))
     stdin, marker = row.extra.get('stdin'), row.extra.get('marker')
     proc = subprocess.Popen(
         argv, cwd=root, stdin=subprocess.PIPE if stdin else
