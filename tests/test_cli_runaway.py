@@ -289,6 +289,12 @@ TABLE = [
         'encode', "argument --out: 'dangling.npy' is a symbolic link to "
         "'gone/v.npy', which does not exist; give a .npy file that exists "
         'or can be made'), seconds=10),
+    # more devices than a batch has pairs: a larger batch, not a corpus
+    case('pretrain --corpus corpus --devices ' + ','.join(
+        f'cpu:{i}' for i in range(20)) + ' --batch-size 16', 2, error(
+        'pretrain', '--batch-size 16 is less than one sentence pair for '
+        'each of the 20 devices of --devices: use --batch-size 20 or more, '
+        'or fewer devices'), seconds=10),
     # Messages that name what they are about
     case('pretrain --corpus ./a-file', 2, error(
         'pretrain', "argument --corpus: './a-file' is a file, and no "

@@ -188,6 +188,16 @@ def _num_devices(text):
     return len(text.split(','))
 
 
+def _check_batch_size(batch_size, num_devices):
+    """Refuse a batch with fewer sentence pairs than ``--devices``: each
+    device trains on its own rows of every batch, at least one."""
+    if batch_size < num_devices:
+        raise UsageError(
+            f'--batch-size {batch_size} is less than one sentence pair for '
+            f'each of the {num_devices} devices of --devices: use '
+            f'--batch-size {num_devices} or more, or fewer devices')
+
+
 def _check(args):
     """The checks that need no `mxnet`."""
     if args.num_hiddens % args.num_heads:
@@ -333,6 +343,8 @@ def main(args):
         if getattr(args, name) is not None:
             raise UsageError(f'--{name} makes sense with --workers N or '
                              '--hosts FILE only')
+    if args.kvstore is None:  # (a job's launcher checked its shards)
+        _check_batch_size(args.batch_size, _num_devices(args.devices))
     devices = resolve_devices(args.devices)
     _check(args)
     kvstore = _join_job(args.kvstore)
