@@ -250,6 +250,11 @@ TABLE = [
         'is not written (checkpoint.zip) that this run would replace: give '
         '--resume to go on from it, --overwrite to start over, or another '
         '--out'), same='Mhalf'),
+    case('finetune --model M --data nli --out Mhalf', 2, error(
+        'finetune', '--out Mhalf holds a pretraining checkpoint whose model '
+        'is not written (checkpoint.zip), not a fine-tuned model: give '
+        'another --out, or --overwrite to replace it with a fine-tuned '
+        'model'), same='Mhalf', seconds=10),
     case(f'pretrain --corpus corpus --steps 2 --out Mhalf2 --resume {TINY}',
          0, None),
     case('encode --model Mbad a crane', 2,
