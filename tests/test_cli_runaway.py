@@ -15,6 +15,7 @@ the files of the directory the row names are byte-identical afterwards.
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import resource
 import shutil
@@ -77,6 +78,8 @@ NOT_TEXT = ('not a text file (it holds NUL bytes); write one '
             '[USER@]ADDRESS[:SSH_PORT] a line')
 NOT_SAVED = ('the weights are no longer finite, and are not saved; use a '
              'smaller learning rate (0.01 in the book, 0.001 is safer)')
+SIXTEEN = ("num_hiddens must be a positive integer, got 'sixteen'; "
+           'correct it, or re-run `d2l-bert pretrain`')
 CORRUPT = ('is corrupt or truncated; download it again or re-run '
            '`d2l-bert pretrain`')
 
@@ -262,6 +265,27 @@ TABLE = [
     case('finetune --model Mbad --data nli --out Fbad', 2,
          error('finetune', f'--model Mbad: Mbad/pretrained.params '
                f'{CORRUPT}'), same='Mbad'),
+    # a config.json of other types or sizes than the parameters': one
+    # line, and no run on a model of sizes it was not trained with
+    case('encode --model Mtype a crane', 2, error(
+        'encode', f'Mtype/config.json: {SIXTEEN}'), same='Mtype'),
+    case('finetune --model Mtype --data nli --out Ftype', 2, error(
+        'finetune', f'--model Mtype: Mtype/config.json: {SIXTEEN}'),
+        same='Mtype', gone=('Ftype',)),
+    case('encode --model Msize a crane', 2, error(
+        'encode', 'Msize/pretrained.params does not fit the sizes of '
+        'config.json (num_hiddens=64, ffn_num_hiddens=48, num_heads=2, '
+        'num_blks=2, max_len=1000): Failed loading Parameter '
+        "'bertencoder0_pos_embedding' from saved params: shape "
+        'incompatible expected (1, 1000, 64) vs saved (1, 1000, 32); '
+        'correct them, or re-run `d2l-bert pretrain`'), same='Msize'),
+    case('finetune --model Msize --data nli --out Fsize', 2, error(
+        'finetune', '--model Msize: Msize/pretrained.params does not fit '
+        'BERTModel(vocab_size=108, num_hiddens=64, ffn_num_hiddens=48, '
+        'num_heads=2, num_blks=2, max_len=1000): Failed loading Parameter '
+        "'bertencoder0_pos_embedding' from saved params: shape "
+        'incompatible expected (1, 1000, 64) vs saved (1, 1000, 32)'),
+        same='Msize', gone=('Fsize',)),
     case(f'pretrain --corpus corpus --steps 9 --out Mmeta --resume {TINY}',
          2, error('pretrain', "--resume: checkpoint 'Mmeta/checkpoint.zip' "
                   'is damaged: its meta.json is not valid JSON '
@@ -382,10 +406,16 @@ def _damage(root):
     meta.json in its checkpoint; Mcopy: M with the files a run killed
     while it wrote would leave; Mhalf, Mhalf2: M as a run whose disk
     filled while it saved its model leaves it; Mro, Mnan, Mfine, Fnan,
-    Fpre: copies of M and F."""
+    Fpre: copies of M and F; Mtype, Msize: M with a config.json whose
+    num_hiddens is a word, or another size than the parameters'."""
     for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro', 'Mnan', 'Mfine',
-                 'Mhalf', 'Mhalf2'):
+                 'Mhalf', 'Mhalf2', 'Mtype', 'Msize'):
         shutil.copytree(root / 'M', root / name)
+    for name, change in (('Mtype', {'num_hiddens': 'sixteen'}),
+                         ('Msize', {'num_hiddens': 64})):
+        config = json.loads((root / name / 'config.json').read_text())
+        (root / name / 'config.json').write_text(json.dumps(
+            dict(config, **change)))
     for name in ('Mhalf', 'Mhalf2'):
         for model_file in ('pretrained.params', 'vocab.json', 'config.json'):
             (root / name / model_file).unlink()
