@@ -324,6 +324,15 @@ TABLE = [
         'pretrain', '--batch-size 16 is less than one sentence pair for '
         'each of the 20 devices of --devices: use --batch-size 20 or more, '
         'or fewer devices'), seconds=10),
+    # a corpus of one paragraph: trained, with a word of warning
+    case(f'pretrain --corpus one --steps 1 --out Mone {TINY}', 0,
+         'd2l-bert pretrain: warning: --corpus one gives 2 training pairs '
+         "from 1 line of text, 1 paragraph of 2 sentences or more (what the "
+         "book's pipeline takes): fewer than one batch (--batch-size 32) "
+         'and no word in its vocabulary (a word needs 5 occurrences; every '
+         'one is <unk>), too little to learn from; give a corpus of many '
+         "paragraphs, one a line, its sentences ending ' . ' (such as "
+         '--corpus embedded)'),
     # Messages that name what they are about
     case('pretrain --corpus ./a-file', 2, error(
         'pretrain', "argument --corpus: './a-file' is a file, and no "
@@ -374,6 +383,7 @@ def root(tmp_path_factory):
     copies, and the files the rows name."""
     root = tmp_path_factory.mktemp('runaway')
     write_small_corpus(root / 'corpus')
+    write_small_corpus(root / 'one', num_train=1)
     make_snli_synthetic(str(root / 'nli'), num_train=100, num_dev=10,
                         num_test=20)
     here = os.getcwd()

@@ -441,7 +441,57 @@ def _load_corpus(args):
     print(f'{len(train_iter._dataset)} training pairs, '
           f'{len(valid_iter._dataset)} held-out pairs, vocabulary of '
           f'{len(vocab)} tokens ({time.perf_counter() - start:.1f} s)')
+    warning = small_corpus_warning(args, len(train_iter._dataset),
+                                   len(vocab))
+    if warning:
+        print(f'd2l-bert pretrain: warning: {warning}', file=sys.stderr)
     return train_iter, valid_iter, vocab
+
+
+#: How often a word must occur to be in the vocabulary (the book's
+#: `_WikiTextDataset`, ``min_freq=5``)
+MIN_FREQ = 5
+
+
+def small_corpus_warning(args, num_pairs, vocab_size):
+    """One line on a training corpus too small to learn from: fewer
+    pairs than a batch, or no word in the vocabulary (None otherwise).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--corpus`` and ``--batch-size``.
+    num_pairs, vocab_size : int
+        The training pairs and the tokens of the vocabulary.
+    """
+    problems = []
+    if num_pairs < args.batch_size:
+        problems.append(f'fewer than one batch (--batch-size '
+                        f'{args.batch_size})')
+    if vocab_size <= len(SPECIAL_TOKENS):
+        problems.append(f'no word in its vocabulary (a word needs '
+                        f'{MIN_FREQ} occurrences; every one is <unk>)')
+    if not problems:
+        return None
+    lines, paragraphs = _count_paragraphs(args.corpus)
+    pairs = plural(num_pairs, 'training pair')
+    return (f'--corpus {args.corpus} gives {pairs} from '
+            f'{plural(lines, "line")} of text, '
+            f'{plural(paragraphs, "paragraph")} of 2 sentences or more '
+            "(what the book's pipeline takes): "
+            f'{" and ".join(problems)}, too little to learn from; give a '
+            "corpus of many paragraphs, one a line, its sentences ending "
+            "' . ' (such as --corpus embedded)")
+
+
+def _count_paragraphs(corpus):
+    """The lines of text of `corpus`'s training file, and those that
+    are paragraphs of 2 sentences or more."""
+    from ..data.wikitext import DATA_ROOT, locate_corpus
+    data_dir, file_name = locate_corpus(corpus, 'train', DATA_ROOT)
+    with open(os.path.join(data_dir, file_name), encoding='utf-8') as f:
+        lines = [line for line in f if line.strip()]
+    return len(lines), sum(len(line.split(' . ')) >= 2 for line in lines)
 
 
 def _corpus_size(corpus):
