@@ -48,9 +48,9 @@ Case.__new__.__defaults__ = (None, {})
 def case(argv, status, line, same=None, **extra):
     """A row: ``d2l-bert ARGV`` (a string split at spaces, or a list
     for arguments that hold spaces, are empty or are not UTF-8) ends
-    with `status` and the last line of
-    standard error `line` (None: standard error is empty, or holds only
-    notes and progress bars); the files of the directory `same` are
+    with `status` and the last line of standard error `line` (None:
+    standard error is empty, or holds only notes and progress bars,
+    warnings included); the files of the directory `same` are
     byte-identical afterwards.  `extra`: ``fsize`` (a file-size limit),
     ``stdin`` (bytes), ``interrupt`` (a line of standard output after
     which Ctrl-C comes), ``signal`` (another signal than Ctrl-C's),
