@@ -333,6 +333,12 @@ TABLE = [
          'one is <unk>), too little to learn from; give a corpus of many '
          "paragraphs, one a line, its sentences ending ' . ' (such as "
          '--corpus embedded)'),
+    # and one of fewer pairs than devices, refused before training
+    case(f'pretrain --corpus one --steps 1 --out Mthree {TINY} --devices '
+         'cpu:0,cpu:1,cpu:2', 2, error(
+             'pretrain', '--corpus one gives 2 training pairs, fewer than '
+             'one for each of the 3 devices of the run: give a larger '
+             'corpus, or fewer devices'), gone=('Mthree',)),
     # Messages that name what they are about
     case('pretrain --corpus ./a-file', 2, error(
         'pretrain', "argument --corpus: './a-file' is a file, and no "

@@ -198,6 +198,17 @@ def _check_batch_size(batch_size, num_devices):
             f'--batch-size {num_devices} or more, or fewer devices')
 
 
+def _check_pairs(args, num_pairs, num_shards):
+    """Refuse a corpus of fewer training pairs than the shards of a
+    batch (the devices of every process): no batch could feed them."""
+    if num_pairs < num_shards:
+        pairs = plural(num_pairs, 'training pair')
+        raise UsageError(
+            f'--corpus {args.corpus} gives {pairs}, fewer than one for each '
+            f'of the {num_shards} devices of the run: give a larger corpus, '
+            'or fewer devices')
+
+
 def _check(args):
     """The checks that need no `mxnet`."""
     if args.num_hiddens % args.num_heads:
@@ -391,6 +402,8 @@ def _pretrain(args, devices, kvstore):
     seed_everything(args.seed)
     print(args.threads)
     train_iter, valid_iter, vocab = _load_corpus(args)
+    _check_pairs(args, len(train_iter._dataset), len(devices) * (
+        1 if kvstore is None else kvstore.num_workers))
     # What a resumed run must share with the run it continues (not the
     # step count: resuming with more steps trains on)
     model = dict(vocab_size=len(vocab), num_hiddens=args.num_hiddens,
