@@ -401,7 +401,8 @@ def _pretrain(args, devices, kvstore):
     npx.set_np()
     seed_everything(args.seed)
     print(args.threads)
-    train_iter, valid_iter, vocab = _load_corpus(args)
+    train_iter, valid_iter, vocab = _load_corpus(
+        args, warn=kvstore is None or kvstore.rank == 0)
     _check_pairs(args, len(train_iter._dataset), len(devices) * (
         1 if kvstore is None else kvstore.num_workers))
     # What a resumed run must share with the run it continues (not the
@@ -428,9 +429,10 @@ def _pretrain(args, devices, kvstore):
     return 0
 
 
-def _load_corpus(args):
+def _load_corpus(args, warn=True):
     """The training and held-out minibatches of ``--corpus``, and the
-    vocabulary."""
+    vocabulary (`warn`: say on standard error when the corpus is too
+    small to learn from, as worker 0 of a job does for all)."""
     from ..runs.wiki_data import load_pretraining_data
     from ..fast import pad_bert_inputs_stacked as pad
     print(f'loading the {args.corpus} corpus ({_corpus_size(args.corpus)}'
@@ -454,8 +456,8 @@ def _load_corpus(args):
     print(f'{len(train_iter._dataset)} training pairs, '
           f'{len(valid_iter._dataset)} held-out pairs, vocabulary of '
           f'{len(vocab)} tokens ({time.perf_counter() - start:.1f} s)')
-    warning = small_corpus_warning(args, len(train_iter._dataset),
-                                   len(vocab))
+    warning = warn and small_corpus_warning(
+        args, len(train_iter._dataset), len(vocab))
     if warning:
         print(f'd2l-bert pretrain: warning: {warning}', file=sys.stderr)
     return train_iter, valid_iter, vocab
