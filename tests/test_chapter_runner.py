@@ -24,6 +24,17 @@ def test_final_expression_is_shown_with_repr_after_printed_text(run):
     assert result.output == "printed\n('two', 3)\n"
 
 
+def test_a_long_output_is_cut_and_says_how_much_was_cut(run):
+    # 10 MB printed in pieces: the result keeps the first characters
+    result = run("for _ in range(1000):\n    print('x' * 9999)\n"
+                 "print('the end')")
+    printed = ('x' * 9999 + '\n') * 1000 + 'the end\n'
+    kept = printed[:runner_module.MAX_OUTPUT_CHARS]
+    assert result.status == 'ran'
+    assert result.output == kept + \
+        f'... {len(printed) - len(kept):,} more characters cut\n'
+
+
 def test_cells_share_one_namespace(run):
     run('total = 40')
     assert run('total + 2').output == '42\n'

@@ -3,6 +3,8 @@ device option in every command, help and defaults written one way, and
 the validators."""
 import argparse
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -111,6 +113,30 @@ def test_path_validators(tmp_path):
             (_args.output_file('.npy'), path, 'must name a .npy file')]:
         with pytest.raises(argparse.ArgumentTypeError, match=message):
             check(text)
+
+
+def test_an_output_that_mxnet_cannot_write_is_refused_before_it_loads(
+        tmp_path):
+    # Run in a process of its own: this one has imported `mxnet` already
+    os.symlink(str(tmp_path / 'gone'), tmp_path / 'link')
+    code = (
+        'import sys\n'
+        'from d2l_bert import cli\n'
+        'for out in sys.argv[1:]:\n'
+        '    for command in ("pretrain", "finetune"):\n'
+        '        try:\n'
+        '            cli.main([command, "--out", out])\n'
+        '        except SystemExit as e:\n'
+        '            assert e.code == 2, e.code\n'
+        'print("mxnet" in sys.modules)\n')
+    done = subprocess.run(
+        [sys.executable, '-c', code, '', str(tmp_path / 'link'),
+         os.fsdecode(os.fsencode(str(tmp_path)) + b'/M\xff')],
+        capture_output=True, text=True, timeout=60)
+    assert done.stdout == 'False\n', done.stderr
+    errors = done.stderr.splitlines()
+    assert len(errors) == 6 and all('error: argument --out: ' in line
+                                    for line in errors), errors
 
 
 @pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, 'geteuid') else True,

@@ -15,6 +15,7 @@ the files of the directory the row names are byte-identical afterwards.
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import resource
 import shutil
@@ -45,9 +46,11 @@ Case.__new__.__defaults__ = (None, {})
 
 
 def case(argv, status, line, same=None, **extra):
-    """A row: ``d2l-bert ARGV`` ends with `status` and the last line of
-    standard error `line` (None: standard error is empty, or holds only
-    notes and progress bars); the files of the directory `same` are
+    """A row: ``d2l-bert ARGV`` (a string split at spaces, or a list
+    for arguments that hold spaces, are empty or are not UTF-8) ends
+    with `status` and the last line of standard error `line` (None:
+    standard error is empty, or holds only notes and progress bars,
+    warnings included); the files of the directory `same` are
     byte-identical afterwards.  `extra`: ``fsize`` (a file-size limit),
     ``stdin`` (bytes), ``interrupt`` (a line of standard output after
     which Ctrl-C comes), ``signal`` (another signal than Ctrl-C's),
@@ -58,7 +61,8 @@ def case(argv, status, line, same=None, **extra):
     `ADDRESS_SPACE`), ``readonly`` (a directory mounted read-only for the
     row, as root), ``tmpfs`` (a directory that is a full file system of
     its own for the row, as root)."""
-    name = argv.replace(f' {TINY}', '')
+    name = argv if isinstance(argv, str) else ' '.join(map(repr, argv))
+    name = name.replace(f' {TINY}', '')
     name = name if len(name) <= 60 else f'{name[:36]}...{name[-20:]}'
     marks = extra.pop('marks', ())
     return pytest.param(Case(argv, status, line, same, extra), id=name,
@@ -74,6 +78,8 @@ NOT_TEXT = ('not a text file (it holds NUL bytes); write one '
             '[USER@]ADDRESS[:SSH_PORT] a line')
 NOT_SAVED = ('the weights are no longer finite, and are not saved; use a '
              'smaller learning rate (0.01 in the book, 0.001 is safer)')
+SIXTEEN = ("num_hiddens must be a positive integer, got 'sixteen'; "
+           'correct it, or re-run `d2l-bert pretrain`')
 CORRUPT = ('is corrupt or truncated; download it again or re-run '
            '`d2l-bert pretrain`')
 
@@ -247,6 +253,11 @@ TABLE = [
         'is not written (checkpoint.zip) that this run would replace: give '
         '--resume to go on from it, --overwrite to start over, or another '
         '--out'), same='Mhalf'),
+    case('finetune --model M --data nli --out Mhalf', 2, error(
+        'finetune', '--out Mhalf holds a pretraining checkpoint whose model '
+        'is not written (checkpoint.zip), not a fine-tuned model: give '
+        'another --out, or --overwrite to replace it with a fine-tuned '
+        'model'), same='Mhalf', seconds=10),
     case(f'pretrain --corpus corpus --steps 2 --out Mhalf2 --resume {TINY}',
          0, None),
     case('encode --model Mbad a crane', 2,
@@ -254,6 +265,27 @@ TABLE = [
     case('finetune --model Mbad --data nli --out Fbad', 2,
          error('finetune', f'--model Mbad: Mbad/pretrained.params '
                f'{CORRUPT}'), same='Mbad'),
+    # a config.json of other types or sizes than the parameters': one
+    # line, and no run on a model of sizes it was not trained with
+    case('encode --model Mtype a crane', 2, error(
+        'encode', f'Mtype/config.json: {SIXTEEN}'), same='Mtype'),
+    case('finetune --model Mtype --data nli --out Ftype', 2, error(
+        'finetune', f'--model Mtype: Mtype/config.json: {SIXTEEN}'),
+        same='Mtype', gone=('Ftype',)),
+    case('encode --model Msize a crane', 2, error(
+        'encode', 'Msize/pretrained.params does not fit the sizes of '
+        'config.json (num_hiddens=64, ffn_num_hiddens=48, num_heads=2, '
+        'num_blks=2, max_len=1000): Failed loading Parameter '
+        "'bertencoder0_pos_embedding' from saved params: shape "
+        'incompatible expected (1, 1000, 64) vs saved (1, 1000, 32); '
+        'correct them, or re-run `d2l-bert pretrain`'), same='Msize'),
+    case('finetune --model Msize --data nli --out Fsize', 2, error(
+        'finetune', '--model Msize: Msize/pretrained.params does not fit '
+        'BERTModel(vocab_size=108, num_hiddens=64, ffn_num_hiddens=48, '
+        'num_heads=2, num_blks=2, max_len=1000): Failed loading Parameter '
+        "'bertencoder0_pos_embedding' from saved params: shape "
+        'incompatible expected (1, 1000, 64) vs saved (1, 1000, 32)'),
+        same='Msize', gone=('Fsize',)),
     case(f'pretrain --corpus corpus --steps 9 --out Mmeta --resume {TINY}',
          2, error('pretrain', "--resume: checkpoint 'Mmeta/checkpoint.zip' "
                   'is damaged: its meta.json is not valid JSON '
@@ -263,6 +295,50 @@ TABLE = [
         'encode', '--file -: standard input is binary (a NUL byte at '
         'offset 1), not text; give one text a line, in UTF-8'),
         stdin=b'a\0b\n'),
+    # an --out that MXNet could not write to, refused before any work
+    # (not after the training, when the model is saved)
+    case(['pretrain', '--corpus', 'corpus', '--steps', '1', '--out',
+          os.fsdecode(b'M\xff')] + TINY.split(), 2, error(
+        'pretrain', "argument --out: must be a path in UTF-8 (MXNet writes "
+        "its files by UTF-8 names), got the bytes b'M\\xff'; give a name "
+        'of UTF-8 characters'), seconds=10, gone=('M?',)),
+    case(['finetune', '--model', 'M', '--data', 'nli', '--out',
+          os.fsdecode(b'F\xff')], 2, error(
+        'finetune', "argument --out: must be a path in UTF-8 (MXNet writes "
+        "its files by UTF-8 names), got the bytes b'F\\xff'; give a name "
+        'of UTF-8 characters'), seconds=10),
+    case(['pretrain', '--out', ''], 2, error(
+        'pretrain', "argument --out: must name a directory, got ''; give a "
+        'path such as my-bert'), seconds=10),
+    case('pretrain --out dangling', 2, error(
+        'pretrain', "argument --out: 'dangling' is a symbolic link to "
+        "'gone/M', which does not exist; give a directory that exists or "
+        'can be made'), seconds=10),
+    case('encode --model M --file texts.lines --out dangling.npy', 2, error(
+        'encode', "argument --out: 'dangling.npy' is a symbolic link to "
+        "'gone/v.npy', which does not exist; give a .npy file that exists "
+        'or can be made'), seconds=10),
+    # more devices than a batch has pairs: a larger batch, not a corpus
+    case('pretrain --corpus corpus --devices ' + ','.join(
+        f'cpu:{i}' for i in range(20)) + ' --batch-size 16', 2, error(
+        'pretrain', '--batch-size 16 is less than one sentence pair for '
+        'each of the 20 devices of --devices: use --batch-size 20 or more, '
+        'or fewer devices'), seconds=10),
+    # a corpus of one paragraph: trained, with a word of warning
+    case(f'pretrain --corpus one --steps 1 --out Mone {TINY}', 0,
+         'd2l-bert pretrain: warning: --corpus one gives 2 training pairs '
+         "from 1 line of text, 1 paragraph of 2 sentences or more (what the "
+         "book's pipeline takes): fewer than one batch (--batch-size 32) "
+         'and no word in its vocabulary (a word needs 5 occurrences; every '
+         'one is <unk>), too little to learn from; give a corpus of many '
+         "paragraphs, one a line, its sentences ending ' . ' (such as "
+         '--corpus embedded)'),
+    # and one of fewer pairs than devices, refused before training
+    case(f'pretrain --corpus one --steps 1 --out Mthree {TINY} --devices '
+         'cpu:0,cpu:1,cpu:2', 2, error(
+             'pretrain', '--corpus one gives 2 training pairs, fewer than '
+             'one for each of the 3 devices of the run: give a larger '
+             'corpus, or fewer devices'), gone=('Mthree',)),
     # Messages that name what they are about
     case('pretrain --corpus ./a-file', 2, error(
         'pretrain', "argument --corpus: './a-file' is a file, and no "
@@ -313,6 +389,7 @@ def root(tmp_path_factory):
     copies, and the files the rows name."""
     root = tmp_path_factory.mktemp('runaway')
     write_small_corpus(root / 'corpus')
+    write_small_corpus(root / 'one', num_train=1)
     make_snli_synthetic(str(root / 'nli'), num_train=100, num_dev=10,
                         num_test=20)
     here = os.getcwd()
@@ -328,6 +405,8 @@ def root(tmp_path_factory):
         os.chdir(here)
     _damage(root)
     (root / 'a-file').write_text('x')
+    os.symlink(os.path.join('gone', 'M'), root / 'dangling')
+    os.symlink(os.path.join('gone', 'v.npy'), root / 'dangling.npy')
     (root / 'texts.lines').write_text('a crane is flying\nhello\n')
     (root / 'binary').write_bytes(b'\x7fELF\0\0\1')
     (root / 'runaway.md').write_text(RUNAWAY_CELL)
@@ -343,10 +422,16 @@ def _damage(root):
     meta.json in its checkpoint; Mcopy: M with the files a run killed
     while it wrote would leave; Mhalf, Mhalf2: M as a run whose disk
     filled while it saved its model leaves it; Mro, Mnan, Mfine, Fnan,
-    Fpre: copies of M and F."""
+    Fpre: copies of M and F; Mtype, Msize: M with a config.json whose
+    num_hiddens is a word, or another size than the parameters'."""
     for name in ('Mbad', 'Mmeta', 'Mcopy', 'Mro', 'Mnan', 'Mfine',
-                 'Mhalf', 'Mhalf2'):
+                 'Mhalf', 'Mhalf2', 'Mtype', 'Msize'):
         shutil.copytree(root / 'M', root / name)
+    for name, change in (('Mtype', {'num_hiddens': 'sixteen'}),
+                         ('Msize', {'num_hiddens': 64})):
+        config = json.loads((root / name / 'config.json').read_text())
+        (root / name / 'config.json').write_text(json.dumps(
+            dict(config, **change)))
     for name in ('Mhalf', 'Mhalf2'):
         for model_file in ('pretrained.params', 'vocab.json', 'config.json'):
             (root / name / model_file).unlink()
@@ -411,7 +496,8 @@ def bounded(fsize=None, address_space=ADDRESS_SPACE):
 def run(root, row):
     """Run `row` in `root`; return its status, standard error, seconds
     and the pids of its session left when it ended."""
-    argv = [sys.executable, '-m', 'd2l_bert'] + row.argv.split()
+    argv = [sys.executable, '-m', 'd2l_bert'] + (
+        row.argv.split() if isinstance(row.argv, str) else list(row.argv))
     stdin, marker = row.extra.get('stdin'), row.extra.get('marker')
     proc = subprocess.Popen(
         argv, cwd=root, stdin=subprocess.PIPE if stdin else

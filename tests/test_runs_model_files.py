@@ -96,6 +96,25 @@ def test_load_pretrained_reads_sizes_off_a_directory_without_config(
                                 atol=1e-6)
 
 
+@pytest.mark.parametrize('change, message', [
+    ({'num_heads': '2'}, "num_heads must be a positive integer, got '2'"),
+    ({'num_blks': 0}, 'num_blks must be a positive integer, got 0'),
+    ({'max_len': True}, 'max_len must be a positive integer, got True'),
+    ({'dropout': 1.5}, r'dropout must be a number in \[0, 1\), got 1.5'),
+    ({'num_hiddens': 64}, 'does not fit the sizes of config.json '
+                          r'\(num_hiddens=64, '),
+])
+def test_load_pretrained_names_what_is_wrong_in_config(saved_model, tmp_path,
+                                                      change, message):
+    model_dir, _, vocab, config = saved_model
+    for name in ('pretrained.params', 'vocab.json'):
+        (tmp_path / name).write_bytes(open(os.path.join(model_dir, name),
+                                           'rb').read())
+    (tmp_path / 'config.json').write_text(json.dumps(dict(config, **change)))
+    with pytest.raises(ValueError, match=message):
+        M.load_pretrained(str(tmp_path))
+
+
 def test_load_pretrained_names_what_is_missing(tmp_path):
     with pytest.raises(FileNotFoundError, match='does not exist'):
         M.load_pretrained(str(tmp_path / 'nowhere'))

@@ -200,9 +200,10 @@ def test_a_batch_smaller_than_the_device_count_is_skipped(capsys):
             [batches[2]], net, gluon.loss.SoftmaxCELoss(), vocab_size,
             [mx.cpu(0), mx.cpu(1)], 1, progress=False)
     assert str(e.value) == ('train_iter yielded no batch of 2 or more '
-                            'pairs, one for each of the 2 devices of the '
-                            'job: use fewer devices or workers, or a larger '
-                            'corpus')
+                            'pairs (the largest held 1), one for each of '
+                            'the 2 devices of the job: use batch_size=2 or '
+                            'more and a corpus of 2 pairs or more, or fewer '
+                            'devices or workers')
 
 
 @pytest.mark.skipif(mx.context.num_gpus() == 0,

@@ -61,6 +61,10 @@ KEYWORDS_0_17 = {'num_layers': 'num_blks'}
 #: The name, in the cells' namespace, of `with_0_17_keywords`
 ADAPTER_0_17 = '__d2l_0_17_keywords__'
 
+#: Characters of a cell's output that its result keeps (about 250 lines
+#: of 80); the rest is counted, not held, and said to be cut
+MAX_OUTPUT_CHARS = 20_000
+
 #: Step count that ``train_bert(...)`` calls are capped to at small sizes
 SMALL_STEPS = 2
 
@@ -723,7 +727,7 @@ class Runner:
         self.count += 1
         source, skipped = _drop_magics(source)
         start = time.perf_counter()
-        out = io.StringIO()
+        out = CappedOutput()
         figures = []
         try:
             source = self.hooks.shrink(source)
@@ -766,6 +770,47 @@ class Runner:
             last = ast.Expression(tree.body.pop().value)
             last = compile(last, name, 'eval')
         return compile(tree, name, 'exec'), last
+
+
+class CappedOutput(io.TextIOBase):
+    """A cell's standard output: its first `limit` characters, and a
+    count of the rest, which is not held.
+
+    Parameters
+    ----------
+    limit : int, default `MAX_OUTPUT_CHARS`
+
+    Examples
+    --------
+    >>> out = CappedOutput(limit=4)
+    >>> print('abcdefgh', file=out)
+    >>> out.getvalue()
+    'abcd\\n... 5 more characters cut\\n'
+    """
+
+    def __init__(self, limit=MAX_OUTPUT_CHARS):
+        super().__init__()
+        self.limit, self.parts, self.kept, self.cut = limit, [], 0, 0
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        room = max(0, self.limit - self.kept)
+        if room:
+            self.parts.append(text[:room])
+            self.kept += min(room, len(text))
+        self.cut += max(0, len(text) - room)
+        return len(text)
+
+    def getvalue(self):
+        """The characters kept, then a line that says how many were cut
+        (none when nothing was)."""
+        text = ''.join(self.parts)
+        if not self.cut:
+            return text
+        end = '' if text.endswith('\n') or not text else '\n'
+        return f'{text}{end}... {self.cut:,} more characters cut\n'
 
 
 def _import(package, name, globals=None, locals=None, fromlist=(),

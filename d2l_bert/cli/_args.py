@@ -261,7 +261,12 @@ def existing_dir(text):
 
 def output_dir(text):
     """A directory to write into: one that exists, or one that can be
-    made in the nearest directory above it that exists."""
+    made in the nearest directory above it that exists; named in UTF-8,
+    as MXNet takes the names of the files it writes."""
+    if not text:
+        raise argparse.ArgumentTypeError(
+            "must name a directory, got ''; give a path such as my-bert")
+    _check_name(text, 'directory')
     if os.path.exists(text) and not os.path.isdir(text):
         raise argparse.ArgumentTypeError(
             f'{text!r} exists and is not a directory')
@@ -278,10 +283,28 @@ def output_file(suffix):
         if os.path.isdir(text):
             raise argparse.ArgumentTypeError(
                 f'{text!r} is a directory, not a {suffix} file')
+        _check_name(text, f'{suffix} file', utf8=False)
         _check_writable(os.path.dirname(os.path.abspath(text)), text)
         return text
     check.__name__ = f'{suffix} file'
     return check
+
+
+def _check_name(text, what, utf8=True):
+    """Raise unless `text` is a link that leads somewhere (if a link)
+    and, with `utf8`, a name in UTF-8 (`what`: what it must name)."""
+    if os.path.islink(text) and not os.path.exists(text):
+        raise argparse.ArgumentTypeError(
+            f'{text!r} is a symbolic link to {os.readlink(text)!r}, which '
+            f'does not exist; give a {what} that exists or can be made')
+    try:
+        text.encode('utf-8')
+    except UnicodeEncodeError:
+        if utf8:
+            raise argparse.ArgumentTypeError(
+                f'must be a path in UTF-8 (MXNet writes its files by UTF-8 '
+                f'names), got the bytes {os.fsencode(text)!r}; give a name '
+                'of UTF-8 characters') from None
 
 
 def _check_writable(path, name=None):

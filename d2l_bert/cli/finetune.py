@@ -322,11 +322,17 @@ def _save(settings, net, vocab, history, config):
 
 def main(args):
     """Run `d2l-bert finetune`; return the exit code."""
-    from ..runs.out_dir import PRETRAINED_FILES, OutDirError, claim
+    from ..runs.out_dir import (PRETRAINED_FILES, OutDirError, claim,
+                                finished_files)
+    # A run stopped before saving its model leaves its checkpoint alone
+    theirs = 'a pretrained model'
+    if finished_files(args.out, PRETRAINED_FILES[:2]) == \
+            [PRETRAINED_FILES[1]]:
+        theirs = 'a pretraining checkpoint whose model is not written'
     try:
         lock = claim(args.out, (MODEL_FILE,), overwrite=args.overwrite,
                      what='a fine-tuned model',
-                     other=(PRETRAINED_FILES[:2], 'a pretrained model'))
+                     other=(PRETRAINED_FILES[:2], theirs))
     except OutDirError as e:
         raise UsageError(e) from None
     with lock:

@@ -188,6 +188,27 @@ def _num_devices(text):
     return len(text.split(','))
 
 
+def _check_batch_size(batch_size, num_devices):
+    """Refuse a batch with fewer sentence pairs than ``--devices``: each
+    device trains on its own rows of every batch, at least one."""
+    if batch_size < num_devices:
+        raise UsageError(
+            f'--batch-size {batch_size} is less than one sentence pair for '
+            f'each of the {num_devices} devices of --devices: use '
+            f'--batch-size {num_devices} or more, or fewer devices')
+
+
+def _check_pairs(args, num_pairs, num_shards):
+    """Refuse a corpus of fewer training pairs than the shards of a
+    batch (the devices of every process): no batch could feed them."""
+    if num_pairs < num_shards:
+        pairs = plural(num_pairs, 'training pair')
+        raise UsageError(
+            f'--corpus {args.corpus} gives {pairs}, fewer than one for each '
+            f'of the {num_shards} devices of the run: give a larger corpus, '
+            'or fewer devices')
+
+
 def _check(args):
     """The checks that need no `mxnet`."""
     if args.num_hiddens % args.num_heads:
@@ -333,6 +354,8 @@ def main(args):
         if getattr(args, name) is not None:
             raise UsageError(f'--{name} makes sense with --workers N or '
                              '--hosts FILE only')
+    if args.kvstore is None:  # (a job's launcher checked its shards)
+        _check_batch_size(args.batch_size, _num_devices(args.devices))
     devices = resolve_devices(args.devices)
     _check(args)
     kvstore = _join_job(args.kvstore)
@@ -378,7 +401,10 @@ def _pretrain(args, devices, kvstore):
     npx.set_np()
     seed_everything(args.seed)
     print(args.threads)
-    train_iter, valid_iter, vocab = _load_corpus(args)
+    train_iter, valid_iter, vocab = _load_corpus(
+        args, warn=kvstore is None or kvstore.rank == 0)
+    _check_pairs(args, len(train_iter._dataset), len(devices) * (
+        1 if kvstore is None else kvstore.num_workers))
     # What a resumed run must share with the run it continues (not the
     # step count: resuming with more steps trains on)
     model = dict(vocab_size=len(vocab), num_hiddens=args.num_hiddens,
@@ -403,9 +429,10 @@ def _pretrain(args, devices, kvstore):
     return 0
 
 
-def _load_corpus(args):
+def _load_corpus(args, warn=True):
     """The training and held-out minibatches of ``--corpus``, and the
-    vocabulary."""
+    vocabulary (`warn`: say on standard error when the corpus is too
+    small to learn from, as worker 0 of a job does for all)."""
     from ..runs.wiki_data import load_pretraining_data
     from ..fast import pad_bert_inputs_stacked as pad
     print(f'loading the {args.corpus} corpus ({_corpus_size(args.corpus)}'
@@ -429,7 +456,57 @@ def _load_corpus(args):
     print(f'{len(train_iter._dataset)} training pairs, '
           f'{len(valid_iter._dataset)} held-out pairs, vocabulary of '
           f'{len(vocab)} tokens ({time.perf_counter() - start:.1f} s)')
+    warning = warn and small_corpus_warning(
+        args, len(train_iter._dataset), len(vocab))
+    if warning:
+        print(f'd2l-bert pretrain: warning: {warning}', file=sys.stderr)
     return train_iter, valid_iter, vocab
+
+
+#: How often a word must occur to be in the vocabulary (the book's
+#: `_WikiTextDataset`, ``min_freq=5``)
+MIN_FREQ = 5
+
+
+def small_corpus_warning(args, num_pairs, vocab_size):
+    """One line on a training corpus too small to learn from: fewer
+    pairs than a batch, or no word in the vocabulary (None otherwise).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--corpus`` and ``--batch-size``.
+    num_pairs, vocab_size : int
+        The training pairs and the tokens of the vocabulary.
+    """
+    problems = []
+    if num_pairs < args.batch_size:
+        problems.append(f'fewer than one batch (--batch-size '
+                        f'{args.batch_size})')
+    if vocab_size <= len(SPECIAL_TOKENS):
+        problems.append(f'no word in its vocabulary (a word needs '
+                        f'{MIN_FREQ} occurrences; every one is <unk>)')
+    if not problems:
+        return None
+    lines, paragraphs = _count_paragraphs(args.corpus)
+    pairs = plural(num_pairs, 'training pair')
+    return (f'--corpus {args.corpus} gives {pairs} from '
+            f'{plural(lines, "line")} of text, '
+            f'{plural(paragraphs, "paragraph")} of 2 sentences or more '
+            "(what the book's pipeline takes): "
+            f'{" and ".join(problems)}, too little to learn from; give a '
+            "corpus of many paragraphs, one a line, its sentences ending "
+            "' . ' (such as --corpus embedded)")
+
+
+def _count_paragraphs(corpus):
+    """The lines of text of `corpus`'s training file, and those that
+    are paragraphs of 2 sentences or more."""
+    from ..data.wikitext import DATA_ROOT, locate_corpus
+    data_dir, file_name = locate_corpus(corpus, 'train', DATA_ROOT)
+    with open(os.path.join(data_dir, file_name), encoding='utf-8') as f:
+        lines = [line for line in f if line.strip()]
+    return len(lines), sum(len(line.split(' . ')) >= 2 for line in lines)
 
 
 def _corpus_size(corpus):

@@ -74,8 +74,20 @@ def load_vocab(file_name):
     return vocab
 
 
+#: The sizes of ``config.json``, `BERTModel`'s integer arguments
+SIZE_KEYS = ('vocab_size', 'num_hiddens', 'ffn_num_hiddens', 'num_heads',
+             'num_blks', 'max_len')
+
+
 def read_config(model_dir):
-    """Return the dict in ``model_dir/config.json``, or None without one."""
+    """Return the dict in ``model_dir/config.json``, or None without one.
+
+    Raises
+    ------
+    ValueError
+        The file is not a JSON object, or a size of `SIZE_KEYS` in it is
+        not a positive integer, or its ``dropout`` not a number in [0, 1).
+    """
     path = os.path.join(model_dir, CONFIG_FILE)
     if not os.path.isfile(path):
         return None
@@ -86,7 +98,26 @@ def read_config(model_dir):
         raise ValueError(f'{path} is not valid JSON ({e})') from e
     if not isinstance(config, dict):
         raise ValueError(f'{path} must hold a JSON object')
+    _check_config_types(path, config)
     return config
+
+
+def _check_config_types(path, config):
+    """Raise a ValueError naming the first value of `config` (read from
+    `path`) that `BERTModel` cannot take."""
+    for key in SIZE_KEYS:
+        value = config.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                value < 1:
+            raise ValueError(
+                f'{path}: {key} must be a positive integer, got {value!r}; '
+                'correct it, or re-run `d2l-bert pretrain`')
+    dropout = config.get('dropout', 0)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) \
+            or not 0 <= dropout < 1:
+        raise ValueError(
+            f'{path}: dropout must be a number in [0, 1), got {dropout!r}; '
+            'correct it, or re-run `d2l-bert pretrain`')
 
 
 def damaged(params_file):

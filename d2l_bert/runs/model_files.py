@@ -109,7 +109,15 @@ def load_pretrained(model_dir, devices=None):
     net = BERTModel(len(vocab), config['num_hiddens'],
                     config['ffn_num_hiddens'], config['num_heads'],
                     config['num_blks'], config['dropout'], config['max_len'])
-    load_parameters(net, params_file, devices)
+    try:
+        load_parameters(net, params_file, devices)
+    except AssertionError as e:  # another shape than config.json's sizes
+        sizes = ', '.join(f'{k}={config[k]}' for k in MODEL_KEYS[1:]
+                          if k in config and k != 'dropout')
+        raise ValueError(
+            f'{params_file} does not fit the sizes of {CONFIG_FILE} '
+            f'({sizes}): {e}; correct them, or re-run `d2l-bert '
+            'pretrain`') from None
     return check_inputs(net), vocab, config
 
 

@@ -546,6 +546,7 @@ class _DataPosition:
         (an epoch's last, when `min_rows` devices share each batch) are
         skipped."""
         # The rest of this epoch, then (at least) one whole epoch
+        largest = 0
         for _ in range(2):
             if self._it is None:
                 self._start_epoch()
@@ -553,14 +554,17 @@ class _DataPosition:
                 self.num_batches += 1
                 if len(batch[0]) >= min_rows:
                     return batch
+                largest = max(largest, len(batch[0]))
             self._it = None
         if self.num_batches == 0:
             raise ValueError('train_iter yielded no batch: the dataset is '
                              'empty')
         raise ValueError(f'train_iter yielded no batch of {min_rows} or '
-                         f'more pairs, one for each of the {min_rows} '
-                         'devices of the job: use fewer devices or '
-                         'workers, or a larger corpus')
+                         f'more pairs (the largest held {largest}), one for '
+                         f'each of the {min_rows} devices of the job: use '
+                         f'batch_size={min_rows} or more and a corpus of '
+                         f'{min_rows} pairs or more, or fewer devices or '
+                         'workers')
 
     def state(self):
         return dict(epoch=self.epoch, epoch_states=self.epoch_states,
