@@ -609,6 +609,56 @@ def set_up(test):
     return vpy
 
 
+#: The most memory one process of the suite reaches (2.8 GB measured), MB
+TEST_PROCESS_MB = 3000
+#: Past this many processes the suite ends no sooner: its longest file
+#: (the simulated hosted platforms) runs in one
+MAX_TEST_PROCESSES = 4
+
+
+def available_mb():
+    """Memory available now (`MemAvailable`), MB; None where unknown."""
+    try:
+        with open('/proc/meminfo') as f:
+            for line in f:
+                if line.startswith('MemAvailable:'):
+                    return int(line.split()[1]) // 1024
+    except (IOError, OSError, ValueError):
+        pass
+    return None
+
+
+def test_processes(args, cpus, memory_mb):
+    """How many processes run the tests: one a core, as many as memory
+    holds (`TEST_PROCESS_MB` each), at most `MAX_TEST_PROCESSES`; one when
+    `args` name tests (paths) or say how themselves (-n, -p no:xdist,
+    --pdb)."""
+    if 'no:xdist' in args or '--pdb' in args:
+        return 1
+    for arg in args:
+        if (arg.startswith(('-n', '--numprocesses'))
+                or os.path.exists(arg.split('::')[0])):
+            return 1
+    if memory_mb is None:  # no /proc: trust the cores, at most 2
+        memory_mb = 2 * TEST_PROCESS_MB
+    return max(1, min(cpus or 1, memory_mb // TEST_PROCESS_MB,
+                      MAX_TEST_PROCESSES))
+
+
+def pytest_args(args):
+    """`args` for pytest, with pytest-xdist's options when the suite can
+    run in several processes (`test_processes`), a test file each at a
+    time so that a file's fixtures are made once."""
+    cpus = (len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity')
+            else os.cpu_count())
+    n = test_processes(args, cpus, available_mb())
+    if n == 1:
+        return args
+    say('the tests run in %d processes (pytest-xdist; a test file each at '
+        'a time)' % n)
+    return ['-n', str(n), '--dist', 'loadfile'] + args
+
+
 def run_in_venv(vpy, args):
     say('$ ' + ' '.join([os.path.relpath(vpy, ROOT)] + args))
     try:
@@ -645,7 +695,7 @@ def main(argv):
     if command == 'chapter':
         return run_in_venv(vpy, ['-m', 'd2l_bert', 'chapter'] + rest)
     if command == 'test':
-        return run_in_venv(vpy, ['-m', 'pytest'] + rest)
+        return run_in_venv(vpy, ['-m', 'pytest'] + pytest_args(rest))
     return run_in_venv(vpy, ['-m', 'sphinx', '-W', '--keep-going', '-b',
                              'html', 'docs',
                              os.path.join('docs', '_build', 'html')] + rest)

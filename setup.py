@@ -72,6 +72,8 @@ PINS = [
 EXTRA_PINS = {
     'test': [
         'pytest==8.3.5',
+        # `run.py test` runs the suite in a process a core
+        'pytest-xdist==3.6.1',
         'nbclient==0.10.1',
         'ipykernel==6.29.5',
     ],

@@ -156,19 +156,37 @@ def peak_rss_mb():
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session):
-    """Fail the run whose process grew past `PEAK_RSS_LIMIT_MB`."""
-    peak = peak_rss_mb()
-    session.config.stash[_PEAK] = peak
-    if peak is not None and peak > PEAK_RSS_LIMIT_MB:
+    """Fail the run whose process, or one of whose pytest-xdist workers,
+    grew past `PEAK_RSS_LIMIT_MB`; a worker hands its peak to the
+    controller (`pytest_testnodedown`)."""
+    config = session.config
+    peaks = config.stash.get(_WORKER_PEAKS, [])
+    own = peak_rss_mb()
+    if hasattr(config, 'workeroutput'):  # a worker
+        config.workeroutput['peak_rss_mb'] = own
+    peaks = [p for p in [own] + peaks if p is not None]
+    config.stash[_PEAK] = (max(peaks), len(peaks)) if peaks else None
+    if peaks and max(peaks) > PEAK_RSS_LIMIT_MB:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: keep the peak a worker reported."""
+    peak = getattr(node, 'workeroutput', {}).get('peak_rss_mb')
+    if peak is not None:
+        node.config.stash.setdefault(_WORKER_PEAKS, []).append(peak)
+
+
 def pytest_terminal_summary(terminalreporter, config):
-    peak = config.stash.get(_PEAK, None)
-    if peak is None:
+    found = config.stash.get(_PEAK, None)
+    if found is None:
         return
-    line = (f'peak memory of the test process: {peak} MB (limit '
-            f'{PEAK_RSS_LIMIT_MB} MB, tests/conftest.py)')
+    peak, processes = found
+    which = ('the test process' if processes == 1 else
+             f'the largest of {processes} test processes')
+    line = (f'peak memory of {which}: {peak} MB (limit '
+            f'{PEAK_RSS_LIMIT_MB} MB each, tests/conftest.py)')
     if peak > PEAK_RSS_LIMIT_MB:
         terminalreporter.write_line('FAILED: ' + line, red=True)
     else:
@@ -176,3 +194,4 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 _PEAK = pytest.StashKey()
+_WORKER_PEAKS = pytest.StashKey()

@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from unittest import mock
 
 import pytest
@@ -279,7 +280,10 @@ class Platform:
         import nbclient
         import nbformat
         folder = self.folder / notebook.replace('.ipynb', '')
-        (folder / 'tmp').mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        # short: multiprocessing's sockets there must fit AF_UNIX's 108
+        # bytes, and a pytest-xdist worker's folders are long
+        tmp = tempfile.mkdtemp(prefix='hosted-')
         shutil.copy(os.path.join(NOTEBOOK_DIR, notebook), str(folder))
         nb = nbformat.read(str(folder / notebook), as_version=4)
         client = nbclient.NotebookClient(
@@ -289,10 +293,13 @@ class Platform:
                if not k.startswith(('PYTHON', 'VIRTUAL_ENV'))}
         kernels = {'JUPYTER_PATH': str(self.folder / 'jupyter')}
         # the kernel's spec is looked up in this process's environment
-        with mock.patch.dict(os.environ, kernels):
-            client.execute(env=dict(
-                env, D2L_BERT_SOURCE=wheel, D2L_BERT_SMALL='1',
-                TMPDIR=str(folder / 'tmp'), **kernels))
+        try:
+            with mock.patch.dict(os.environ, kernels):
+                client.execute(env=dict(
+                    env, D2L_BERT_SOURCE=wheel, D2L_BERT_SMALL='1',
+                    TMPDIR=tmp, **kernels))
+        finally:
+            shutil.rmtree(tmp)
         after = freeze(self.python)
         self.reset()
         return nb, after

@@ -561,3 +561,20 @@ def test_the_dev_container_runs_the_readme_set_up_on_debian_12():
     with open(os.path.join(ROOT, '.ci', 'run')) as f:
         assert '.ci/debian bookworm arm64' in f.read()
     assert os.path.exists(os.path.join(ROOT, 'requirements', 'py311.txt'))
+
+
+def test_run_py_runs_the_suite_in_a_process_a_core_as_memory_allows():
+    run = load_run_py()
+    assert run.test_processes(['-ra'], 2, 20000) == 2
+    assert run.test_processes(['-ra'], 8, 7000) == 2   # an 8 GB laptop
+    assert run.test_processes(['-ra'], 16, 64000) == 4
+    assert run.test_processes(['-ra'], 1, 20000) == 1
+    assert run.test_processes(['-ra'], 2, 2000) == 1
+    assert run.test_processes([], 4, None) == 2        # no /proc/meminfo
+    assert run.test_processes(['-m', 'not hosted'], 2, 20000) == 2
+    test_file = os.path.join(ROOT, 'tests', 'test_bert.py')
+    for chosen in ([test_file], [test_file + '::test_x'], ['-n', '3'],
+                   ['-n3'], ['--numprocesses=3'], ['-p', 'no:xdist'],
+                   ['--pdb']):
+        assert run.test_processes(chosen, 2, 20000) == 1, chosen
+    assert run.pytest_args([test_file]) == [test_file]
