@@ -779,6 +779,7 @@ class CappedOutput(io.TextIOBase):
     Parameters
     ----------
     limit : int, default `MAX_OUTPUT_CHARS`
+        How many characters are kept; those past it are only counted.
 
     Examples
     --------
