@@ -68,9 +68,9 @@ def test_attention_loops_skip_masked_keys_and_match_all_keys(rate):
     args = (qkv, lens, h, scale, seed, threshold, keep)
     P = onp.empty((B * h, T, T))
     O = onp.empty((B, T, h * d))
-    K.self_attention_forward(*args, True, P, O, 0, B * h)
+    K.self_attention_forward(*args, P, O, 0, B * h)
     dqkv = onp.full_like(qkv, onp.nan)  # every entry must be written
-    K.self_attention_backward(*args, True, P, dO, dW, dqkv, 0, B * h)
+    K.self_attention_backward(*args, P, dO, dW, dqkv, 0, B * h)
     P_ref, O_ref, dqkv_ref = reference(qkv, lens, scale, drop, dO, dW)
     # Length 0: uniform weights over all T keys, as the book's masking
     onp.testing.assert_allclose(P[:h], 1 / T, rtol=1e-12)
@@ -79,49 +79,6 @@ def test_attention_loops_skip_masked_keys_and_match_all_keys(rate):
     onp.testing.assert_allclose(dqkv, dqkv_ref, rtol=1e-9, atol=1e-12)
     # No gradient reaches the keys and values past a length (b = 2: 16)
     assert (dqkv[2, 16:, d:3 * d] == 0).all()
-
-
-@pytest.mark.parametrize('rate', [0.0, 0.3])
-def test_attention_loops_without_padded_rows_match_on_valid_rows(rate):
-    # The packed step's case: the padded positions' output is never read
-    # and its gradient is 0; the loops then compute the valid query rows
-    # (rounded up to 8) only, and write 0 on the rows past them
-    rng = onp.random.default_rng(2)
-    qkv = rng.normal(size=(B, T, 3 * h * d))
-    lens = onp.array([0, 1, 16, 17, 29, T], onp.int32)
-    valid = onp.arange(T) < lens[:, None]                    # (B, T)
-    valid[0] = True                  # length 0: every row, as the book's
-    dO = rng.normal(size=(B, T, h * d)) * valid[:, :, None]  # (B, T, H)
-    dW = (rng.normal(size=(B * h, T, T))
-          * onp.repeat(valid, h, axis=0)[:, :, None])        # (B*h, T, T)
-    scale = onp.float64(1 / onp.sqrt(d))
-    seed = onp.uint64(999)
-    threshold = onp.uint64(int(rate * 2 ** 32))
-    keep = onp.float64(1 / (1 - rate)) if rate else onp.float64(1)
-    drop = onp.ones((B * h, T, T))
-    if rate:
-        for bh in range(B * h):
-            K.dropout_scale(seed, threshold, keep, bh, T, drop[bh])
-    args = (qkv, lens, h, scale, seed, threshold, keep, False)
-    P = onp.full((B * h, T, T), onp.nan)
-    O = onp.full((B, T, h * d), onp.nan)
-    K.self_attention_forward(*args, P, O, 0, B * h)
-    dqkv = onp.full_like(qkv, onp.nan)  # every entry must be written
-    K.self_attention_backward(*args, P, dO, dW, dqkv, 0, B * h)
-    P_ref, O_ref, dqkv_ref = reference(qkv, lens, scale, drop, dO, dW)
-    for b in range(B):
-        rows = valid[b]
-        Lq = T if lens[b] == 0 else min(T, -(-lens[b] // 8) * 8)
-        Pb = P[b * h:(b + 1) * h]                            # (h, T, T)
-        onp.testing.assert_allclose(Pb[:, rows],
-                                    P_ref[b * h:(b + 1) * h][:, rows],
-                                    rtol=1e-10, atol=1e-12)
-        onp.testing.assert_allclose(O[b, rows], O_ref[b, rows],
-                                    rtol=1e-10, atol=1e-12)
-        assert (Pb[:, Lq:] == 0).all() and (O[b, Lq:] == 0).all()
-    # The whole gradient, padded rows included (0 there, as the reference)
-    onp.testing.assert_allclose(dqkv, dqkv_ref, rtol=1e-9, atol=1e-12)
-    assert (dqkv[1, 8:] == 0).all()  # length 1: 8 rows computed, 0 after
 
 
 def test_attention_loops_split_among_threads_as_one():
@@ -138,10 +95,10 @@ def test_attention_loops_split_among_threads_as_one():
         dqkv = onp.empty_like(qkv)
         dO = onp.ones_like(O)
         for r0, r1 in zip(cuts[:-1], cuts[1:]):
-            K.self_attention_forward(*args, True, P, O, r0, r1)
+            K.self_attention_forward(*args, P, O, r0, r1)
         for r0, r1 in zip(cuts[:-1], cuts[1:]):
-            K.self_attention_backward(*args, True, P, dO, onp.zeros_like(P),
-                                      dqkv, r0, r1)
+            K.self_attention_backward(*args, P, dO, onp.zeros_like(P), dqkv,
+                                      r0, r1)
         outs.append((P, O, dqkv))
     for P, O, dqkv in outs[1:]:
         for a, b in zip((P, O, dqkv), outs[0]):

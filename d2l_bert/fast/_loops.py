@@ -316,22 +316,21 @@ def _pair_qkv(qkv, b, i, d):
 
 
 @numba.njit(nogil=True, cache=True, inline='always')
-def _dropped(P, bh, seed, threshold, keep_scale, drop, Pd, Lq, Lk):
-    """The first `Lq` rows (queries) and `Lk` columns (keys) of pair bh's
-    weights after dropout: ``Pd[:Lq, :Lk] = P[bh, :Lq, :Lk] * drop[:Lq,
-    :Lk]`` with the pair's dropout factors (`dropout_scale`'s, entry by
-    entry), or ``P[bh, :Lq, :Lk]`` itself when `threshold` is 0 (no
-    dropout); (Lq, Lk)."""
+def _dropped(P, bh, seed, threshold, keep_scale, drop, Pd, Lk):
+    """The first `Lk` columns (keys) of pair bh's weights after dropout:
+    ``Pd[:, :Lk] = P[bh, :, :Lk] * drop[:, :Lk]`` with the pair's dropout
+    factors (`dropout_scale`'s, entry by entry), or ``P[bh, :, :Lk]``
+    itself when `threshold` is 0 (no dropout); (T, Lk)."""
     T = Pd.shape[0]
     if threshold > 0:
-        for q in range(Lq):
+        for q in range(T):
             base = (bh * T + q) * T                # `_row_dropout`'s index
             for k in range(Lk):
                 bits = _uniform_bits(seed, base + k)
                 drop[q, k] = 0.0 if bits < threshold else keep_scale
                 Pd[q, k] = P[bh, q, k] * drop[q, k]
-        return Pd[:Lq, :Lk]
-    return P[bh, :Lq, :Lk]
+        return Pd[:, :Lk]
+    return P[bh, :, :Lk]
 
 
 @numba.njit(nogil=True, cache=True, inline='always')
@@ -362,17 +361,9 @@ def _keys_used(L, T):
     return min(T, (L + _KEY_STEP - 1) // _KEY_STEP * _KEY_STEP)
 
 
-@numba.njit(nogil=True, cache=True, inline='always')
-def _queries_used(L, T, all_rows):
-    """How many query rows a pair computes: all T when `all_rows`, else
-    as many as its keys (`_keys_used`): the rows past the valid length
-    are then rounded off to whole BLAS panels."""
-    return T if all_rows else _keys_used(L, T)
-
-
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
 def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
-                           all_rows, P, O, r0, r1):
+                           P, O, r0, r1):
     """Weights and output of pairs r0 to r1.
 
     ``P[bh] = softmax(Q K^T * scale)`` over the first ``lens[b]`` keys
@@ -381,10 +372,7 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
     dropout.  The products read only the keys and values of the valid
     positions: the others' weights are exactly 0, so leaving them out
     changes no sum (with lengths spread over [12, T], about 40% of the
-    attention's arithmetic).  Without `all_rows`, only the first
-    `_queries_used` query rows are computed, the same way; the others'
-    weights and output are 0 (for callers that never read the padded
-    positions' output, such as the packed step).
+    attention's arithmetic).
     """
     T, d, coef, work = _pair_scratch(qkv, h, 3)
     S, Pd, drop = work[0], work[1], work[2]                  # (T, T) each
@@ -394,12 +382,8 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
         _, Q, K, V = _pair_qkv(qkv, b, i, d)         # Q, K, V: (T, d)
         L = lens[b]
         Lk = _keys_used(L, T)
-        Lq = _queries_used(L, T, all_rows)
-        _matmul(Q[:Lq], False, K[:Lk], True, S[:Lq, :Lk],
-                coef)                                        # (Lq, Lk)
-        P[bh, Lq:] = 0.0
-        O[b, Lq:, i * d:(i + 1) * d] = 0.0
-        for q in range(Lq):
+        _matmul(Q, False, K[:Lk], True, S[:, :Lk], coef)     # (T, Lk)
+        for q in range(T):
             if L == 0:
                 for k in range(T):
                     P[bh, q, k] = 1.0 / T
@@ -411,14 +395,14 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
             for k in range(L, T):
                 P[bh, q, k] = 0.0
         W = _dropped(P, bh, seed, threshold, keep_scale, drop, Pd,
-                     Lq, Lk)                                 # (Lq, Lk)
-        _matmul(W, False, V[:Lk], False, O[b, :Lq, i * d:(i + 1) * d],
-                coef)                                        # (Lq, d)
+                     Lk)                                     # (T, Lk)
+        _matmul(W, False, V[:Lk], False, O[b, :, i * d:(i + 1) * d],
+                coef)                                        # (T, d)
 
 
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
 def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
-                            all_rows, P, dO, dW, dqkv, r0, r1):
+                            P, dO, dW, dqkv, r0, r1):
     """The gradient of ``sum(dO * O) + sum(dW * P)`` with respect to
     `qkv`, for pairs r0 to r1, written into their columns of `dqkv`
     (B, T, 3*H); `dW` (B*h, T, T) is the gradient reaching the weights
@@ -429,10 +413,7 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
     the masked ones (the book's masking replaces their scores, so no
     gradient reaches them); ``dQ = scale * dS K``, ``dK = scale * dS^T Q``.
     As forward, the products skip the keys past the valid length, whose
-    rows of dK and dV are 0.  Without `all_rows`, only the first
-    `_queries_used` query rows are read, and dQ is 0 past them: the
-    gradient is the same when `dO` and `dW` are 0 on the other rows
-    (the packed step's, whose padded positions' output is never read).
+    rows of dK and dV are 0.
     """
     T, d, coef, work = _pair_scratch(qkv, h, 4)
     Pd, drop, dP, dS = work[0], work[1], work[2], work[3]    # (T, T) each
@@ -446,23 +427,20 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
         L = lens[b]
         # Keys past Lk have weight 0: no gradient reaches their K and V
         Lk = _keys_used(L, T)
-        Lq = _queries_used(L, T, all_rows)
         dK[Lk:] = 0.0
         dV[Lk:] = 0.0
-        dQ[Lq:] = 0.0
         W = _dropped(P, bh, seed, threshold, keep_scale, drop, Pd,
-                     Lq, Lk)                                 # (Lq, Lk)
-        _matmul(W, True, G[:Lq], False, dV[:Lk], coef)       # (Lk, d)
-        _matmul(G[:Lq], False, V[:Lk], True, dP[:Lq, :Lk],
-                coef)                                        # (Lq, Lk)
+                     Lk)                                     # (T, Lk)
+        _matmul(W, True, G, False, dV[:Lk], coef)            # (Lk, d)
+        _matmul(G, False, V[:Lk], True, dP[:, :Lk], coef)    # (T, Lk)
         if threshold > 0:
-            for q in range(Lq):
+            for q in range(T):
                 for k in range(Lk):
                     dP[q, k] *= drop[q, k]
-        for q in range(Lq):
+        for q in range(T):
             for k in range(Lk):
                 dP[q, k] += dW[bh, q, k]
-        for q in range(Lq):
+        for q in range(T):
             a = qkv.dtype.type(0.0)
             for k in range(L):
                 a += P[bh, q, k] * dP[q, k]
@@ -470,10 +448,8 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
                 dS[q, k] = P[bh, q, k] * (dP[q, k] - a) * scale
             for k in range(L, Lk):
                 dS[q, k] = 0.0
-        _matmul(dS[:Lq, :Lk], False, K[:Lk], False, dQ[:Lq],
-                coef)                                        # (Lq, d)
-        _matmul(dS[:Lq, :Lk], True, Q[:Lq], False, dK[:Lk],
-                coef)                                        # (Lk, d)
+        _matmul(dS[:, :Lk], False, K[:Lk], False, dQ, coef)  # (T, d)
+        _matmul(dS[:, :Lk], True, Q, False, dK[:Lk], coef)   # (Lk, d)
 
 
 # ---------------------------------------------------------------------------

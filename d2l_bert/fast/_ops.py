@@ -201,10 +201,10 @@ def _smoke_test():
     P, O = onp.empty((1, 2, 2), onp.float32), onp.empty((1, 2, 1), onp.float32)
     args = (qkv, onp.array([1], onp.int32), 1, onp.float32(1),
             onp.uint64(0), onp.uint64(0), onp.float32(1))
-    K.self_attention_forward(*args, True, P, O, 0, 1)
+    K.self_attention_forward(*args, P, O, 0, 1)
     dqkv = onp.empty_like(qkv)
-    K.self_attention_backward(*args, True, P, onp.ones_like(O),
-                              onp.zeros_like(P), dqkv, 0, 1)
+    K.self_attention_backward(*args, P, onp.ones_like(O), onp.zeros_like(P),
+                              dqkv, 0, 1)
     # AddNorm of one row, no dropout: X + 0 normalized, then its gradient
     no_dropout = (onp.uint64(0), onp.uint64(0), onp.float32(1))
     Y, beta = onp.zeros_like(X), onp.zeros(3, onp.float32)
@@ -269,7 +269,7 @@ def softmax_ce(F, scores, labels):
     return loss.as_np_ndarray()                              # (N,)
 
 
-def self_attention(F, qkv, valid_lens, num_heads, dropout, all_rows=True):
+def self_attention(F, qkv, valid_lens, num_heads, dropout):
     """Scaled dot-product attention of every head, from the fused
     projection `qkv`, as `MultiHeadAttention`'s book path computes it.
 
@@ -290,12 +290,6 @@ def self_attention(F, qkv, valid_lens, num_heads, dropout, all_rows=True):
     num_heads : int
     dropout : float
         Dropout rate on the attention weights, applied in training.
-    all_rows : bool, default True
-        Whether the padded positions' rows (queries past the valid length)
-        are needed.  When False, only the valid rows (rounded up to whole
-        BLAS panels) are computed and the others' output and weights are
-        0; their output's gradient must then be 0 (the packed step reads
-        only the valid positions).
 
     Returns
     -------
@@ -305,8 +299,7 @@ def self_attention(F, qkv, valid_lens, num_heads, dropout, all_rows=True):
     qkv = qkv.as_nd_ndarray()
     out = attention_op(F, 'd2l_bert_self_attention',
                        [qkv, _dropout_seed(F, qkv)], valid_lens, num_heads,
-                       dropout=repr(float(dropout)),
-                       all_rows=str(bool(all_rows)))
+                       dropout=repr(float(dropout)))
     return out[0].as_np_ndarray(), out[1].as_np_ndarray()
 
 
@@ -809,10 +802,9 @@ class _SelfAttention(mx.operator.CustomOp):
     (B*h, T, T) and whether dropout was applied (1,), which the backward
     pass needs."""
 
-    def __init__(self, heads, dropout, has_lens, all_rows):
+    def __init__(self, heads, dropout, has_lens):
         super().__init__()
         self.heads, self.dropout, self.has_lens = heads, dropout, has_lens
-        self.all_rows = all_rows
 
     def _lens(self, in_data, B, T):
         """The valid length of each example as an int32 count of keys in
@@ -836,7 +828,7 @@ class _SelfAttention(mx.operator.CustomOp):
                          X.dtype)
         _run(K.self_attention_forward, B * self.heads, X,
              self._lens(in_data, B, T), self.heads,
-             *self._scalars(X, in_data[1], dropout_on), self.all_rows, P, O)
+             *self._scalars(X, in_data[1], dropout_on), P, O)
         _assign(out_data[0], req[0], O)
         _assign(out_data[1], req[1], P)
         _assign(out_data[2], req[2], onp.array([dropout_on], onp.float32))
@@ -856,8 +848,7 @@ class _SelfAttention(mx.operator.CustomOp):
         dX = _loop_output(in_grad[0], req[0], X.shape, X.dtype)
         _run(K.self_attention_backward, B * self.heads, X,
              self._lens(in_data, B, T), self.heads,
-             *self._scalars(X, in_data[1], dropout_on), self.all_rows,
-             P, dO, dP, dX)
+             *self._scalars(X, in_data[1], dropout_on), P, dO, dP, dX)
         _assign(in_grad[0], req[0], dX)
 
 
@@ -894,11 +885,9 @@ class AttentionProp(mx.operator.CustomOpProp):
 class _SelfAttentionProp(AttentionProp):
     leading = ('qkv', 'seed')
 
-    def __init__(self, heads, dropout='0.0', has_lens='True',
-                 all_rows='True'):
+    def __init__(self, heads, dropout='0.0', has_lens='True'):
         super().__init__(heads, has_lens)
         self.dropout = float(dropout)
-        self.all_rows = all_rows == 'True'
 
     def list_outputs(self):
         return ['output', 'attention_weights', 'dropout_on']
@@ -916,8 +905,7 @@ class _SelfAttentionProp(AttentionProp):
         return _all_arrays(out_grad, in_data, out_data)
 
     def create_operator(self, ctx, shapes, dtypes):
-        return _SelfAttention(self.heads, self.dropout, self.has_lens,
-                              self.all_rows)
+        return _SelfAttention(self.heads, self.dropout, self.has_lens)
 
 
 class _AddNorm(mx.operator.CustomOp):

@@ -151,13 +151,12 @@ class FastSelfAttention(nn.HybridBlock):
             X, weight, bias, num_hidden=3 * self.num_hiddens,
             no_bias=bias is None, flatten=False)             # (..., 3*H)
 
-    def _compiled_attention(self, F, qkv, valid_lens, all_rows=True):
+    def _compiled_attention(self, F, qkv, valid_lens):
         """The compiled loops' attention, with dropout: `qkv` (B, T, 3*H),
-        `valid_lens` (B,) or None -> (B, T, H); without `all_rows`, the
-        rows past the valid lengths are 0 (`_ops.self_attention`)."""
+        `valid_lens` (B,) or None -> (B, T, H)."""
         output, _ = _ops.self_attention(
-            F, qkv, valid_lens, self.num_heads, self.dropout._rate,
-            all_rows)                                        # (B, T, H)
+            F, qkv, valid_lens, self.num_heads,
+            self.dropout._rate)                              # (B, T, H)
         return output                                        # (B, T, H)
 
     def qkv_weight(self, F, X):

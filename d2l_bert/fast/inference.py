@@ -54,10 +54,9 @@ class InferenceSelfAttention(FastSelfAttention):
         Use the compiled loop (else MXNet's interleaved attention).
     """
 
-    def _compiled_attention(self, F, qkv, valid_lens, all_rows=True):
+    def _compiled_attention(self, F, qkv, valid_lens):
         """The compiled inference loop, without dropout: `qkv`
-        (B, T, 3*H), `valid_lens` (B,) or None -> (B, T, H); every row
-        is computed, whatever `all_rows`."""
+        (B, T, 3*H), `valid_lens` (B,) or None -> (B, T, H)."""
         return _inference_ops.self_attention(
             F, qkv, valid_lens, self.num_heads)              # (B, T, H)
 

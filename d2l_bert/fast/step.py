@@ -265,9 +265,8 @@ def _packed_block(F, blk, X, like, valid_lens, pack, unpack):
 
     if attention.kernels:
         qkv = attention.qkv(F, X)                            # (N, 3*H)
-        # Only the valid positions' rows are packed back: skip the others
-        O = attention._compiled_attention(F, unpacked(qkv), valid_lens,
-                                          all_rows=False)    # (B, T, H)
+        O = attention._compiled_attention(F, unpacked(qkv),
+                                          valid_lens)        # (B, T, H)
         O = attention.W_o(packed(O))                         # (N, H)
     else:
         O = packed(attention(unpacked(X), valid_lens))       # (N, H)
