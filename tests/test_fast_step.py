@@ -282,3 +282,32 @@ def test_the_multiples_must_be_positive_ints(name, multiple):
                        f'positive int, got {multiple!r}'):
         fast.batch_loss(net, gluon.loss.SoftmaxCELoss(), V,
                         **{name: multiple})
+
+
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_a_weighted_prediction_past_the_valid_length_gets_the_books_loss(
+        kernels):
+    """Example 1 (valid length 1) predicts position 9, past its length
+    and past the length rounded up to 8: the step packs its positions up
+    to 9, and their encodings must be the book's (attention over the
+    one valid key)."""
+    devices = [mx.cpu(0)]
+    net = model_on(devices)
+    loss = gluon.loss.SoftmaxCELoss()
+    batch = list(pretraining_batch())
+    batch[3] = np.array([[1, 5, 10], [9, 0, 0], [2, 6, 0], [1, 0, 0]],
+                        dtype='int32')                      # (B, P)
+    shards = [[a] for a in batch]
+
+    def book(*shards):
+        return _get_batch_loss_bert(net, loss, V, *shards)
+
+    book_losses, book_grads = losses_and_grads(book, net, shards)
+    step = fast.batch_loss(net, loss, V, kernels=kernels, row_multiple=1,
+                           token_multiple=1)
+    fast_losses, fast_grads = losses_and_grads(step, net, shards)
+    for ours, theirs in zip(fast_losses, book_losses):
+        assert_close(ours, theirs)
+    for name in book_grads:
+        assert_close(fast_grads[name][0], book_grads[name][0], GRADIENTS,
+                     err_msg=name)
