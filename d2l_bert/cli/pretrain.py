@@ -463,11 +463,6 @@ def _load_corpus(args, warn=True):
     return train_iter, valid_iter, vocab
 
 
-#: How often a word must occur to be in the vocabulary (the book's
-#: `_WikiTextDataset`, ``min_freq=5``)
-MIN_FREQ = 5
-
-
 def small_corpus_warning(args, num_pairs, vocab_size):
     """One line on a training corpus too small to learn from: fewer
     pairs than a batch, or no word in the vocabulary (None otherwise).
@@ -479,6 +474,7 @@ def small_corpus_warning(args, num_pairs, vocab_size):
     num_pairs, vocab_size : int
         The training pairs and the tokens of the vocabulary.
     """
+    from ..runs.wiki_data import MIN_FREQ
     problems = []
     if num_pairs < args.batch_size:
         problems.append(f'fewer than one batch (--batch-size '

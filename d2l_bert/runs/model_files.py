@@ -20,8 +20,8 @@ from ..bert import BERTModel, get_tokens_and_segments
 from ..checks import check_inputs
 from ..data.atomic import atomic_write_all
 from ..data.model_dir import (  # noqa: F401  (read here, and by users)
-    CONFIG_FILE, HEAD_SIZE, PARAMS_FILE, VOCAB_FILE, infer_config,
-    load_parameters, load_vocab, read_config)
+    CONFIG_FILE, HEAD_SIZE, PARAMS_FILE, SIZE_KEYS, VOCAB_FILE,
+    infer_config, load_parameters, load_vocab, read_config)
 
 # ---------------------------------------------------------------------------
 # Saving and loading a pretrained model (d2l's `bert.small` layout)
@@ -112,8 +112,8 @@ def load_pretrained(model_dir, devices=None):
     try:
         load_parameters(net, params_file, devices)
     except AssertionError as e:  # another shape than config.json's sizes
-        sizes = ', '.join(f'{k}={config[k]}' for k in MODEL_KEYS[1:]
-                          if k in config and k != 'dropout')
+        sizes = ', '.join(f'{k}={config[k]}' for k in SIZE_KEYS[1:]
+                          if k in config)
         raise ValueError(
             f'{params_file} does not fit the sizes of {CONFIG_FILE} '
             f'({sizes}): {e}; correct them, or re-run `d2l-bert '

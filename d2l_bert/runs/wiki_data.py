@@ -72,12 +72,17 @@ def read_paragraphs(data_dir, file_name):
     return paragraphs
 
 
+#: How often a word must occur to be in the vocabulary (the book's
+#: `_WikiTextDataset`, ``min_freq=5``)
+MIN_FREQ = 5
+
+
 def build_vocab(paragraphs):
     """The vocabulary `_WikiTextDataset` builds, from tokenized
     `paragraphs` (lists of sentences of tokens)."""
     sentences = [sentence for paragraph in paragraphs
                  for sentence in paragraph]
-    return d2l.Vocab(sentences, min_freq=5, reserved_tokens=[
+    return d2l.Vocab(sentences, min_freq=MIN_FREQ, reserved_tokens=[
         '<pad>', '<mask>', '<cls>', '<sep>'])
 
 
