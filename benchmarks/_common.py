@@ -45,6 +45,7 @@ import json
 import os
 import pickle
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -731,18 +732,19 @@ def profile(fn, label, top, steps=5):
     npx.waitall()
     # A file of our own: MXNet replaces its profile file when it dumps,
     # and given os.devnull it once turned /dev/null into a regular file
-    trace = os.path.join(tempfile.mkdtemp(prefix='d2l-bert-profile-'),
-                         'profile.json')
-    mx.profiler.set_config(profile_all=True, aggregate_stats=True,
-                           filename=trace)
-    with loop_times() as loops:
-        mx.profiler.set_state('run')
-        for _ in range(steps):
-            fn()
-            npx.waitall()
-        mx.profiler.set_state('stop')
-    stats = mx.profiler.dumps(reset=True, format='json')
-    import json
+    folder = tempfile.mkdtemp(prefix='d2l-bert-profile-')
+    try:
+        mx.profiler.set_config(profile_all=True, aggregate_stats=True,
+                               filename=os.path.join(folder, 'profile.json'))
+        with loop_times() as loops:
+            mx.profiler.set_state('run')
+            for _ in range(steps):
+                fn()
+                npx.waitall()
+            mx.profiler.set_state('stop')
+        stats = mx.profiler.dumps(reset=True, format='json')
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     ops = json.loads(stats)['Time'].get('operator', {})
     total = sum(v['Total'] for v in ops.values()) / steps
     rows = sorted(ops.items(), key=lambda kv: -kv[1]['Total'])[:top]

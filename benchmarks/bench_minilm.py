@@ -159,10 +159,20 @@ def _onnx_setup(model, inputs, num_threads):
         from onnxruntime.transformers import optimizer
     except ImportError:
         return {}, {}
+    import shutil
     import tempfile
-
-    import torch
     folder = tempfile.mkdtemp(prefix='bench-minilm-onnx-')
+    try:        # the sessions hold their graphs: the files can go
+        return _onnx_sessions(ort, optimizer, folder, model, inputs,
+                              num_threads)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _onnx_sessions(ort, optimizer, folder, model, inputs, num_threads):
+    """Export `model` into `folder`, optimize it, and open both graphs
+    (`_onnx_setup`)."""
+    import torch
     plain = os.path.join(folder, 'minilm.onnx')
     torch.onnx.export(_as_tuple(model), tuple(inputs.values()), plain,
                       input_names=list(inputs),
