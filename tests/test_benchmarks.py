@@ -392,3 +392,40 @@ def test_cpu_model_reads_lscpu_then_proc_cpuinfo(monkeypatch):
             return
     assert _common.cpu_model() == (_common.platform.processor()
                                    or _common.platform.machine())
+
+
+@pytest.mark.parametrize('cpuinfo,kind', [
+    ('processor\t: 0\ncpu family\t: 25\nmodel\t\t: 1\n'
+     'flags\t\t: fpu sse2 avx fma avx2\nprocessor\t: 1\n'
+     'flags\t\t: fpu avx512f\n', 'family 25, model 1; AVX2, no AVX-512'),
+    ('cpu family\t: 6\nmodel\t\t: 207\n'
+     'flags\t\t: avx2 avx512f avx512_bf16 amx_tile\n',
+     'family 6, model 207; AVX-512, AVX-512 BF16, AMX'),
+    ('cpu family\t: 26\nmodel\t\t: 2\nflags\t\t: avx2 avx512f\n',
+     'family 26, model 2; AVX-512'),
+    ('cpu family\t: 6\nmodel\t\t: 23\nflags\t\t: sse4_1\n',
+     'family 6, model 23; no AVX2'),
+    ('processor\t: 0\nFeatures\t: fp asimd evtstrm aes\n', 'NEON'),
+    ('Features\t: fp asimd sve\n', 'SVE'),
+    ('', ''),
+])
+def test_cpu_kind_names_the_family_and_widest_instructions(cpuinfo, kind):
+    assert _common_module().cpu_kind(cpuinfo) == kind
+
+
+def test_the_machine_line_and_a_hold_to_avx2_say_what_kind_of_cpu(
+        monkeypatch):
+    _common = _common_module()
+    monkeypatch.setattr(_common, 'cpu_model', lambda: 'AMD EPYC')
+    monkeypatch.setattr(_common, 'cpu_kind', lambda: 'family 25, model 1; '
+                        'AVX2, no AVX-512')
+    assert _common.machine().startswith(
+        'AMD EPYC (family 25, model 1; AVX2, no AVX-512), ')
+    monkeypatch.setattr(_common, 'AVX2', {})     # nothing set here
+    monkeypatch.delitem(sys.modules, 'mxnet', raising=False)
+    assert _common.hold_isa('avx2') == 'instruction set: held to AVX2 ()'
+    monkeypatch.setattr(_common, 'cpu_kind', lambda: 'family 26, model 2; '
+                        'AVX-512')
+    assert _common.hold_isa('avx2').endswith(
+        '; this CPU has wider instructions, so the run checks the AVX2 '
+        'kernels, not the speed of a CPU without AVX-512')
