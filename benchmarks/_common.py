@@ -219,13 +219,24 @@ def machine():
             f'Python {platform.python_version()}')
 
 
-#: The shape of every GEMM timed here, (M, K) @ (K, N): the MLM output
-#: layer's at the book's settings, 5120 rows of 128 times 128 x 20256
-GEMM_SHAPE = (5120, 128, 20256)
+#: Another row count M for every GEMM timed here: the test suite runs
+#: the scripts at 512, to check their logic rather than the machine
+GEMM_ROWS_ENV = 'D2L_BERT_BENCH_GEMM_ROWS'
+
+
+def gemm_shape():
+    """``(M, K, N)`` of every GEMM timed here, (M, K) @ (K, N): the MLM
+    output layer's at the book's settings, 5120 rows of 128 times 128 x
+    20256, or `GEMM_ROWS_ENV`'s rows."""
+    rows = os.environ.get(GEMM_ROWS_ENV, '5120')
+    if not rows.isdigit() or int(rows) < 1:
+        raise SystemExit(f'{GEMM_ROWS_ENV} must be a positive number of '
+                         f'rows, got {rows!r}')
+    return int(rows), 128, 20256
 
 
 def gemm_rates(repeats=3):
-    """GFLOP/s of a float32 GEMM of `GEMM_SHAPE` by each library of this
+    """GFLOP/s of a float32 GEMM of `gemm_shape()` by each library of this
     process, the fastest of `repeats` after one untimed call, each
     writing into an output it reuses.
 
@@ -241,7 +252,7 @@ def gemm_rates(repeats=3):
     """
     import numpy as onp
     from mxnet import np
-    M, K, N = GEMM_SHAPE
+    M, K, N = gemm_shape()
     X = onp.random.uniform(-1, 1, (M, K)).astype('float32')
     W = onp.random.uniform(-1, 1, (K, N)).astype('float32')
     fc, _ = gemm_rate()
@@ -288,7 +299,7 @@ def best_gemm(threads=None):
         raise RuntimeError('measuring the GEMMs failed:\n' + done.stderr)
     rates = json.loads(done.stdout.strip().splitlines()[-1])
     name = max(rates, key=rates.get)
-    M, K, N = GEMM_SHAPE
+    M, K, N = gemm_shape()
     return rates[name], (
         f'float32 GEMM {M}x{K} @ {K}x{N}, fastest of 3: ' +
         ', '.join(f'{n} {r:.0f}' for n, r in rates.items()) +
@@ -376,13 +387,13 @@ def encode_flops(batch_size=64, max_len=128, num_hiddens=128,
 def gemm_rate():
     """Return a function that runs one float32 GEMM and its FLOP count.
 
-    The shapes are the MLM output layer's: (5120, 128) times (128, 20256),
-    through `npx.fully_connected` (oneDNN), the kernel Gluon's `Dense`
-    uses.  The output array is reused, so no time goes to allocation.
+    The shapes are `gemm_shape()`'s, the MLM output layer's, through
+    `npx.fully_connected` (oneDNN), the kernel Gluon's `Dense` uses.  The
+    output array is reused, so no time goes to allocation.
     """
     import mxnet as mx
     from mxnet import np
-    M, K, N = 5120, 128, 20256
+    M, K, N = gemm_shape()
     X = np.random.uniform(-1, 1, size=(M, K))
     W = np.random.uniform(-1, 1, size=(N, K))
     out = np.zeros((M, N))
@@ -665,10 +676,11 @@ def print_step_table(res, flops, gemm_flops, batch_size, labels,
     """
     fastest = min(res['gemm'][1])
     peak = gemm_flops / fastest / 1e9
+    M, K, N = gemm_shape()
     print(f"\nstep arithmetic: {flops / 1e9:.0f} GFLOP; float32 GEMM "
           f"peak in this run: {peak:.0f} GFLOP/s (fastest of "
-          f"{len(res['gemm'][1])} rounds, {fastest * 1e3:.0f} ms for 5120x128 "
-          f"@ 128x20256; median {res['gemm'][0] * 1e3:.0f} ms)")
+          f"{len(res['gemm'][1])} rounds, {fastest * 1e3:.0f} ms for "
+          f"{M}x{K} @ {K}x{N}; median {res['gemm'][0] * 1e3:.0f} ms)")
     print(f"{'':30s}{'ms/step':>9s}{'pairs/s':>9s}{'GFLOP/s':>9s}"
           f"{'of GEMM':>9s}{'CPU s':>8s}{'vs d2l':>8s}")
     for name, label in labels:

