@@ -12,7 +12,7 @@ this checkout (`D2L_BERT_SOURCE`), at small sizes.
 
 The simulated Colab (Python 3.13) runs with the suite; the simulated
 Kaggle (Python 3.12) runs in CI (``CI=true``) or with
-``D2L_BERT_HOSTED=all``: each platform adds about three minutes.
+``D2L_BERT_HOSTED=all``: each platform adds about two minutes.
 """
 import glob
 import json
@@ -245,7 +245,7 @@ def platform_wanted(name):
             'D2L_BERT_HOSTED') == 'all':
         return None
     return ('the simulated Kaggle runs in CI or with D2L_BERT_HOSTED=all '
-            '(about three minutes)')
+            '(about two minutes)')
 
 
 class Platform:
