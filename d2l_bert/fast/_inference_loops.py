@@ -7,8 +7,11 @@ used (importing this module imports numba).  The training loop
 (`_loops.self_attention_forward`) writes every pair's (T, T) weights out
 for its backward pass, 50 MB a block for all-MiniLM-L6-v2 on 64 x 128
 tokens; at inference nothing reads them, so here each pair's scores stay
-in one (T, T) buffer of the thread, in the cache, from the product with
-the keys to the product with the values.
+in two (T, T) buffers of the thread (scores, then weights), in the
+cache, from the product with the keys to the product with the values.
+The softmax writes its weights beside the scores, not over them: LLVM
+vectorizes the exponentials only when their input and output do not
+overlap, and over them it ran three times slower.
 
 Dimension key: B examples, T positions, h heads of d columns, H = h*d,
 L the valid length of an example (its first L keys are attended).
@@ -52,7 +55,8 @@ def self_attention_inference(qkv, lens, h, scale, O, r0, r1):
     dt = qkv.dtype
     coef = onp.array([scale, 0.0], dt)   # BLAS scales the scores
     one = onp.array([1.0, 0.0], dt)
-    buf = onp.empty(T * T, dt)
+    buf = onp.empty(T * T, dt)                               # scores
+    wbuf = onp.empty(T * T, dt)                              # weights
     bits = onp.empty(T, onp.int32)
     for bh in range(r0, r1):
         b, i = bh // h, bh % h
@@ -61,14 +65,16 @@ def self_attention_inference(qkv, lens, h, scale, O, r0, r1):
         if L == 0:
             # Every score masked alike: uniform weights over all T keys
             L = T
-            W = buf.reshape((T, T))                          # (T, T)
+            W = wbuf.reshape((T, T))                         # (T, T)
             W[:, :] = 1.0 / T
         else:
-            # Contiguous (T, L) scores, so that the row loops vectorize
-            W = buf[:T * L].reshape((T, L))                  # (T, L)
-            _matmul(Q, False, K[:L], True, W, coef)          # (T, L)
+            # Contiguous (T, L) scores and weights, so that the row loops
+            # vectorize
+            S = buf[:T * L].reshape((T, L))                  # (T, L)
+            W = wbuf[:T * L].reshape((T, L))                 # (T, L)
+            _matmul(Q, False, K[:L], True, S, coef)          # (T, L)
             for q in range(T):
-                _softmax_row(W[q], W[q], bits)               # (L,)
+                _softmax_row(S[q], W[q], bits)               # (L,)
         _matmul(W, False, V[:L], False,
                 O[b, :, i * d:(i + 1) * d], one)             # (T, d)
 
