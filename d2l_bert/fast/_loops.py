@@ -102,11 +102,14 @@ def _row_max(row):
 
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True, inline='always')
 def _softmax_row(row, p, bits):
-    """``p = softmax(row)`` over one row of scores (`p` may be `row`
-    itself): the vectorized exp of `_exp_shifted` in float32, `np.exp`
-    (to float64's precision) otherwise; `bits` (at least the row's
-    length) is int32 scratch.  The attention loops of training and of
-    inference both call it."""
+    """``p = softmax(row)`` over one row of scores: the vectorized exp
+    of `_exp_shifted` in float32, `np.exp` (to float64's precision)
+    otherwise; `bits` (at least the row's length) is int32 scratch.  The
+    attention loops of training and of inference both call it.
+
+    `p` may be `row` itself, but then LLVM leaves the exponentials
+    unvectorized (their input and output overlap): give it other memory.
+    """
     n = row.shape[0]
     t = p.dtype.type
     m = _row_max(row)
