@@ -26,6 +26,12 @@ loops take float64 too); labels are int32.
 The dropout masks are hashes of the position and a seed
 (`_uniform_bits`), so a backward pass rebuilds its mask.
 
+The row helpers (`_softmax_row`, `_normalize_row`, `_matmul`, ...) are
+plain ``njit`` functions: LLVM inlines them into their callers.  Numba's
+own ``inline='always'`` copies the callee's IR statement by statement with
+`copy.deepcopy`, and made compiling the loops four times slower, for
+kernels no faster.
+
 Dimension key: N rows, V vocabulary size, C channels (num_hiddens); in
 the attention, B examples, T positions, h heads of d columns, H = h*d.
 """
@@ -45,7 +51,7 @@ _LN2 = onp.float32(0.6931471805599453)
 _LOWEST = onp.float32(-87.0)   # exp(-87) is still a normal float32
 
 
-@numba.njit(nogil=True, fastmath=FASTMATH, cache=True, inline='always')
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
 def _exp_shifted(src, shift, mult, out, bits):
     """``out[j] = mult * exp(src[j] - shift)`` for a row, vectorizable.
 
@@ -76,7 +82,7 @@ def _exp_shifted(src, shift, mult, out, bits):
         out[j] *= scale[j]
 
 
-@numba.njit(nogil=True, fastmath=FASTMATH, cache=True, inline='always')
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
 def _row_max(row):
     """The largest value of a row.  A NaN is passed over unless it comes
     first; either way a NaN score makes its row's exponentials, and so
@@ -100,7 +106,7 @@ def _row_max(row):
     return c if c > a else a
 
 
-@numba.njit(nogil=True, fastmath=FASTMATH, cache=True, inline='always')
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
 def _softmax_row(row, p, bits):
     """``p = softmax(row)`` over one row of scores: the vectorized exp
     of `_exp_shifted` in float32, `np.exp` (to float64's precision)
@@ -179,7 +185,7 @@ def softmax_ce_backward(X, y, lse, g, dX, r0, r1):
         out[label] -= gi
 
 
-@numba.njit(nogil=True, fastmath=FASTMATH, cache=True, inline='always')
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
 def _layer_norm_row_grad(g, gamma, xhat, inv, dgamma, dbeta, dz):
     """LayerNorm's input gradient for one row: from the output's gradient
     `g`, the normalized input `xhat` and ``inv = 1 / std``, writes `dz`
@@ -235,7 +241,7 @@ _MIX2 = 0xC2B2AE35
 _LOW32 = 0xFFFFFFFF
 
 
-@numba.njit(nogil=True, cache=True, inline='always')
+@numba.njit(nogil=True, cache=True)
 def _uniform_bits(seed, index):
     """32 random-looking bits from a seed and an index (MurmurHash3's
     finaliser of ``index * golden + seed``): the dropout mask is a pure
@@ -251,7 +257,7 @@ def _uniform_bits(seed, index):
     return x
 
 
-@numba.njit(nogil=True, cache=True, inline='always')
+@numba.njit(nogil=True, cache=True)
 def _row_dropout(seed, threshold, keep_scale, i, out):
     """The dropout factors of row i of an (N, C) array into `out` (C,):
     `keep_scale` (1 / (1 - p)) where kept, 0 where dropped, 1 everywhere
@@ -290,7 +296,7 @@ _xxgemm = types.ExternalFunction('numba_xxgemm', types.intc(
 _NO_T, _T = ord('N'), ord('T')
 
 
-@numba.njit(nogil=True, cache=True, inline='always')
+@numba.njit(nogil=True, cache=True)
 def _matmul(A, a_t, B, b_t, C, coef):
     """``C = op(A) op(B)``, op transposing when `a_t` / `b_t`; A, B, C
     are 2-D (rows may be strided, columns contiguous), of one type, float32
@@ -309,7 +315,7 @@ def _matmul(A, a_t, B, b_t, C, coef):
             coef[1:].ctypes, C.ctypes, C.strides[0] // C.itemsize)
 
 
-@numba.njit(nogil=True, cache=True, inline='always')
+@numba.njit(nogil=True, cache=True)
 def _pair_qkv(qkv, b, i, d):
     """Example b, head i's first column in `qkv` (B, T, 3*H), and views
     of its queries, keys and values there, (T, d) each (no copies)."""
@@ -318,7 +324,7 @@ def _pair_qkv(qkv, b, i, d):
             qkv[b, :, q0 + 2 * d:q0 + 3 * d])
 
 
-@numba.njit(nogil=True, cache=True, inline='always')
+@numba.njit(nogil=True, cache=True)
 def _dropped(P, bh, seed, threshold, keep_scale, drop, Pd, Lk):
     """The first `Lk` columns (keys) of pair bh's weights after dropout:
     ``Pd[:, :Lk] = P[bh, :, :Lk] * drop[:, :Lk]`` with the pair's dropout
@@ -336,7 +342,7 @@ def _dropped(P, bh, seed, threshold, keep_scale, drop, Pd, Lk):
     return P[bh, :, :Lk]
 
 
-@numba.njit(nogil=True, cache=True, inline='always')
+@numba.njit(nogil=True, cache=True)
 def _pair_scratch(qkv, h, n):
     """What the attention loops start a chunk of pairs from: T, d, the
     BLAS coefficients ``[1, 0]`` in `qkv`'s type, and `n` (T, T) buffers
@@ -353,7 +359,7 @@ def _pair_scratch(qkv, h, n):
 _KEY_STEP = 8
 
 
-@numba.njit(nogil=True, cache=True, inline='always')
+@numba.njit(nogil=True, cache=True)
 def _keys_used(L, T):
     """How many keys a pair's products take: its valid length `L` (the
     weights of the others are exactly 0, so their products add nothing)
@@ -464,7 +470,7 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
 # the mask and any split of the rows draws the same one.
 
 
-@numba.njit(nogil=True, fastmath=FASTMATH, cache=True, inline='always')
+@numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
 def _normalize_row(z, gamma, beta, epsilon, out):
     """``out = (z - mean) / std * gamma + beta`` for one row `z` (C,),
     with ``std = sqrt(var + epsilon)`` as MXNet's LayerNorm gives it;
