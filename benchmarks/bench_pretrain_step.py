@@ -27,12 +27,17 @@ trains it), or ``--batch random``, lengths spread evenly.
 Each step and a float32 GEMM of the MLM output layer's shape run in a
 process of their own, as a user runs them, taking turns (`in_processes`),
 so that a machine shared with other work slows them alike; medians are
-reported.  In one process (``--one-process``), d2l's step runs slower
+reported.  The batch is built once, by a short process of its own, and
+each process reads it from a file.  In one process (``--one-process``), d2l's step runs slower
 after ours than alone: what slows it is in docs/performance-history.md,
 "Pretraining step".
 """
+import argparse
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402  (before mxnet: sets the thread count)
@@ -51,6 +56,9 @@ def parse_args(argv=None):
                         "the embedded corpus's own vocabulary (2201), as "
                         "`d2l-bert pretrain` builds it")
     _common.add_process_options(p)
+    # The batch, built once by `write_batch` and read by every process
+    p.add_argument('--batch-file', default=None, help=argparse.SUPPRESS)
+    p.add_argument('--write-batch', default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.vocab == 'corpus' and args.batch == 'random':
         p.error("--vocab corpus needs --batch wikitext (a random batch "
@@ -63,6 +71,11 @@ def book_batch(args, cfg):
     the book's sizes, or `_common.book_batch`'s random one; and the
     vocabulary size of the model (with ``--vocab corpus`` the corpus's,
     as `d2l-bert pretrain` builds it)."""
+    if args.batch_file:
+        import numpy as onp
+        with onp.load(args.batch_file) as saved:
+            return ([saved[f'arr_{i}'] for i in range(7)],
+                    int(saved['vocab_size']))
     if args.batch == 'random':
         return _common.book_batch(cfg['batch_size'], cfg['max_len'],
                                   cfg['vocab_size'], cfg['num_preds']), \
@@ -77,6 +90,17 @@ def book_batch(args, cfg):
     batch = [a.asnumpy() for a in next(iter(data_iter))]
     return batch, (len(vocab) if args.vocab == 'corpus'
                    else cfg['vocab_size'])
+
+
+def write_batch(args):
+    """``--write-batch PATH``: save `book_batch`'s batch and vocabulary
+    size there (.npz), for the processes of the run to read: building
+    the embedded corpus's examples takes seconds in each of them."""
+    import numpy as onp
+    cfg = dict(_common.BOOK, batch_size=args.batch_size)
+    batch, vocab_size = book_batch(args, cfg)
+    onp.savez(args.write_batch, *batch, vocab_size=vocab_size)
+    return 0
 
 
 def build(args, sides=('d2l', 'ours', 'book')):
@@ -181,6 +205,25 @@ def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker(args)
+    if args.write_batch:
+        return write_batch(args)
+    if args.one_process or args.profile or args.batch_file:
+        return run(args)
+    # One process builds the batch; the sides and `rows_line` read it
+    folder = tempfile.mkdtemp(prefix='d2l-bert-batch-')
+    try:
+        path = os.path.join(folder, 'batch.npz')
+        subprocess.run([sys.executable, __file__, '--write-batch', path]
+                       + _common.worker_args(args)
+                       + ['--vocab', args.vocab], check=True)
+        args.batch_file = path
+        return run(args)
+    finally:
+        shutil.rmtree(folder)
+
+
+def run(args):
+    """The benchmark of `main`, its batch built or read."""
     best = _common.start_steps(args)
     print(f'batch: {args.batch}; '
           + ('all in this process' if args.one_process or args.profile
@@ -226,7 +269,8 @@ def _time(args):
         return res, losses, gemm_flops, cfg
     res, infos = _common.in_processes(
         __file__, sides + ('gemm',),
-        _common.worker_args(args) + ['--vocab', args.vocab],
+        _common.worker_args(args) + ['--vocab', args.vocab,
+                                     '--batch-file', args.batch_file],
         args.repeats, pause=args.pause)
     print('each process: ' + infos['d2l']['threads'].replace(
         '\n', '\n              '))
