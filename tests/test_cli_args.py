@@ -177,3 +177,21 @@ def test_library_spelling_becomes_the_options():
         "--max-len 8 is too small; use --max-len >= 12; --corpus 'x'"
     assert _args.plural(1, 'step') == '1 step'
     assert _args.plural(1200, 'step') == '1,200 steps'
+
+
+
+def test_checking_cpu_devices_imports_no_mxnet():
+    # check-text's cells run in a child process: its own process checks
+    # a CPU without the seconds MXNet's import takes, and a GPU with it
+    code = ('import sys; from d2l_bert.cli import _args\n'
+            "_args.check_devices('cpu:1', 'check-text')\n"
+            "print('mxnet' in sys.modules)\n"
+            'try:\n'
+            "    _args.check_devices('gpu:0', 'check-text')\n"
+            'except _args.UsageError:\n'
+            '    pass  # no GPU here\n'
+            "print('mxnet' in sys.modules)\n")
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, 'False\nTrue\n'), \
+        done.stderr

@@ -112,6 +112,14 @@ BAD = [
     ('chapter --devices cpu:0,cpu:1',
      '--devices cpu:0,cpu:1: chapter runs on one device, got 2; give one, '
      'such as cpu or gpu:0'),
+    ('check-text --devices cpu:0,cpu:1 README.md',
+     '--devices cpu:0,cpu:1: check-text runs on one device, got 2; give '
+     'one, such as cpu or gpu:0'),
+    pytest.param('check-text --devices cpu,gpu:1 README.md',
+                 "--devices cpu,gpu:1: device 'gpu:1' is not available: "
+                 'this machine has no GPU that MXNet can use; ask for cpu '
+                 "instead, or install a CUDA build of MXNet (see the docs' "
+                 'install page)', marks=NO_GPU),
     ('finetune --data nowhere',
      "argument --data: no such directory: 'nowhere'; give snli, synthetic "
      'or a directory holding snli_1.0_train.txt and snli_1.0_test.txt'),

@@ -428,10 +428,26 @@ def resolve_devices(text, one=None):
         except ValueError as e:
             raise UsageError(f'--devices {text}: {e}') from None
     if one and len(devices) > 1:
-        raise UsageError(f'--devices {text}: {one} runs on one device, '
-                         f'got {len(devices)}; give one, such as cpu or '
-                         'gpu:0')
+        raise _several(text, one, len(devices))
     return devices
+
+
+def check_devices(text, one):
+    """Check a ``--devices`` value as `resolve_devices` does, for a
+    command whose devices are used by another process: CPUs need no
+    `mxnet` in this one (it takes seconds to import), GPUs are looked
+    for."""
+    parts = text.split(',') if text else []
+    if not parts or not all(p.startswith('cpu') for p in parts):
+        resolve_devices(text, one)
+    elif len(parts) > 1:
+        raise _several(text, one, len(parts))
+
+
+def _several(text, one, count):
+    """The error of `count` devices for the one-device command `one`."""
+    return UsageError(f'--devices {text}: {one} runs on one device, got '
+                      f'{count}; give one, such as cpu or gpu:0')
 
 
 def add_threads(parser, help_text):

@@ -16,8 +16,8 @@ import json
 import os
 import sys
 
-from ._args import (UsageError, add_devices, examples, existing_file,
-                    resolve_devices, seconds)
+from ._args import (UsageError, add_devices, check_devices, examples,
+                    existing_file, seconds)
 
 #: Lines of an output shown in the report before it is cut
 MAX_LINES = 8
@@ -84,7 +84,7 @@ def add_arguments(parser):
 
 
 def main(args):
-    resolve_devices(args.devices, one='check-text')
+    check_devices(args.devices, one='check-text')
     from ..chapter.editions.child import DEFAULT_TIMEOUT
 
     timeout = args.timeout
