@@ -432,15 +432,15 @@ def resolve_devices(text, one=None):
     return devices
 
 
-def check_devices(text, one):
-    """Check a ``--devices`` value as `resolve_devices` does, for a
-    command whose devices are used by another process: CPUs need no
-    `mxnet` in this one (it takes seconds to import), GPUs are looked
-    for."""
+def check_devices(text, one=None):
+    """Refuse, before a command does any work, a ``--devices`` value that
+    `resolve_devices` would refuse (`one`: as there).  Only a GPU needs
+    `mxnet`, seconds to import, to be looked for: CPUs are checked by
+    their form, and the default cannot fail."""
     parts = text.split(',') if text else []
-    if not parts or not all(p.startswith('cpu') for p in parts):
+    if not all(p.startswith('cpu') for p in parts):
         resolve_devices(text, one)
-    elif len(parts) > 1:
+    elif one and len(parts) > 1:
         raise _several(text, one, len(parts))
 
 

@@ -31,9 +31,9 @@ import sys
 import time
 
 from ._args import (RunError, UsageError, add_devices, add_job_arguments,
-                    add_threads, examples, in_options, learning_rate,
-                    option, output_dir, plural, positive_int, rate,
-                    resolve_devices, seed)
+                    add_threads, check_devices, examples, in_options,
+                    learning_rate, option, output_dir, plural, positive_int,
+                    rate, resolve_devices, seed)
 from ..presets import BOOK_BERT, PRETRAINING
 
 CHECKPOINT_FILE, PLOT_FILE = 'checkpoint.zip', 'loss.png'
@@ -356,12 +356,13 @@ def main(args):
                              '--hosts FILE only')
     if args.kvstore is None:  # (a job's launcher checked its shards)
         _check_batch_size(args.batch_size, _num_devices(args.devices))
-    devices = resolve_devices(args.devices)
+    check_devices(args.devices)
     _check(args)
     kvstore = _join_job(args.kvstore)
     if kvstore is None:
         with _claim(args):
-            return _pretrain(args, devices, kvstore)
+            return _pretrain(args, resolve_devices(args.devices), kvstore)
+    devices = resolve_devices(args.devices)
     # A worker of a job: the launcher holds the lock on --out
     # Worker 0 alone prints (errors still go to stderr)
     with open(os.devnull, 'w') as devnull, (
