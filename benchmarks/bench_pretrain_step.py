@@ -28,9 +28,9 @@ Each step and a float32 GEMM of the MLM output layer's shape run in a
 process of their own, as a user runs them, taking turns (`in_processes`),
 so that a machine shared with other work slows them alike; medians are
 reported.  The batch is built once, by a short process of its own, and
-each process reads it from a file.  In one process (``--one-process``), d2l's step runs slower
-after ours than alone: what slows it is in docs/performance-history.md,
-"Pretraining step".
+each process reads it from a file.  In one process (``--one-process``),
+d2l's step runs slower after ours than alone: what slows it is in
+docs/performance-history.md, "Pretraining step".
 """
 import argparse
 import os
