@@ -118,6 +118,7 @@ class ChildRunner:
         self._ran = []  # sources run in the current child, to run again
         self._lost = None  # why the last child ended, until the next cell
         self._seen = {}  # pid -> start time of the processes cells started
+        self._busy = False  # a cell is running (a Ctrl-C came meanwhile)
 
     def __enter__(self):
         return self
@@ -136,10 +137,12 @@ class ChildRunner:
                 return CellResult('failed', '', 'the process that runs the '
                                   f'cells did not start: {e or "it ended"}')
         try:
+            self._busy = True
             self._send(dict(code=source))
             wait = None if self.timeout is None else self.timeout + \
                 self.grace
             reply = self._receive(wait)
+            self._busy = False
         except (EOFError, OSError):
             return self._ended(notes)
         if reply is None:
@@ -154,8 +157,9 @@ class ChildRunner:
         return result
 
     def close(self):
-        """End the child and remove its directory."""
-        self._stop_child(polite=True)
+        """End the child (at once if a cell is running: a Ctrl-C came
+        while it ran) and remove its directory."""
+        self._stop_child(polite=not self._busy)
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # --- the child's life ---------------------------------------------------
@@ -237,6 +241,7 @@ class ChildRunner:
         """End the child and every process of its session."""
         process, conn = self._process, self._conn
         self._process = self._conn = None
+        self._busy = False
         if process is not None and process.poll() is None:
             # First what the cells started, in any session: the child
             # is their subreaper, so they are all below it while it lives
