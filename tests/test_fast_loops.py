@@ -7,7 +7,10 @@ length rounded up to whole BLAS panels): these tests give lengths of 0
 off and on (the reference rebuilds the mask from `dropout_scale`), and
 compare weights, outputs and the gradient of ``sum(dO * O) + sum(dW *
 P)`` with respect to the projection, float64 in and float64 out: the
-loops' sums differ from the reference's only in order.
+loops' sums differ from the reference's only in order.  Given fewer
+queries than T (the packed step's), the loops compute the first ones
+only (rounded up as the keys): the rest of the weights and outputs are
+0, and so is the gradient that comes from them.
 """
 import numpy as onp
 import pytest
@@ -47,15 +50,30 @@ def reference(qkv, lens, scale, drop, dO, dW):
     return P, O, dqkv
 
 
+def queries_computed(queries):
+    """The queries the loops compute: each count rounded up to a panel
+    (8), at most T; all T for 0."""
+    return [T if q == 0 else min(T, -(-q // 8) * 8) for q in queries]
+
+
+@pytest.mark.parametrize('queries', [None, [0, 5, 16, 20, 33, T]],
+                         ids=['all-queries', 'first-queries'])
 @pytest.mark.parametrize('rate', [0.0, 0.3])
-def test_attention_loops_skip_masked_keys_and_match_all_keys(rate):
+def test_attention_loops_skip_masked_keys_and_match_all_keys(rate, queries):
     rng = onp.random.default_rng(0)
     qkv = rng.normal(size=(B, T, 3 * h * d))
     # 0: uniform weights; 16 and 17: a panel's edge (8 keys); T: nothing
     # skipped
     lens = onp.array([0, 1, 16, 17, 29, T], onp.int32)
+    queries = onp.array(queries or [T] * B, onp.int32)
     dO = rng.normal(size=(B, T, h * d))
     dW = rng.normal(size=(B * h, T, T))
+    # the rows past the queries computed give no gradient: the reference
+    # gets zeros there
+    dO_read, dW_read = dO.copy(), dW.copy()
+    for b, Lq in enumerate(queries_computed(queries)):
+        dO_read[b, Lq:] = 0
+        dW_read[b * h:(b + 1) * h, Lq:] = 0
     scale = onp.float64(1 / onp.sqrt(d))
     seed = onp.uint64(12345)
     threshold = onp.uint64(int(rate * 2 ** 32))
@@ -65,13 +83,17 @@ def test_attention_loops_skip_masked_keys_and_match_all_keys(rate):
         for bh in range(B * h):
             K.dropout_scale(seed, threshold, keep, bh, T, drop[bh])
         assert 0.25 < (drop == 0).mean() < 0.35
-    args = (qkv, lens, h, scale, seed, threshold, keep)
-    P = onp.empty((B * h, T, T))
-    O = onp.empty((B, T, h * d))
+    args = (qkv, lens, queries, h, scale, seed, threshold, keep)
+    P = onp.full((B * h, T, T), onp.nan)  # every entry must be written
+    O = onp.full((B, T, h * d), onp.nan)
     K.self_attention_forward(*args, P, O, 0, B * h)
-    dqkv = onp.full_like(qkv, onp.nan)  # every entry must be written
+    dqkv = onp.full_like(qkv, onp.nan)
     K.self_attention_backward(*args, P, dO, dW, dqkv, 0, B * h)
-    P_ref, O_ref, dqkv_ref = reference(qkv, lens, scale, drop, dO, dW)
+    P_ref, O_ref, dqkv_ref = reference(qkv, lens, scale, drop, dO_read,
+                                       dW_read)
+    for b, Lq in enumerate(queries_computed(queries)):
+        P_ref[b * h:(b + 1) * h, Lq:] = 0
+        O_ref[b, Lq:] = 0
     # Length 0: uniform weights over all T keys, as the book's masking
     onp.testing.assert_allclose(P[:h], 1 / T, rtol=1e-12)
     onp.testing.assert_allclose(P, P_ref, rtol=1e-10, atol=1e-12)
@@ -86,7 +108,8 @@ def test_attention_loops_split_among_threads_as_one():
     rng = onp.random.default_rng(1)
     qkv = rng.normal(size=(B, T, 3 * h * d)).astype(onp.float32)
     lens = onp.array([3, 40, 16, 0, 33, 9], onp.int32)
-    args = (qkv, lens, h, onp.float32(0.3), onp.uint64(7),
+    queries = onp.array([3, 40, 17, 40, 33, 40], onp.int32)
+    args = (qkv, lens, queries, h, onp.float32(0.3), onp.uint64(7),
             onp.uint64(2 ** 30), onp.float32(4 / 3))
     outs = []
     for cuts in ([0, B * h], [0, 5, B * h], [0, 1, 2, 7, B * h]):

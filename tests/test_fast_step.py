@@ -190,10 +190,11 @@ def test_packed_tokens_are_the_valid_ones_and_the_predicted_ones():
     3 + 4 + 3 tokens, rounded up to 12 with token (0, 0)."""
     valid_lens = np.array([3, 0, 1], dtype='float32')
     rows = np.array([[0, 1, 2, 2], [1, 3, 0, 2]], dtype='int32')  # (2, K)
-    pack, positions, unpack, cls_rows, mlm_rows = [
+    pack, positions, unpack, query_lens, cls_rows, mlm_rows = [
         a.asnumpy().tolist() for a in step_module.packed_tokens(
             valid_lens, rows, 3, 4, multiple=4)]
     assert pack == [0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 0, 0]
+    assert query_lens == [3, 4, 3]
     assert positions == [0, 1, 2, 0, 1, 2, 3, 0, 1, 2, 0, 0]
     assert cls_rows == [0, 3, 7]
     # position (0, 3) is left out: it reads example 0's <cls> row

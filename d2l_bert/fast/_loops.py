@@ -325,21 +325,22 @@ def _pair_qkv(qkv, b, i, d):
 
 
 @numba.njit(nogil=True, cache=True)
-def _dropped(P, bh, seed, threshold, keep_scale, drop, Pd, Lk):
-    """The first `Lk` columns (keys) of pair bh's weights after dropout:
-    ``Pd[:, :Lk] = P[bh, :, :Lk] * drop[:, :Lk]`` with the pair's dropout
-    factors (`dropout_scale`'s, entry by entry), or ``P[bh, :, :Lk]``
-    itself when `threshold` is 0 (no dropout); (T, Lk)."""
+def _dropped(P, bh, seed, threshold, keep_scale, drop, Pd, Lq, Lk):
+    """The first `Lq` rows (queries) and `Lk` columns (keys) of pair
+    bh's weights after dropout: ``Pd[:Lq, :Lk] = P[bh, :Lq, :Lk] *
+    drop[:Lq, :Lk]`` with the pair's dropout factors (`dropout_scale`'s,
+    entry by entry), or ``P[bh, :Lq, :Lk]`` itself when `threshold` is 0
+    (no dropout); (Lq, Lk)."""
     T = Pd.shape[0]
     if threshold > 0:
-        for q in range(T):
+        for q in range(Lq):
             base = (bh * T + q) * T                # `_row_dropout`'s index
             for k in range(Lk):
                 bits = _uniform_bits(seed, base + k)
                 drop[q, k] = 0.0 if bits < threshold else keep_scale
                 Pd[q, k] = P[bh, q, k] * drop[q, k]
-        return Pd[:, :Lk]
-    return P[bh, :, :Lk]
+        return Pd[:Lq, :Lk]
+    return P[bh, :Lq, :Lk]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -371,8 +372,8 @@ def _keys_used(L, T):
 
 
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
-def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
-                           P, O, r0, r1):
+def self_attention_forward(qkv, lens, queries, h, scale, seed, threshold,
+                           keep_scale, P, O, r0, r1):
     """Weights and output of pairs r0 to r1.
 
     ``P[bh] = softmax(Q K^T * scale)`` over the first ``lens[b]`` keys
@@ -381,7 +382,9 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
     dropout.  The products read only the keys and values of the valid
     positions: the others' weights are exactly 0, so leaving them out
     changes no sum (with lengths spread over [12, T], about 40% of the
-    attention's arithmetic).
+    attention's arithmetic).  Only the first ``queries[b]`` queries
+    (rounded up as the keys, `_keys_used`) are computed; the rows of P
+    and O past them are 0.
     """
     T, d, coef, work = _pair_scratch(qkv, h, 3)
     S, Pd, drop = work[0], work[1], work[2]                  # (T, T) each
@@ -391,8 +394,11 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
         _, Q, K, V = _pair_qkv(qkv, b, i, d)         # Q, K, V: (T, d)
         L = lens[b]
         Lk = _keys_used(L, T)
-        _matmul(Q, False, K[:Lk], True, S[:, :Lk], coef)     # (T, Lk)
-        for q in range(T):
+        Lq = _keys_used(queries[b], T)
+        _matmul(Q[:Lq], False, K[:Lk], True, S[:Lq, :Lk], coef)  # (Lq, Lk)
+        P[bh, Lq:] = 0.0
+        O[b, Lq:, i * d:(i + 1) * d] = 0.0
+        for q in range(Lq):
             if L == 0:
                 for k in range(T):
                     P[bh, q, k] = 1.0 / T
@@ -403,19 +409,21 @@ def self_attention_forward(qkv, lens, h, scale, seed, threshold, keep_scale,
             _softmax_row(row, P[bh, q, :L], bits)
             for k in range(L, T):
                 P[bh, q, k] = 0.0
-        W = _dropped(P, bh, seed, threshold, keep_scale, drop, Pd,
-                     Lk)                                     # (T, Lk)
-        _matmul(W, False, V[:Lk], False, O[b, :, i * d:(i + 1) * d],
-                coef)                                        # (T, d)
+        W = _dropped(P, bh, seed, threshold, keep_scale, drop, Pd, Lq,
+                     Lk)                                     # (Lq, Lk)
+        _matmul(W, False, V[:Lk], False, O[b, :Lq, i * d:(i + 1) * d],
+                coef)                                        # (Lq, d)
 
 
 @numba.njit(nogil=True, fastmath=FASTMATH, cache=True)
-def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
-                            P, dO, dW, dqkv, r0, r1):
+def self_attention_backward(qkv, lens, queries, h, scale, seed, threshold,
+                            keep_scale, P, dO, dW, dqkv, r0, r1):
     """The gradient of ``sum(dO * O) + sum(dW * P)`` with respect to
     `qkv`, for pairs r0 to r1, written into their columns of `dqkv`
     (B, T, 3*H); `dW` (B*h, T, T) is the gradient reaching the weights
-    directly (zeros when only the output is used).
+    directly (zeros when only the output is used).  The rows of P and O
+    past the queries computed (`self_attention_forward`) are 0 whatever
+    `qkv` is: their rows of `dO` and `dW` are not read.
 
     With ``Pd = P * dropout``: ``dV = Pd^T dO``; ``dP = (dO V^T) *
     dropout + dW``; ``dS = P * (dP - rowsum(P * dP))`` on the valid keys, 0 on
@@ -436,20 +444,23 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
         L = lens[b]
         # Keys past Lk have weight 0: no gradient reaches their K and V
         Lk = _keys_used(L, T)
+        Lq = _keys_used(queries[b], T)
         dK[Lk:] = 0.0
         dV[Lk:] = 0.0
-        W = _dropped(P, bh, seed, threshold, keep_scale, drop, Pd,
-                     Lk)                                     # (T, Lk)
-        _matmul(W, True, G, False, dV[:Lk], coef)            # (Lk, d)
-        _matmul(G, False, V[:Lk], True, dP[:, :Lk], coef)    # (T, Lk)
+        dQ[Lq:] = 0.0
+        W = _dropped(P, bh, seed, threshold, keep_scale, drop, Pd, Lq,
+                     Lk)                                     # (Lq, Lk)
+        _matmul(W, True, G[:Lq], False, dV[:Lk], coef)       # (Lk, d)
+        _matmul(G[:Lq], False, V[:Lk], True, dP[:Lq, :Lk],
+                coef)                                        # (Lq, Lk)
         if threshold > 0:
-            for q in range(T):
+            for q in range(Lq):
                 for k in range(Lk):
                     dP[q, k] *= drop[q, k]
-        for q in range(T):
+        for q in range(Lq):
             for k in range(Lk):
                 dP[q, k] += dW[bh, q, k]
-        for q in range(T):
+        for q in range(Lq):
             a = qkv.dtype.type(0.0)
             for k in range(L):
                 a += P[bh, q, k] * dP[q, k]
@@ -457,8 +468,10 @@ def self_attention_backward(qkv, lens, h, scale, seed, threshold, keep_scale,
                 dS[q, k] = P[bh, q, k] * (dP[q, k] - a) * scale
             for k in range(L, Lk):
                 dS[q, k] = 0.0
-        _matmul(dS[:, :Lk], False, K[:Lk], False, dQ, coef)  # (T, d)
-        _matmul(dS[:, :Lk], True, Q, False, dK[:Lk], coef)   # (Lk, d)
+        _matmul(dS[:Lq, :Lk], False, K[:Lk], False, dQ[:Lq],
+                coef)                                        # (Lq, d)
+        _matmul(dS[:Lq, :Lk], True, Q[:Lq], False, dK[:Lk],
+                coef)                                        # (Lk, d)
 
 
 # ---------------------------------------------------------------------------

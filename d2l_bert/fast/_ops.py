@@ -199,8 +199,8 @@ def _smoke_test():
     # Attention of one sequence, one head, d = 1: q = k = v = 1, length 1
     qkv = onp.ones((1, 2, 3), onp.float32)
     P, O = onp.empty((1, 2, 2), onp.float32), onp.empty((1, 2, 1), onp.float32)
-    args = (qkv, onp.array([1], onp.int32), 1, onp.float32(1),
-            onp.uint64(0), onp.uint64(0), onp.float32(1))
+    args = (qkv, onp.array([1], onp.int32), onp.array([2], onp.int32), 1,
+            onp.float32(1), onp.uint64(0), onp.uint64(0), onp.float32(1))
     K.self_attention_forward(*args, P, O, 0, 1)
     dqkv = onp.empty_like(qkv)
     K.self_attention_backward(*args, P, onp.ones_like(O), onp.zeros_like(P),
@@ -269,7 +269,8 @@ def softmax_ce(F, scores, labels):
     return loss.as_np_ndarray()                              # (N,)
 
 
-def self_attention(F, qkv, valid_lens, num_heads, dropout):
+def self_attention(F, qkv, valid_lens, num_heads, dropout,
+                   query_lens=None):
     """Scaled dot-product attention of every head, from the fused
     projection `qkv`, as `MultiHeadAttention`'s book path computes it.
 
@@ -290,6 +291,11 @@ def self_attention(F, qkv, valid_lens, num_heads, dropout):
     num_heads : int
     dropout : float
         Dropout rate on the attention weights, applied in training.
+    query_lens : shape (B,), optional
+        How many queries of each sequence to compute (the rest of its
+        output and weights are 0, and no gradient comes from them): the
+        rows a caller reads, such as the packed step's
+        (`step.packed_tokens`).  None: all T.
 
     Returns
     -------
@@ -299,17 +305,21 @@ def self_attention(F, qkv, valid_lens, num_heads, dropout):
     qkv = qkv.as_nd_ndarray()
     out = attention_op(F, 'd2l_bert_self_attention',
                        [qkv, _dropout_seed(F, qkv)], valid_lens, num_heads,
-                       dropout=repr(float(dropout)))
+                       query_lens, dropout=repr(float(dropout)))
     return out[0].as_np_ndarray(), out[1].as_np_ndarray()
 
 
-def attention_op(F, op_type, inputs, valid_lens, num_heads, **attributes):
+def attention_op(F, op_type, inputs, valid_lens, num_heads, query_lens=None,
+                 **attributes):
     """`F.Custom` of an attention operator (`op_type`, registered with an
     `AttentionProp`): its `inputs` (legacy arrays, `qkv` first), then
-    `valid_lens` if not None, with the heads and whether lengths are
-    given among its `attributes`."""
+    `valid_lens` and `query_lens` if not None, with the heads and whether
+    lengths are given among its `attributes`."""
     if valid_lens is not None:
         inputs = inputs + [valid_lens.as_nd_ndarray()]
+    if query_lens is not None:
+        inputs = inputs + [query_lens.as_nd_ndarray()]
+        attributes['has_queries'] = 'True'
     return F.Custom(*inputs, heads=str(num_heads),
                     has_lens=str(valid_lens is not None), op_type=op_type,
                     **attributes)
@@ -798,18 +808,22 @@ class _SoftmaxCEProp(mx.operator.CustomOpProp):
 
 class _SelfAttention(mx.operator.CustomOp):
     """Inputs: qkv (B, T, 3*H), the dropout seed (2,), valid_lens (B,)
-    if given.  Outputs: the attention output (B, T, H), the weights
-    (B*h, T, T) and whether dropout was applied (1,), which the backward
-    pass needs."""
+    and query_lens (B,) if given.  Outputs: the attention output (B, T,
+    H), the weights (B*h, T, T) and whether dropout was applied (1,),
+    which the backward pass needs."""
 
-    def __init__(self, heads, dropout, has_lens):
+    def __init__(self, heads, dropout, has_lens, has_queries):
         super().__init__()
         self.heads, self.dropout, self.has_lens = heads, dropout, has_lens
+        self.has_queries = has_queries
 
     def _lens(self, in_data, B, T):
         """The valid length of each example as an int32 count of keys in
-        [0, T]."""
-        return key_counts(in_data[2] if self.has_lens else None, B, T)
+        [0, T], then the queries to compute, likewise (all T without
+        `query_lens`)."""
+        queries = in_data[2 + self.has_lens] if self.has_queries else None
+        return (key_counts(in_data[2] if self.has_lens else None, B, T),
+                key_counts(queries, B, T))
 
     def _scalars(self, X, seed, dropout_on):
         """scale, seed, threshold and keep scale as the loops take them."""
@@ -827,7 +841,7 @@ class _SelfAttention(mx.operator.CustomOp):
         P = _loop_output(out_data[1], req[1], (B * self.heads, T, T),
                          X.dtype)
         _run(K.self_attention_forward, B * self.heads, X,
-             self._lens(in_data, B, T), self.heads,
+             *self._lens(in_data, B, T), self.heads,
              *self._scalars(X, in_data[1], dropout_on), P, O)
         _assign(out_data[0], req[0], O)
         _assign(out_data[1], req[1], P)
@@ -847,7 +861,7 @@ class _SelfAttention(mx.operator.CustomOp):
         dropout_on = bool(_host(out_data[2])[0])
         dX = _loop_output(in_grad[0], req[0], X.shape, X.dtype)
         _run(K.self_attention_backward, B * self.heads, X,
-             self._lens(in_data, B, T), self.heads,
+             *self._lens(in_data, B, T), self.heads,
              *self._scalars(X, in_data[1], dropout_on), P, dO, dP, dX)
         _assign(in_grad[0], req[0], dX)
 
@@ -885,15 +899,25 @@ class AttentionProp(mx.operator.CustomOpProp):
 class _SelfAttentionProp(AttentionProp):
     leading = ('qkv', 'seed')
 
-    def __init__(self, heads, dropout='0.0', has_lens='True'):
+    def __init__(self, heads, dropout='0.0', has_lens='True',
+                 has_queries='False'):
         super().__init__(heads, has_lens)
         self.dropout = float(dropout)
+        self.has_queries = has_queries == 'True'
+
+    def list_arguments(self):
+        return super().list_arguments() + (
+            ['query_lens'] if self.has_queries else [])
 
     def list_outputs(self):
         return ['output', 'attention_weights', 'dropout_on']
 
     def infer_shape(self, in_shape):
         B, T, H3 = self.checked_qkv_shape(in_shape)          # (B, T, 3*H)
+        if self.has_queries and tuple(in_shape[-1]) != (B,):
+            raise ValueError(f'query_lens must have shape ({B},), one '
+                             f'count per sequence, got '
+                             f'{tuple(in_shape[-1])}')
         return (list(map(tuple, in_shape)),
                 [(B, T, H3 // 3), (B * self.heads, T, T), (1,)], [])
 
@@ -905,7 +929,8 @@ class _SelfAttentionProp(AttentionProp):
         return _all_arrays(out_grad, in_data, out_data)
 
     def create_operator(self, ctx, shapes, dtypes):
-        return _SelfAttention(self.heads, self.dropout, self.has_lens)
+        return _SelfAttention(self.heads, self.dropout, self.has_lens,
+                              self.has_queries)
 
 
 class _AddNorm(mx.operator.CustomOp):

@@ -151,12 +151,14 @@ class FastSelfAttention(nn.HybridBlock):
             X, weight, bias, num_hidden=3 * self.num_hiddens,
             no_bias=bias is None, flatten=False)             # (..., 3*H)
 
-    def _compiled_attention(self, F, qkv, valid_lens):
+    def _compiled_attention(self, F, qkv, valid_lens, query_lens=None):
         """The compiled loops' attention, with dropout: `qkv` (B, T, 3*H),
-        `valid_lens` (B,) or None -> (B, T, H)."""
+        `valid_lens` (B,) or None -> (B, T, H); with `query_lens` (B,),
+        only the outputs of each sequence's first queries
+        (`_ops.self_attention`)."""
         output, _ = _ops.self_attention(
             F, qkv, valid_lens, self.num_heads,
-            self.dropout._rate)                              # (B, T, H)
+            self.dropout._rate, query_lens)                  # (B, T, H)
         return output                                        # (B, T, H)
 
     def qkv_weight(self, F, X):

@@ -31,9 +31,11 @@ padded positions' keys have weight exactly 0; the heads read `<cls>` and
 the predicted positions, all valid.  So a padded position's encoding
 changes no loss, its gradient is exactly 0, and leaving it out changes no
 number: it saves half of the blocks' arithmetic in the book's data, whose
-sentence pairs fill 46% of `max_len` on average.  The book's model still
-computes every position (its `encoded_X` holds them all), and the twin
-of `accelerate` too.
+sentence pairs fill 46% of `max_len` on average.  The compiled attention
+likewise computes the queries of the packed positions only (each
+sequence's first `query_lens`), as nothing reads the others' outputs.
+The book's model still computes every position (its `encoded_X` holds
+them all), and the twin of `accelerate` too.
 
 Dimension key used in the shape comments:
 
@@ -104,6 +106,9 @@ class FastBatchLoss(nn.HybridBlock):
             pred_positions_X, mlm_weights_X, mlm_Y)
         tokens = packed_tokens(valid_lens_x, rows, *tokens_X.shape,
                                self.token_multiple)
+        if not any(blk.attention.kernels for blk in self.net.encoder.blks):
+            # only the compiled attention takes the packed queries' counts
+            tokens = tokens[:3] + (None,) + tokens[4:]
         return super().forward(tokens_X, segments_X, valid_lens_x, *tokens,
                                weights, labels, nsp_y)
 
@@ -143,16 +148,18 @@ class FastBatchLoss(nn.HybridBlock):
                 mx.np.array(labels, dtype='int32', ctx=ctx))     # (K,)
 
     def hybrid_forward(self, F, tokens_X, segments_X, valid_lens_x, pack,
-                       positions, unpack, cls_rows, mlm_rows, mlm_weights,
-                       mlm_Y, nsp_y):
+                       positions, unpack, query_lens, cls_rows, mlm_rows,
+                       mlm_weights, mlm_Y, nsp_y):
         """`BERTModel`'s forward pass on the packed tokens
-        (`packed_tokens`'s four arrays), its MLM head on the K weighted
+        (`packed_tokens`'s six arrays; `query_lens` None where no
+        attention is compiled), its MLM head on the K weighted
         predictions, and both losses; returns ``(mlm_l, nsp_l, mlm_l +
         nsp_l)``, each of shape ()."""
         net = self.net
         valid_lens = valid_lens_x.reshape(-1)                # (B,)
         X = encode_packed(F, net.encoder, tokens_X, segments_X,
-                          valid_lens, pack, positions, unpack)  # (N, H)
+                          valid_lens, pack, positions, unpack,
+                          query_lens)                        # (N, H)
         # The NSP classifier reads the encoding of `<cls>`, at position 0
         cls = F.np.take(X, cls_rows, axis=0)                 # (B, H)
         nsp_Y_hat = net.nsp(net.hidden(cls))                 # (B, 2)
@@ -199,6 +206,9 @@ def packed_tokens(valid_lens, rows, B, T, multiple):
     unpack : ndarray, int32, shape (B*T,)
         The packed row of each position; a position left out gets its
         sequence's `<cls>` row (its key is masked, its query unread).
+    query_lens : ndarray, int32, shape (B,)
+        How many of each sequence's positions are packed, its first ones:
+        the queries whose attention output is read.
     cls_rows : ndarray, int32, shape (B,)
         The packed row of each sequence's position 0.
     mlm_rows : ndarray, int32, shape (K,)
@@ -221,17 +231,18 @@ def packed_tokens(valid_lens, rows, B, T, multiple):
                        onp.repeat(cls_rows, T))              # (B*T,)
     mlm_rows = packed_row[examples * T + positions]          # (K,)
     return tuple(mx.np.array(a, dtype='int32', ctx=ctx)
-                 for a in (pack, pack % T, unpack, cls_rows, mlm_rows))
+                 for a in (pack, pack % T, unpack, lens, cls_rows,
+                           mlm_rows))
 
 
 def encode_packed(F, encoder, tokens, segments, valid_lens, pack,
-                  positions, unpack):
+                  positions, unpack, query_lens):
     """The twin encoder's `hybrid_forward` on the packed tokens only.
 
     `tokens`, `segments` (B, T), `valid_lens` (B,), and `pack`,
-    `positions` (N,) and `unpack` (B*T,) from `packed_tokens` -> the
-    encodings of the packed tokens, (N, H): the rows of the book's
-    `encoded_X` (B, T, H) at `pack`.
+    `positions` (N,), `unpack` (B*T,) and `query_lens` (B,) from
+    `packed_tokens` -> the encodings of the packed tokens, (N, H): the
+    rows of the book's `encoded_X` (B, T, H) at `pack`.
     """
     pos_embedding = _param(F, encoder.pos_embedding, tokens)  # (1, L, H)
     pos_embedding = F.npx.reshape(pos_embedding, (-5, -2))   # (L, H)
@@ -244,14 +255,15 @@ def encode_packed(F, encoder, tokens, segments, valid_lens, pack,
     if encoder.embedding_norm is not None:
         X = encoder.embedding_dropout(encoder.embedding_norm(X))  # (N, H)
     for blk in encoder.blks:
-        X = _packed_block(F, blk, X, tokens, valid_lens, pack,
-                          unpack)                            # (N, H)
+        X = _packed_block(F, blk, X, tokens, valid_lens, pack, unpack,
+                          query_lens)                        # (N, H)
     return X
 
 
-def _packed_block(F, blk, X, like, valid_lens, pack, unpack):
+def _packed_block(F, blk, X, like, valid_lens, pack, unpack, query_lens):
     """`FastTransformerEncoderBlock` on packed rows, `X` (N, D) -> (N, H);
-    the attention in the (B, T) layout of `like` (B, T)."""
+    the attention in the (B, T) layout of `like` (B, T), the compiled one
+    on the packed queries only (`query_lens`)."""
     attention = blk.attention
 
     def unpacked(Z):                                         # (N, C)
@@ -265,8 +277,8 @@ def _packed_block(F, blk, X, like, valid_lens, pack, unpack):
 
     if attention.kernels:
         qkv = attention.qkv(F, X)                            # (N, 3*H)
-        O = attention._compiled_attention(F, unpacked(qkv),
-                                          valid_lens)        # (B, T, H)
+        O = attention._compiled_attention(F, unpacked(qkv), valid_lens,
+                                          query_lens)        # (B, T, H)
         O = attention.W_o(packed(O))                         # (N, H)
     else:
         O = packed(attention(unpacked(X), valid_lens))       # (N, H)
