@@ -210,6 +210,12 @@ def test_finetune_step_benchmark_compares_equal_classifiers():
     assert re.search(r'^step arithmetic: \d+ GFLOP; ', out, re.M), out
     assert re.search(r'^speed-up over d2l 1\.0\.3: \d+\.\d\dx$', out,
                      re.M), out
+    # 4 synthetic pairs of 18 to 27 tokens, of 4 x 128 positions
+    found = re.search(r'classifier encodes the (\d+) valid tokens of the '
+                      r'(\d+) ', out)
+    assert found, out
+    tokens, positions = map(int, found.groups())
+    assert positions == 512 and 4 * 18 <= tokens <= 4 * 27, out
 
 
 def _common_settings(benchmarks):

@@ -416,6 +416,62 @@ def test_fast_classifier_equals_the_books(tiny_batch, kernels):
         net._collect_params_with_prefix())
 
 
+@pytest.mark.parametrize('kernels', KERNELS)
+@pytest.mark.parametrize('lengths', [[12, 7, 9], [3, 0, 1], None],
+                         ids=['valid', 'length-0', 'no-valid-lens'])
+def test_packed_classifier_gives_the_books_scores_and_gradients(
+        tiny_batch, kernels, lengths):
+    """The twin encodes the valid tokens only (a length of 0: all of
+    its sequence's); the scores and every gradient are the book's."""
+    if lengths and 0 in lengths and not kernels:
+        pytest.skip("MXNet's operators mask by addition: a sequence of "
+                    "length 0 differs from the book's uniform weights "
+                    "(blocks._softmax_with_lens), packed or not")
+    net = BERTClassifier(tiny_model())
+    net.output.initialize()
+    tokens, segments = tiny_batch[:2]
+    valid_lens = None if lengths is None else np.array(lengths,
+                                                       dtype='float32')
+    net((tokens, segments, valid_lens))      # the output's shape known
+    randomize(net)
+    head_grad = np.random.normal(size=(3, 3))
+    twin = fast.accelerate(net, kernels=kernels)
+    results = []
+    for model in (net, twin):
+        with autograd.record():
+            scores = model((tokens, segments, valid_lens))
+            total = (scores * head_grad).sum()
+        total.backward()
+        results.append((scores.copy(), {
+            name: p.grad().copy()
+            for name, p in net._collect_params_with_prefix().items()}))
+    (book_scores, book_grads), (scores, grads) = results
+    assert scores.shape == (3, 3)
+    assert_close(scores, book_scores)
+    for name, grad in book_grads.items():
+        assert_close(grads[name], grad, GRADIENTS, err_msg=name)
+    assert float(abs(book_grads['encoder.token_embedding.weight']).sum()) > 0
+
+
+def test_packed_classifier_encodes_only_the_valid_tokens(tiny_batch,
+                                                         monkeypatch):
+    from d2l_bert.fast import step
+    seen = []
+    original = step.packed_tokens
+
+    def recording(*args):
+        arrays = original(*args)
+        seen.append(arrays[0].shape)
+        return arrays
+    monkeypatch.setattr(step, 'packed_tokens', recording)
+    net = BERTClassifier(tiny_model())
+    net.output.initialize()
+    twin = blocks.FastBERTClassifier(net, kernels=False, token_multiple=1)
+    tokens, segments = tiny_batch[:2]
+    twin((tokens, segments, np.array([12, 7, 9], dtype='float32')))
+    assert seen == [(28,)]                   # 12 + 7 + 9 of 3 * 12
+
+
 def test_the_operators_take_numpy_arrays_when_imported_before_set_np():
     # MXNet fixes an operator's array type when it is registered; the
     # chapter's runner imports the fast layer before any cell has called

@@ -18,7 +18,9 @@ arithmetic runs:
 - the three embeddings are summed by one `add_n` (`_ops.add_embeddings`);
 - the MLM head runs once per distinct predicted position
   (`distinct_positions`): the padding of `pred_positions` repeats a
-  position, and the book computes its scores again for each repeat.
+  position, and the book computes its scores again for each repeat;
+- the classifier, whose scores read only `<cls>`, encodes the valid
+  tokens only (`step.packed_tokens`), as the pretraining step does.
 
 Whether the compiled loops run (``kernels``) is decided once, when a twin
 is built (`d2l_bert.fast.accelerate` decides for the whole model); each
@@ -534,31 +536,65 @@ class FastBERTClassifier(_Checked):
     """The fine-tuning section's `BERTClassifier` as one graph; called, as
     the book's, with one tuple ``(tokens_X, segments_X, valid_lens_x)``.
 
+    The scores read the encoding of `<cls>` only, which the padded
+    positions do not change (their keys have weight exactly 0): given
+    `valid_lens_x`, the encoder runs on the valid tokens only, packed
+    (`step.packed_tokens`, `step.encode_packed`), as the pretraining
+    step does.  The scores and gradients are the book's, within float32
+    rounding; with dropout on, AddNorm's masks are drawn for the packed
+    rows.
+
     Parameters
     ----------
     net : BERTClassifier
         The fine-tuning section's classifier, whose blocks the twin holds.
     kernels : bool
         Use the compiled loops (else MXNet's operators).
+    token_multiple : int, default `step.TOKEN_MULTIPLE`
+        The packed tokens' number is rounded up to a multiple of this
+        (each new number costs the graph a memory plan).
     """
     # Built and checked as `FastBERTModel` is: each twin mirrors its book
     # class, and the book's `BERTClassifier` repeats `BERTModel` here
-    def __init__(self, net, kernels):
+    def __init__(self, net, kernels, token_multiple=None):
         super().__init__()
+        from .step import TOKEN_MULTIPLE   # (step imports this module)
         self.encoder = FastBERTEncoder(net.encoder, kernels)
         self.hidden = net.hidden
         self.output = net.output
+        self.token_multiple = token_multiple or TOKEN_MULTIPLE
+        self.packed_queries = any(blk.attention.kernels
+                                  for blk in self.encoder.blks)
 
     def forward(self, inputs):
         """`inputs`: (tokens_X (B, T), segments_X (B, T), valid_lens_x
         (B,)).  Returns the class scores (B, C)."""
+        from .step import packed_tokens
         tokens_X, segments_X, valid_lens_x = inputs
         self._prepare(self.encoder, tokens_X, segments_X, valid_lens_x,
                       [valid_lens_x])
-        return super().forward(tokens_X, segments_X, valid_lens_x)
+        if valid_lens_x is None or isinstance(tokens_X, mx.sym.Symbol):
+            return super().forward(tokens_X, segments_X, valid_lens_x)
+        no_rows = mx.np.zeros((2, 0), dtype='int32',
+                              ctx=valid_lens_x.ctx)          # (2, 0)
+        pack, positions, unpack, query_lens, cls_rows, _ = packed_tokens(
+            valid_lens_x, no_rows, *tokens_X.shape, self.token_multiple)
+        return super().forward(
+            tokens_X, segments_X, valid_lens_x, pack, positions, unpack,
+            query_lens if self.packed_queries else None, cls_rows)
 
-    def hybrid_forward(self, F, tokens_X, segments_X, valid_lens_x=None):
-        """Encode, then classify the `<cls>` encoding; (B, C)."""
-        encoded_X = self.encoder(tokens_X, segments_X,
-                                 valid_lens_x)               # (B, T, H)
-        return self.output(self.hidden(encoded_X[:, 0, :]))  # (B, C)
+    def hybrid_forward(self, F, tokens_X, segments_X, valid_lens_x=None,
+                       pack=None, positions=None, unpack=None,
+                       query_lens=None, cls_rows=None):
+        """Encode (the packed tokens, given `packed_tokens`'s arrays),
+        then classify the `<cls>` encoding; (B, C)."""
+        if pack is None:
+            encoded_X = self.encoder(tokens_X, segments_X,
+                                     valid_lens_x)           # (B, T, H)
+            return self.output(self.hidden(encoded_X[:, 0, :]))  # (B, C)
+        from .step import encode_packed
+        X = encode_packed(F, self.encoder, tokens_X, segments_X,
+                          valid_lens_x, pack, positions, unpack,
+                          query_lens)                        # (N, H)
+        cls = F.np.take(X, cls_rows, axis=0)                 # (B, H)
+        return self.output(self.hidden(cls))                 # (B, C)
