@@ -563,13 +563,11 @@ class FastBERTClassifier(_Checked):
         self.hidden = net.hidden
         self.output = net.output
         self.token_multiple = token_multiple or TOKEN_MULTIPLE
-        self.packed_queries = any(blk.attention.kernels
-                                  for blk in self.encoder.blks)
 
     def forward(self, inputs):
         """`inputs`: (tokens_X (B, T), segments_X (B, T), valid_lens_x
         (B,)).  Returns the class scores (B, C)."""
-        from .step import packed_tokens
+        from .step import packed_tokens, queries_read
         tokens_X, segments_X, valid_lens_x = inputs
         self._prepare(self.encoder, tokens_X, segments_X, valid_lens_x,
                       [valid_lens_x])
@@ -581,7 +579,7 @@ class FastBERTClassifier(_Checked):
             valid_lens_x, no_rows, *tokens_X.shape, self.token_multiple)
         return super().forward(
             tokens_X, segments_X, valid_lens_x, pack, positions, unpack,
-            query_lens if self.packed_queries else None, cls_rows)
+            queries_read(self.encoder, query_lens), cls_rows)
 
     def hybrid_forward(self, F, tokens_X, segments_X, valid_lens_x=None,
                        pack=None, positions=None, unpack=None,

@@ -106,9 +106,8 @@ class FastBatchLoss(nn.HybridBlock):
             pred_positions_X, mlm_weights_X, mlm_Y)
         tokens = packed_tokens(valid_lens_x, rows, *tokens_X.shape,
                                self.token_multiple)
-        if not any(blk.attention.kernels for blk in self.net.encoder.blks):
-            # only the compiled attention takes the packed queries' counts
-            tokens = tokens[:3] + (None,) + tokens[4:]
+        tokens = tokens[:3] + (queries_read(self.net.encoder, tokens[3]),) \
+            + tokens[4:]
         return super().forward(tokens_X, segments_X, valid_lens_x, *tokens,
                                weights, labels, nsp_y)
 
@@ -233,6 +232,14 @@ def packed_tokens(valid_lens, rows, B, T, multiple):
     return tuple(mx.np.array(a, dtype='int32', ctx=ctx)
                  for a in (pack, pack % T, unpack, lens, cls_rows,
                            mlm_rows))
+
+
+def queries_read(encoder, query_lens):
+    """`query_lens` if the twin `encoder`'s attention is compiled, the
+    only one that reads it; else None (Gluon warns of a graph input that
+    nothing reads)."""
+    compiled = any(blk.attention.kernels for blk in encoder.blks)
+    return query_lens if compiled else None
 
 
 def encode_packed(F, encoder, tokens, segments, valid_lens, pack,
