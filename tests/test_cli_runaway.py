@@ -58,8 +58,8 @@ def case(argv, status, line, same=None, **extra):
     ``stdin`` (bytes), ``interrupt`` (a line of standard output after
     which Ctrl-C comes), ``signal`` (another signal than Ctrl-C's),
     ``seconds`` (at most; from the signal for a row with ``interrupt``,
-    `ANSWER_SECONDS` unless it says), ``gone`` (files, a glob pattern, that must be
-    gone afterwards), ``lock`` (hold ``--out``'s lock),
+    `ANSWER_SECONDS` unless it says), ``gone`` (files, a glob pattern,
+    that must be gone afterwards), ``lock`` (hold ``--out``'s lock),
     ``marker`` (no process whose command line holds it may be left, in
     any session), ``address_space`` (its limit, in bytes, instead of
     `ADDRESS_SPACE`), ``readonly`` (a directory mounted read-only for the
