@@ -20,7 +20,8 @@ arithmetic runs:
   (`distinct_positions`): the padding of `pred_positions` repeats a
   position, and the book computes its scores again for each repeat;
 - the classifier, whose scores read only `<cls>`, encodes the valid
-  tokens only (`step.packed_tokens`), as the pretraining step does.
+  tokens only (`step.packed_tokens`), as the pretraining step does, and
+  its last block only `<cls>`.
 
 Whether the compiled loops run (``kernels``) is decided once, when a twin
 is built (`d2l_bert.fast.accelerate` decides for the whole model); each
@@ -540,7 +541,7 @@ class FastBERTClassifier(_Checked):
     positions do not change (their keys have weight exactly 0): given
     `valid_lens_x`, the encoder runs on the valid tokens only, packed
     (`step.packed_tokens`, `step.encode_packed`), as the pretraining
-    step does.  The scores and gradients are the book's, within float32
+    step does, and its last block on `<cls>` alone.  The scores and gradients are the book's, within float32
     rounding; with dropout on, AddNorm's masks are drawn for the packed
     rows.
 
@@ -591,8 +592,7 @@ class FastBERTClassifier(_Checked):
                                      valid_lens_x)           # (B, T, H)
             return self.output(self.hidden(encoded_X[:, 0, :]))  # (B, C)
         from .step import encode_packed
-        X = encode_packed(F, self.encoder, tokens_X, segments_X,
-                          valid_lens_x, pack, positions, unpack,
-                          query_lens)                        # (N, H)
-        cls = F.np.take(X, cls_rows, axis=0)                 # (B, H)
+        cls = encode_packed(F, self.encoder, tokens_X, segments_X,
+                            valid_lens_x, pack, positions, unpack,
+                            query_lens, cls_rows)            # (B, H)
         return self.output(self.hidden(cls))                 # (B, C)

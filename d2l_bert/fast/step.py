@@ -243,13 +243,15 @@ def queries_read(encoder, query_lens):
 
 
 def encode_packed(F, encoder, tokens, segments, valid_lens, pack,
-                  positions, unpack, query_lens):
+                  positions, unpack, query_lens, cls_rows=None):
     """The twin encoder's `hybrid_forward` on the packed tokens only.
 
     `tokens`, `segments` (B, T), `valid_lens` (B,), and `pack`,
     `positions` (N,), `unpack` (B*T,) and `query_lens` (B,) from
     `packed_tokens` -> the encodings of the packed tokens, (N, H): the
-    rows of the book's `encoded_X` (B, T, H) at `pack`.
+    rows of the book's `encoded_X` (B, T, H) at `pack`.  Given
+    `cls_rows` (B,) from `packed_tokens`, the encodings of `<cls>` only,
+    (B, H): the last block computes no other row.
     """
     pos_embedding = _param(F, encoder.pos_embedding, tokens)  # (1, L, H)
     pos_embedding = F.npx.reshape(pos_embedding, (-5, -2))   # (L, H)
@@ -261,24 +263,31 @@ def encode_packed(F, encoder, tokens, segments, valid_lens, pack,
     X = X + F.np.take(pos_embedding, positions, axis=0)      # (N, H)
     if encoder.embedding_norm is not None:
         X = encoder.embedding_dropout(encoder.embedding_norm(X))  # (N, H)
-    for blk in encoder.blks:
+    last = len(encoder.blks) - 1
+    for i, blk in enumerate(encoder.blks):
         X = _packed_block(F, blk, X, tokens, valid_lens, pack, unpack,
-                          query_lens)                        # (N, H)
-    return X
+                          query_lens, cls_rows if i == last else None)
+    return X                                         # (N, H) or (B, H)
 
 
-def _packed_block(F, blk, X, like, valid_lens, pack, unpack, query_lens):
+def _packed_block(F, blk, X, like, valid_lens, pack, unpack, query_lens,
+                  cls_rows=None):
     """`FastTransformerEncoderBlock` on packed rows, `X` (N, D) -> (N, H);
     the attention in the (B, T) layout of `like` (B, T), the compiled one
-    on the packed queries only (`query_lens`)."""
+    on the packed queries only (`query_lens`).  Given `cls_rows` (B,),
+    the rows of `<cls>` only, (B, H), its query alone computed."""
     attention = blk.attention
+    if cls_rows is not None and query_lens is not None:
+        query_lens = F.np.ones_like(valid_lens)              # (B,)
 
     def unpacked(Z):                                         # (N, C)
         Z = F.np.take(Z, unpack, axis=0)                     # (B*T, C)
         return F.npx.reshape_like(Z, like, lhs_begin=0, lhs_end=1,
                                   rhs_begin=0, rhs_end=2)    # (B, T, C)
 
-    def packed(Z):                                           # (B, T, C)
+    def kept(Z):                                             # (B, T, C)
+        if cls_rows is not None:
+            return Z[:, 0, :]                                # (B, C)
         Z = F.npx.reshape(Z, (-5, -2))                       # (B*T, C)
         return F.np.take(Z, pack, axis=0)                    # (N, C)
 
@@ -286,11 +295,13 @@ def _packed_block(F, blk, X, like, valid_lens, pack, unpack, query_lens):
         qkv = attention.qkv(F, X)                            # (N, 3*H)
         O = attention._compiled_attention(F, unpacked(qkv), valid_lens,
                                           query_lens)        # (B, T, H)
-        O = attention.W_o(packed(O))                         # (N, H)
+        O = attention.W_o(kept(O))                           # (N or B, H)
     else:
-        O = packed(attention(unpacked(X), valid_lens))       # (N, H)
-    Y = blk.addnorm1(X, O)                                   # (N, H)
-    return blk.addnorm2(Y, blk.ffn(Y))                       # (N, H)
+        O = kept(attention(unpacked(X), valid_lens))         # (N or B, H)
+    if cls_rows is not None:
+        X = F.np.take(X, cls_rows, axis=0)                   # (B, D)
+    Y = blk.addnorm1(X, O)                                   # (N or B, H)
+    return blk.addnorm2(Y, blk.ffn(Y))                       # (N or B, H)
 
 
 def batch_loss(net, loss, vocab_size, kernels=None, row_multiple=8,
