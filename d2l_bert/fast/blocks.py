@@ -541,9 +541,9 @@ class FastBERTClassifier(_Checked):
     positions do not change (their keys have weight exactly 0): given
     `valid_lens_x`, the encoder runs on the valid tokens only, packed
     (`step.packed_tokens`, `step.encode_packed`), as the pretraining
-    step does, and its last block on `<cls>` alone.  The scores and gradients are the book's, within float32
-    rounding; with dropout on, AddNorm's masks are drawn for the packed
-    rows.
+    step does, and its last block on `<cls>` alone.  The scores and
+    gradients are the book's, within float32 rounding; with dropout on,
+    AddNorm's masks are drawn for the packed rows.
 
     Parameters
     ----------
