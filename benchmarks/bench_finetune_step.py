@@ -197,11 +197,13 @@ def rows_line(args, cfg):
     """Say what the accelerated classifier leaves out of the book's
     arithmetic, which the GFLOP/s count whole: its encoder runs on the
     valid tokens only (`FastBERTClassifier`)."""
-    import numpy as onp
+    from mxnet import np
+    from d2l_bert.fast.step import packed_tokens
     valid_lens = finetune_batch(args, cfg)[2]                # (B,)
     B, T = cfg['batch_size'], cfg['max_len']
-    tokens = int(onp.where(valid_lens > 0, onp.minimum(valid_lens, T),
-                           T).sum())
+    no_rows = np.zeros((2, 0), dtype='int32')                # (2, 0)
+    tokens = packed_tokens(np.array(valid_lens), no_rows, B, T,
+                           1)[0].shape[0]                    # N
     return (f"the GFLOP/s count the book's arithmetic; the accelerated "
             f'classifier encodes the {tokens} valid tokens of the '
             f'{B * T} ({100 * tokens / (B * T):.0f}%): a share above '
