@@ -74,6 +74,8 @@ EXTRA_PINS = {
         'pytest==8.3.5',
         # `run.py test` runs the suite in a process a core
         'pytest-xdist==3.6.1',
+        # a test that hangs fails with every thread's stack (pytest.ini)
+        'pytest-timeout==2.4.0',
         'nbclient==0.10.1',
         'ipykernel==6.29.5',
     ],
