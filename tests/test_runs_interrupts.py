@@ -2,6 +2,7 @@
 the step, and not lost inside MXNet's callbacks."""
 import os
 import signal
+import subprocess
 import sys
 import threading
 
@@ -185,13 +186,18 @@ def test_a_forked_worker_has_pythons_own_handlers():
     # Forked from a fresh interpreter: a fork of this process, where
     # MXNet has run a Python custom operator, can hang now and then in
     # MXNet's own fork handlers (apache/mxnet#17467)
-    import subprocess
-    proc = subprocess.run([sys.executable, '-c', FORKED],
-                          capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                              sys.path)))
+    proc = fresh_python(FORKED)
     assert (proc.returncode, proc.stdout) == (0, '(True, True)\n'), (
         proc.stderr)
+
+
+def fresh_python(code):
+    """Run `code` in a new interpreter that imports what this one does;
+    return the finished process."""
+    return subprocess.run([sys.executable, '-c', code], capture_output=True,
+                          text=True, timeout=60, env=dict(
+                              os.environ,
+                              PYTHONPATH=os.pathsep.join(sys.path)))
 
 
 # ---------------------------------------------------------------------------
@@ -217,11 +223,7 @@ finally:
 
 @pytest.mark.parametrize('name', ['SIGTERM', 'SIGHUP'])
 def test_sigterm_and_sighup_clean_up_then_end_the_process_by_them(name):
-    import subprocess
-    proc = subprocess.run([sys.executable, '-c', ENDED.format(name=name)],
-                          capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                              sys.path)))
+    proc = fresh_python(ENDED.format(name=name))
     assert (proc.returncode, proc.stdout) == (
         -getattr(signal, name), 'cleaned up\n'), proc.stderr
 
