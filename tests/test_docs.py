@@ -34,6 +34,7 @@ REFERENCE = os.path.join(DOCS, 'reference')
 REFERENCE_PAGES = {'sections': None, 'data': 'd2l_bert.data',
                    'fast': 'd2l_bert.fast', 'runs': 'd2l_bert.runs',
                    'dist': 'd2l_bert.dist', 'hf': 'd2l_bert.hf',
+                   'views': 'd2l_bert.views',
                    'chapter': 'd2l_bert.chapter', 'cli': 'd2l_bert.cli',
                    'utilities': None}
 

@@ -42,6 +42,7 @@ import weakref
 from dataclasses import dataclass, field
 
 from .notebooks import BOOK_SNLI_PAIRS, SMALL_ENV, small_sizes
+from ..views.pyplot import settle_backend
 
 #: Modules of this package that are tools, not book sections
 TOOL_MODULES = ('d2l_bert.cli', 'd2l_bert.chapter', 'd2l_bert.threads',
@@ -696,7 +697,7 @@ class Runner:
 
 
     def __init__(self, ctx=None, hooks=None):
-        _settle_matplotlib()
+        settle_backend()
         self.ctx = ctx
         self.hooks = hooks if hooks is not None else DataHooks()
         names, _ = package_names()
@@ -864,27 +865,6 @@ def _capture_display(out, figures):
         yield
     finally:
         ipy_display.display, ipy_display.clear_output = saved
-
-
-def _settle_matplotlib():
-    """Fix pyplot's backend to Agg before any cell creates an IPython
-    shell.
-
-    The book's `d2l.Animator` calls `d2l.use_svg_display`, which creates an
-    IPython shell; pyplot then picks its backend on the first figure and,
-    seeing the shell, imports a hook that matplotlib 3.7 and IPython 9 no
-    longer share (`backend2gui`).  Picked here, before any shell exists,
-    the backend is settled and that hook is never looked for.  Inside a
-    real IPython session nothing is changed.
-    """
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        get_ipython = None
-    if get_ipython is not None and get_ipython() is not None:
-        return
-    import matplotlib.pyplot as plt
-    plt.switch_backend('agg')
 
 
 def _unique(figures):

@@ -74,7 +74,9 @@ def accelerate(net, kernels=None, check=True):
     Returns
     -------
     FastBERTModel, FastBERTEncoder, FastBERTClassifier or loss
-        Hybridized; called like `net`, with the same outputs.
+        Hybridized; called like `net`, with the same outputs.  Its
+        ``book_model`` is `net` (which `d2l_bert.views` runs to read the
+        attention weights that only the book's blocks keep).
     """
     if isinstance(net, gluon.loss.Loss):
         return accelerate_loss(net)
@@ -87,6 +89,8 @@ def accelerate(net, kernels=None, check=True):
     if kernels is None:
         kernels = _ops.usable(contexts)
     twin = twin_class(net, bool(kernels))
+    # Not a child block: the twin's parameters and files stay the same
+    object.__setattr__(twin, 'book_model', net)
     _hybridize_twin(twin, net)
     if check:
         _check_twin(net, twin, name, contexts[0])
