@@ -272,3 +272,29 @@ def test_offline_wikitext_2_is_the_embedded_corpus(cache, monkeypatch,
     assert hub.download_extract('wikitext-2', 'wikitext-2') == (
         corpus.DATA_DIR)
     assert "d2l-bert's embedded corpus" in capsys.readouterr().err
+
+
+def test_offline_setting_tries_no_server_and_gets_the_stand_in(
+        server, cache, monkeypatch, capsys):
+    # The server holds the file, yet D2L_BERT_OFFLINE=1 asks it nothing
+    monkeypatch.setitem(hub.DATA_HUB, 'bert.fake',
+                        (server + '/bert.fake.zip', ARCHIVE_SHA1))
+    monkeypatch.setitem(hub.STAND_INS, 'bert.fake', lambda folder: (
+        os.makedirs(folder, exist_ok=True) or folder, 'a fake model'))
+    monkeypatch.setenv(hub.OFFLINE_ENV, '1')
+    _Handler.asked = []
+    assert hub.reachable('bert.fake') is False
+    directory = hub.download_extract('bert.fake', 'bert.fake')
+    assert _Handler.asked == []
+    assert directory == str(cache / 'stand-ins' / 'bert.fake')
+    assert capsys.readouterr().err.splitlines() == [
+        f'bert.fake cannot be downloaded here ({hub.OFFLINE_ENV}=1 asks for '
+        f'no network); in its place: a fake model, from {directory}']
+    with pytest.raises(hub.DownloadError, match=r"^could not download "
+                       r"'bert.fake': D2L_BERT_OFFLINE=1 asks for no "
+                       r"network\. Nothing was saved$"):
+        hub.download('bert.fake')
+    # a file in the cache is read all the same
+    (cache / 'bert.fake.zip').write_bytes(ARCHIVE)
+    assert hub.reachable('bert.fake') is True
+    assert hub.download('bert.fake') == str(cache / 'bert.fake.zip')

@@ -18,6 +18,9 @@ and that behaviour, and adds what a classroom needs:
   into the cache by hand).
 
 The cache is ``$D2L_BERT_DATA`` if set, else ``~/.cache/d2l_bert``.
+With ``D2L_BERT_OFFLINE=1`` nothing is downloaded: a file not in the
+cache fails as without a network, at once, and gets its stand-in (the
+docs' build runs the notebooks so).
 Every download of the package goes through `download` here, WikiText-2's
 (`d2l_bert.data.wikitext.download_wikitext2`) included.
 """
@@ -33,6 +36,10 @@ import zipfile
 from .atomic import atomic_write, atomic_write_into
 
 DATA_URL = 'http://d2l-data.s3-accelerate.amazonaws.com/'
+
+#: Set to '1', no download is tried: what is not in the cache fails at
+#: once, as without a network
+OFFLINE_ENV = 'D2L_BERT_OFFLINE'
 
 # name -> (url, SHA-1 of the file), as `d2l.DATA_HUB`; the url may also be
 # a tuple of mirrors, tried in order
@@ -169,6 +176,12 @@ def _fetch(url, file_name, sha1_hash, timeout):
                 'corrupt download, or the file on the server changed)')
 
 
+def offline(environ=None):
+    """Whether ``D2L_BERT_OFFLINE=1`` asks for no download."""
+    return (os.environ if environ is None else environ).get(
+        OFFLINE_ENV) == '1'
+
+
 def reachable(name, timeout=5.0):
     """Return whether `name` can be had: cached already, or one of its
     mirrors answers within `timeout` seconds.
@@ -190,6 +203,8 @@ def reachable(name, timeout=5.0):
     urls, _, _ = _lookup(name)
     if os.path.exists(os.path.join(data_home(), urls[0].split('/')[-1])):
         return True
+    if offline():
+        return False
     for url in urls:
         try:
             with urllib.request.urlopen(
@@ -264,6 +279,10 @@ def _download(name, folder=None, sha1_hash=None, timeout=TIMEOUT,
             return fname, False
         print(f'{fname} does not match its SHA-1; downloading it again',
               file=sys.stderr)
+    if offline():
+        raise DownloadError(f'could not download {label!r}: '
+                            f'{OFFLINE_ENV}=1 asks for no network. Nothing '
+                            f'was saved')
     failures = []
     for url in urls:
         print(f'Downloading {fname} from {url}...', file=sys.stderr)
