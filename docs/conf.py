@@ -257,7 +257,64 @@ def signature_as_written(app, what, name, obj, options, signature,
     return signature, return_annotation
 
 
+# ---------------------------------------------------------------------------
+# Tables on a phone: each row a card of its cells
+#
+# Below 600 px `_static/d2l-bert.css` shows each row of a table as a card
+# and each cell under its column's name, so that no table is wider than
+# the phone.  The names are written into the cells here, hidden at other
+# widths.
+
+
+def label_table_cells(app, doctree, docname):
+    """Begin each body cell of a table that has one header row with a
+    `cell-label` span holding its column's name."""
+    for table in doctree.findall(nodes.table):
+        for group in table.findall(nodes.tgroup):
+            heads = [row for head in group.findall(nodes.thead)
+                     for row in head.findall(nodes.row)]
+            if len(heads) != 1:
+                continue
+            names = [entry.astext() for entry in heads[0].children]
+            for body in group.findall(nodes.tbody):
+                for row in body.findall(nodes.row):
+                    for name, entry in zip(names, row.children):
+                        if name.strip():
+                            entry.insert(0, nodes.inline(
+                                '', name, classes=['cell-label']))
+
+
+# ---------------------------------------------------------------------------
+# The chapter: each section's notebook as it ran
+#
+# Before the pages are read, each notebook is executed in a kernel (or
+# read from the cache of executed notebooks, keyed by the notebook's,
+# the package's and the lock file's contents) and written as a page of
+# `chapter/` with its outputs, figures and the book's values
+# (`d2l_bert.chapter.pages`).  ``D2L_BERT_DOCS_CACHE`` moves the cache
+# (default `docs/_build/.chapter-cache`).  A cell that fails, or an
+# output that is not the book's, is a warning, so the build fails.
+
+CHAPTER_CACHE = os.environ.get('D2L_BERT_DOCS_CACHE') or os.path.join(
+    ROOT, 'docs', '_build', '.chapter-cache')
+
+
+def chapter_pages(app):
+    """Write `chapter/NAME.md` for each notebook of the chapter."""
+    from sphinx.util import logging
+    from d2l_bert.chapter.pages import chapter_notebooks, write_pages
+
+    log = logging.getLogger('d2l-bert')
+    problems = write_pages(os.path.join(app.srcdir, 'chapter'),
+                           chapter_notebooks(), CHAPTER_CACHE,
+                           progress=log.info)
+    for problem in problems:
+        log.warning(problem)
+
+
 def setup(app):
+    app.connect('builder-inited', chapter_pages)
+    app.connect('doctree-resolved', label_table_cells)
     app.add_autodocumenter(short_value_documenter(), override=True)
     app.connect('autodoc-before-process-signature',
                 preserve_defaults_if_source, priority=499)

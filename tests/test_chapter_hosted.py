@@ -108,6 +108,15 @@ def test_badges_open_the_notebook_on_each_platform():
         'notebooks%2Fbert.ipynb']
 
 
+def test_badges_end_with_the_link_to_the_notebooks_page_in_the_docs():
+    line = hosted.badges('notebooks/bert-dataset.ipynb')
+    assert line.endswith(' or [read it with its outputs]('
+                         'https://d2l-bert.github.io/d2l-bert/chapter/'
+                         'bert-dataset.html)')
+    assert hosted.page_url('notebooks/bert.ipynb') == (
+        f'{hosted.DOCS_SITE}/chapter/bert.html')
+
+
 @pytest.mark.parametrize('page', ['README.md', 'docs/index.md'])
 def test_readme_and_docs_carry_the_four_badges(page):
     with open(os.path.join(ROOT, page), encoding='utf-8') as f:

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import d2l_bert
+from helpers import cache_book_outputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, 'docs')
@@ -179,11 +180,26 @@ def sphinx_run(tmp_path_factory):
                         'extra: pip install -r requirements/py3XX.txt)')
     pytest.importorskip('myst_parser', reason='myst-parser is not installed')
     out = tmp_path_factory.mktemp('html')
+    # The chapter's pages from notebooks that print the book's outputs:
+    # the build executes no notebook (tests/test_chapter_pages.py runs one)
+    cache = tmp_path_factory.mktemp('chapter-cache')
+    cache_book_outputs(str(cache))
+    chapter = os.path.join(DOCS, 'chapter')
+    # the pages a real build wrote there, given back after
+    before = {name: read('docs', 'chapter', name)
+              for name in os.listdir(chapter) if name != 'index.md'}
     result = subprocess.run(
         [sys.executable, '-m', 'sphinx', '-W', '--keep-going', '-q',
          '-b', 'html', DOCS, str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        universal_newlines=True, timeout=600)
+        universal_newlines=True, timeout=600,
+        env=dict(os.environ, D2L_BERT_DOCS_CACHE=str(cache)))
+    for name in os.listdir(chapter):
+        if name != 'index.md' and name not in before:
+            os.remove(os.path.join(chapter, name))
+    for name, text in before.items():
+        with open(os.path.join(chapter, name), 'w', encoding='utf-8') as f:
+            f.write(text)
     return out, result
 
 
@@ -360,8 +376,13 @@ COMMIT_HASH = re.compile(
 
 
 def doc_pages():
-    """Yield `(path relative to docs/, text)` of every Markdown page."""
-    yield from files_under(DOCS, '.md', DOCS)
+    """Yield `(path relative to docs/, text)` of every Markdown page we
+    write (the chapter's pages are the notebooks', written by the
+    build)."""
+    for path, text in files_under(DOCS, '.md', DOCS):
+        if not (path.startswith('chapter' + os.sep)
+                and path != os.path.join('chapter', 'index.md')):
+            yield path, text
 
 
 def test_commit_hashes_are_found():
@@ -486,6 +507,34 @@ def test_field_names_stay_whole_on_one_line():
     # letters when its column was narrow, as on a phone
     dt = rule('dl.field-list > dt')
     assert 'word-break: normal' in dt and 'white-space: nowrap' in dt
+
+
+def check_widths():
+    """`docs/check_widths.py`, the pages measured in Chromium."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'check_widths', os.path.join(DOCS, 'check_widths.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(check_widths().chromium() is None,
+                    reason='Chromium is not installed (apt-get install '
+                    'chromium): the pages are measured in a real browser')
+def test_no_page_scrolls_sideways_and_no_block_is_cut(built_docs):
+    # A phone's 390 px in a frame (a window cannot be that narrow), and a
+    # projector's 1280 px; the chapter's pages hold the book's outputs
+    widths = check_widths()
+    found = widths.measure(str(built_docs))
+    pages = widths.html_pages(str(built_docs))
+    assert len(found) == 2 * len(pages) and len(pages) >= 20
+    assert 'chapter/bert-pretraining.html' in pages
+    assert {(r['asked'], r['width']) for r in found} == {(390, 390),
+                                                          (1280, 1280)}
+    assert sum(r['tables'] for r in found) >= 2 * 40
+    assert sum(r['pres'] for r in found) >= 2 * 100
+    assert widths.problems(found) == []
 
 
 def test_code_blocks_and_index_tables_scroll_in_their_own_box():

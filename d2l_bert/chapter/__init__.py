@@ -13,6 +13,9 @@
   (``d2l-bert check-text``);
 - `notebooks`: what the notebooks run beyond the book's cells, and where
   it is applied (underneath the cells, or by the runner);
+- `execute`, `pages`: the chapter's pages in the docs, each notebook
+  executed in a kernel (cached by its contents) and shown with its
+  outputs and figures beside the book's values;
 - `hosted`: the badges and the first cell of every notebook, which set
   it up where it is opened alone (``python -m d2l_bert.chapter.hosted
   --write``).

@@ -44,6 +44,9 @@ from ..threads import set_threads_quietly
 REPOSITORY = 'https://github.com/d2l-bert/d2l-bert'
 #: The branch the badges open and the set-up cell installs
 BRANCH = 'main'
+#: Where the docs are published from `BRANCH` (.github/workflows/docs.yml):
+#: each notebook's page, with its outputs, is ``chapter/NAME.html`` there
+DOCS_SITE = 'https://d2l-bert.github.io/d2l-bert'
 #: Overrides `source`: anything pip installs (a URL, a checkout, a wheel)
 SOURCE_ENV = 'D2L_BERT_SOURCE'
 
@@ -111,12 +114,21 @@ def is_setup_cell(code):
 
 def badges(path):
     """The badges line of the notebook at `path` (relative to the
-    repository, e.g. ``'notebooks/bert.ipynb'``), in Markdown."""
+    repository, e.g. ``'notebooks/bert.ipynb'``), in Markdown, then a
+    link to its page in the docs (`page_url`)."""
     repo = REPOSITORY.split('github.com/', 1)[1]
     quoted = path.replace('/', '%2F')
     fields = dict(repo=repo, branch=BRANCH, path=path, quoted=quoted)
-    return ' '.join(f'[![{alt}]({image})]({link.format(**fields)})'
-                    for alt, image, link in BADGES)
+    return ' '.join([f'[![{alt}]({image})]({link.format(**fields)})'
+                     for alt, image, link in BADGES]
+                    + [f'or [read it with its outputs]({page_url(path)})'])
+
+
+def page_url(path):
+    """The address of the notebook `path`'s page in the published docs,
+    where it is shown as it ran, beside the book's outputs."""
+    name = os.path.basename(path).rsplit('.', 1)[0]
+    return f'{DOCS_SITE}/chapter/{name}.html'
 
 
 def versions():
