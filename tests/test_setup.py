@@ -163,6 +163,19 @@ def run_setup_py(version_info):
     return json.loads(out.stdout)
 
 
+def test_pyproject_names_the_setuptools_build_backend():
+    # pip 25.3 and later install a project editable only through PEP 517
+    # (a legacy `setup.py develop` is refused): the build-system table
+    with open(os.path.join(ROOT, 'pyproject.toml'), encoding='utf-8') as f:
+        text = f.read()
+    table = re.search(r'^\[build-system\]\n(.*?)(?=^\[|\Z)', text,
+                      re.MULTILINE | re.DOTALL).group(1)
+    assert re.search(r'^requires = \["setuptools>=6[4-9]"\]$', table,
+                     re.MULTILINE)
+    assert 'build-backend = "setuptools.build_meta"' in table
+    assert re.findall(r'^\[(.*)\]$', text, re.MULTILINE) == ['build-system']
+
+
 def test_setup_py_forms_its_metadata_from_the_supported_pythons():
     given = run_setup_py(sys.version_info[:3])
     assert [line.rsplit(' ', 1)[1] for line in given['classifiers']] == \
