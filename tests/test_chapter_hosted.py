@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -74,9 +75,59 @@ def test_the_set_up_cell_is_short_and_reads_the_source_variable():
     assert hosted.is_setup_cell(cell)
     assert not hosted.is_setup_cell('import os\nos.environ.get("X")')
     lines = cell.splitlines()
-    assert len(lines) <= 12
+    # 12 lines, and 6 for a quiet pip and the one line when it fails
+    assert len(lines) <= 18
     assert max(len(line) for line in lines) <= 79
     compile(cell, '<set-up cell>', 'exec')
+    for name, value in hosted.QUIET_PIP.items():
+        assert f"{name}='{value}'" in cell
+
+
+def run_set_up_cell(tmp_path, source, **env):
+    """The set-up cell run by the Python of a fresh venv (where d2l_bert
+    is missing) with `source` as `SOURCE_ENV`, as root when we are root,
+    with pip's own settings of this machine removed."""
+    import venv
+    venv.create(str(tmp_path / 'venv'), with_pip=True)
+    cell = tmp_path / 'cell.py'
+    cell.write_text(hosted.setup_cell())
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(
+        ('PIP_', 'PYTHON', 'VIRTUAL_ENV'))}
+    return subprocess.run(
+        [str(tmp_path / 'venv' / 'bin' / 'python'), str(cell)],
+        capture_output=True, text=True, timeout=300,
+        env=dict(clean, **{hosted.SOURCE_ENV: source}, **env))
+
+
+def test_without_a_network_the_set_up_cell_ends_in_one_line(tmp_path):
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        closed = s.getsockname()[1]
+    done = run_set_up_cell(tmp_path, f'http://127.0.0.1:{closed}/main.zip')
+    assert done.returncode == 1 and done.stdout == ''
+    [line] = done.stderr.splitlines()
+    assert line.startswith(hosted.FAILED_LINE + 'ERROR: ')
+    assert 'Connection refused' in line
+
+
+def test_the_set_up_cells_pip_says_nothing_as_root(tmp_path):
+    # A stand-in d2l_bert whose set-up prints one line: all the cell
+    # shows is that line, no pip warning (root) and no pip notice
+    package = tmp_path / 'src' / 'd2l_bert' / 'chapter'
+    package.mkdir(parents=True)
+    for folder in (package.parent, package):
+        (folder / '__init__.py').write_text('')
+    (package / 'hosted.py').write_text(
+        'def set_up(start, alone):\n    print("set up", alone)\n')
+    (tmp_path / 'src' / 'setup.py').write_text(
+        'from setuptools import setup\n'
+        "setup(name='d2l-bert', version='0.0.1', packages=['d2l_bert', "
+        "'d2l_bert.chapter'])\n")
+    done = run_set_up_cell(tmp_path, str(tmp_path / 'src'),
+                           PIP_FIND_LINKS=os.environ.get('PIP_FIND_LINKS',
+                                                         ''))
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, 'set up True\n', '')
 
 
 def test_source_is_the_repository_unless_the_variable_names_one():

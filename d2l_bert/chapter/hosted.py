@@ -86,8 +86,25 @@ def source(environ=None):
     return environ.get(SOURCE_ENV) or f'{REPOSITORY}/archive/{BRANCH}.zip'
 
 
+#: pip's settings for every install of the set-up: no warning that pip
+#: runs as root (Colab and Kaggle do) and no notice of a newer pip (which
+#: a student would obey, changing the platform's pip)
+QUIET_PIP = {'PIP_ROOT_USER_ACTION': 'ignore',
+             'PIP_DISABLE_PIP_VERSION_CHECK': '1'}
+
+#: How the set-up cell ends when pip fails, before pip's last line
+FAILED_LINE = ("d2l-bert set-up: pip failed (no network? on Kaggle, turn "
+               "on the notebook's Internet setting): ")
+
+
 def setup_cell():
-    """The first code cell of every notebook, as its source text."""
+    """The first code cell of every notebook, as its source text: it
+    installs d2l-bert quietly (`QUIET_PIP`) where it is missing, and
+    where pip fails it ends with one line (`FAILED_LINE`)."""
+    quiet = ',\n'.join(f"{' ' * 17}{k}='{v}'"
+                        for k, v in QUIET_PIP.items()).lstrip()
+    said = f"\n{' ' * 17}".join(repr(part) for part in _pieces(
+        FAILED_LINE, 60))
     return (
         "# Set-up where this notebook runs alone (Colab, Kaggle, Studio "
         "Lab): adds\n"
@@ -99,11 +116,31 @@ def setup_cell():
         "if alone:\n"
         f"    default = '{source({})}'\n"
         f"    source = os.environ.get('{SOURCE_ENV}', default)\n"
-        "    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q',"
-        "\n                    '--no-deps', '--use-pep517', source], "
-        "check=True)\n"
+        f"    quiet = dict(os.environ, {quiet})\n"
+        "    pip = subprocess.run([sys.executable, '-m', 'pip', 'install', "
+        "'-q',\n"
+        "                          '--no-deps', '--use-pep517', "
+        "'--retries', '1',\n"
+        "                          source], env=quiet, capture_output=True,"
+        " text=True)\n"
+        "    if pip.returncode:  # one line: what failed, and what to do\n"
+        f"        sys.exit({said}\n"
+        "                 + (pip.stderr.strip().splitlines() or ['?'])[-1])"
+        "\n"
         "    importlib.invalidate_caches()\n"
         "from d2l_bert.chapter.hosted import set_up; set_up(start, alone)")
+
+
+def _pieces(text, width):
+    """`text` cut at spaces into pieces of at most `width` characters
+    (each keeps its trailing space), for string literals a line each."""
+    pieces = ['']
+    for word in text.split(' '):
+        if pieces[-1] and len(pieces[-1]) + len(word) + 1 > width:
+            pieces.append('')
+        pieces[-1] += word + ' '
+    pieces[-1] = pieces[-1][:-1]
+    return pieces
 
 
 def is_setup_cell(code):
@@ -152,10 +189,10 @@ def _normalize(name):
 def _pip(args):
     """Run pip quietly in this interpreter; raise RuntimeError with the
     end of its output if it fails."""
-    command = [sys.executable, '-m', 'pip', 'install', '-q',
-               '--disable-pip-version-check'] + args
+    command = [sys.executable, '-m', 'pip', 'install', '-q'] + args
     done = subprocess.run(command, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, universal_newlines=True)
+                          stderr=subprocess.STDOUT, universal_newlines=True,
+                          env=dict(os.environ, **QUIET_PIP))
     if done.returncode != 0:
         raise RuntimeError(
             f"pip could not install {' '.join(args)!r} (exit status "
