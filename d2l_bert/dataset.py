@@ -61,7 +61,7 @@ def _read_wiki(data_dir):
     file_name = os.path.join(data_dir, 'wiki.train.tokens')
     with open(file_name, 'r') as f:
         lines = f.readlines()
-    # The book ignores case
+    # Uppercase letters are converted to lowercase ones
     paragraphs = [line.strip().lower().split(' . ')
                   for line in lines if len(line.split(' . ')) >= 2]
     random.shuffle(paragraphs)
@@ -89,7 +89,7 @@ def _get_next_sentence(sentence, next_sentence, paragraphs):
     if random.random() < 0.5:
         is_next = True
     else:
-        # A random sentence of a random paragraph
+        # `paragraphs` is a list of lists of lists
         next_sentence = random.choice(random.choice(paragraphs))
         is_next = False
     return sentence, next_sentence, is_next
@@ -121,7 +121,7 @@ def _get_nsp_data_from_paragraph(paragraph, paragraphs, vocab, max_len):
     for i in range(len(paragraph) - 1):
         tokens_a, tokens_b, is_next = _get_next_sentence(
             paragraph[i], paragraph[i + 1], paragraphs)
-        # The pair plus one '<cls>' and two '<sep>' must fit in `max_len`
+        # Consider 1 '<cls>' token and 2 '<sep>' tokens
         if len(tokens_a) + len(tokens_b) + 3 > max_len:
             continue
         tokens, segments = get_tokens_and_segments(tokens_a, tokens_b)
@@ -159,23 +159,25 @@ def _replace_mlm_tokens(tokens, candidate_pred_positions, num_mlm_preds,
         The chosen positions, in the order drawn, with their original
         tokens.
     """
-    # A copy of the tokens, some of which become '<mask>' or random tokens
+    # For the input of a masked language model, make a new copy of tokens and
+    # replace some of them by '<mask>' or random tokens
     mlm_input_tokens = [token for token in tokens]
     pred_positions_and_labels = []
-    # A shuffled list of candidates: its head is a random subset
+    # Shuffle for getting 15% random tokens for prediction in the masked
+    # language modeling task
     random.shuffle(candidate_pred_positions)
     for mlm_pred_position in candidate_pred_positions:
         if len(pred_positions_and_labels) >= num_mlm_preds:
             break
         masked_token = None
-        # 80%: the mask token
+        # 80% of the time: replace the word with the '<mask>' token
         if random.random() < 0.8:
             masked_token = '<mask>'
         else:
-            # 10%: the token itself
+            # 10% of the time: keep the word unchanged
             if random.random() < 0.5:
                 masked_token = tokens[mlm_pred_position]
-            # 10%: a random token of the vocabulary
+            # 10% of the time: replace the word with a random word
             else:
                 masked_token = random.choice(vocab.idx_to_token)
         mlm_input_tokens[mlm_pred_position] = masked_token
@@ -209,11 +211,12 @@ def _get_mlm_data_from_tokens(tokens, vocab):
     candidate_pred_positions = []
     # `tokens` is a list of strings
     for i, token in enumerate(tokens):
-        # The special tokens are never predicted
+        # Special tokens are not predicted in the masked language modeling
+        # task
         if token in ['<cls>', '<sep>']:
             continue
         candidate_pred_positions.append(i)
-    # 15% of the tokens are predicted
+    # 15% of random tokens are predicted in the masked language modeling task
     num_mlm_preds = max(1, round(len(tokens) * 0.15))
     mlm_input_tokens, pred_positions_and_labels = _replace_mlm_tokens(
         tokens, candidate_pred_positions, num_mlm_preds, vocab)
@@ -261,11 +264,12 @@ def _pad_bert_inputs(examples, max_len, vocab):
             max_len - len(token_ids)), dtype='int32'))           # (T,)
         all_segments.append(np.array(segments + [0] * (
             max_len - len(segments)), dtype='int32'))            # (T,)
-        # `valid_lens` counts the tokens that are not '<pad>'
+        # `valid_lens` excludes count of '<pad>' tokens
         valid_lens.append(np.array(len(token_ids), dtype='float32'))  # ()
         all_pred_positions.append(np.array(pred_positions + [0] * (
             max_num_mlm_preds - len(pred_positions)), dtype='int32'))  # (P,)
-        # A weight of 0 removes a padded prediction from the loss
+        # Predictions of padded tokens will be filtered out in the loss via
+        # multiplication of 0 weights
         all_mlm_weights.append(
             np.array([1.0] * len(mlm_pred_label_ids) + [0.0] * (
                 max_num_mlm_preds - len(pred_positions)),

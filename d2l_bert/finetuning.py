@@ -260,7 +260,8 @@ class SNLIBERTDataset(gluon.data.Dataset):
         return token_ids, segments, valid_len
 
     def _truncate_pair_of_tokens(self, p_tokens, h_tokens):
-        # Keep 3 slots for the `<cls>` token and the two `<sep>` tokens
+        # Reserve slots for '<CLS>', '<SEP>', and '<SEP>' tokens for the BERT
+        # input
         while len(p_tokens) + len(h_tokens) > self.max_len - 3:
             if len(p_tokens) > len(h_tokens):
                 p_tokens.pop()

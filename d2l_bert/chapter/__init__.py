@@ -16,6 +16,9 @@
 - `execute`, `pages`: the chapter's pages in the docs, each notebook
   executed in a kernel (cached by its contents) and shown with its
   outputs and figures beside the book's values;
+- `differences`: what each notebook does differently from the book,
+  and why, written into it (``python -m d2l_bert.chapter.differences
+  --write``);
 - `hosted`: the badges and the first cell of every notebook, which set
   it up where it is opened alone (``python -m d2l_bert.chapter.hosted
   --write``).
