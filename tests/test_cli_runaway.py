@@ -607,6 +607,13 @@ def locked(root, name):
 @pytest.mark.parametrize('row', TABLE)
 def test_a_command_line_is_answered_in_one_line_and_leaves_nothing(
         root, row):
+    answered(root, row)
+
+
+def answered(root, row):
+    """Run the row `row` in `root` and check its answer: the exit status,
+    the one last line, no process left, the files of ``row.same`` as
+    they were and those of ``gone`` gone."""
     same = root / row.same if row.same else None
     readonly, tmpfs = row.extra.get('readonly'), row.extra.get('tmpfs')
     with read_only(root / readonly if readonly else None), \
