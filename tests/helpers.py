@@ -9,7 +9,6 @@ import glob
 import http.server
 import json
 import os
-import pickle
 import shutil
 import zipfile
 
@@ -141,26 +140,47 @@ JOB_ARGS = TINY_ARGS + ['--dropout', '0', '--checkpoint-every', '2']
 
 def checkpoint_state(path):
     """``(meta, params, adam)`` of a checkpoint: its meta data, the
-    parameters by name and Adam's moments by index, as NumPy arrays."""
+    parameters by name and Adam's moments (mean, variance) by parameter
+    name, as NumPy arrays."""
+    from d2l_bert.data.ndarray_file import read_ndarrays
     with zipfile.ZipFile(path) as z:
         meta = json.loads(z.read('meta.json'))
-        params_bytes, states_bytes = (z.read('model.params'),
-                                      z.read('trainer.states'))
-    tmp = f'{path}.params'
-    with open(tmp, 'wb') as f:
-        f.write(params_bytes)
-    try:
-        params = {k: v.asnumpy() for k, v in mx.nd.load(tmp).items()}
-    finally:
-        os.remove(tmp)
-    states, _ = pickle.loads(states_bytes)
-    adam = {i: [a.asnumpy() for a in pair] for i, pair in states.items()}
+        params = read_ndarrays(z.read('model.params'))
+        states = read_ndarrays(z.read('adam.params'))
+    adam = {name[:-len('/mean')]: (states[name], states[f'{name[:-5]}/var'])
+            for name in states if name.endswith('/mean')}
     return meta, params, adam
+
+
+def write_version_1(src, dst, net, trainer):
+    """Write the checkpoint `src` to `dst` as d2l-bert wrote checkpoints
+    before they held no code: ``meta.json`` of version 1 without Adam's
+    numbers, and ``trainer.states``, MXNet's own pickle of Adam's state
+    (`Trainer.save_states`) once `src` is loaded into `net` and
+    `trainer`."""
+    from d2l_bert.runs.checkpoints import load_checkpoint
+    load_checkpoint(str(src), net, trainer, net.collect_params().list_ctx())
+    states = f'{dst}.states'
+    trainer.save_states(states)
+    try:
+        with open(states, 'rb') as f:
+            pickled = f.read()
+    finally:
+        os.remove(states)
+    with zipfile.ZipFile(src) as z:
+        meta = json.loads(z.read('meta.json'))
+        params = z.read('model.params')
+    del meta['adam']
+    meta['version'] = 1
+    with zipfile.ZipFile(dst, 'w') as z:
+        z.writestr('meta.json', json.dumps(meta))
+        z.writestr('model.params', params)
+        z.writestr('trainer.states', pickled)
 
 
 def checkpoint_step(path):
     """Steps done by the checkpoint at `path`; 0 while it is missing."""
-    from d2l_bert.runs.pretraining import read_checkpoint_meta
+    from d2l_bert.runs.checkpoints import read_checkpoint_meta
     try:
         return read_checkpoint_meta(path)['step']
     except (OSError, ValueError):

@@ -17,7 +17,7 @@ from d2l_bert import cli
 from d2l_bert import presets
 from d2l_bert.cli import pretrain as pretrain_command
 from d2l_bert.dist.launcher import free_port
-from d2l_bert.runs.pretraining import read_checkpoint_meta
+from d2l_bert.runs.checkpoints import read_checkpoint_meta
 
 import processes
 from helpers import JOB_ARGS, TINY_ARGS, assert_same_state, checkpoint_state, \

@@ -291,10 +291,10 @@ TABLE = [
         'incompatible expected (1, 1000, 64) vs saved (1, 1000, 32)'),
         same='Msize', gone=('Fsize',)),
     case(f'pretrain --corpus corpus --steps 9 --out Mmeta --resume {TINY}',
-         2, error('pretrain', "--resume: checkpoint 'Mmeta/checkpoint.zip' "
-                  'is damaged: its meta.json is not valid JSON '
-                  '(Unterminated string starting at: line 1 column 13 (char '
-                  '12))'), same='Mmeta'),
+         2, error('pretrain', '--resume: Mmeta/checkpoint.zip: meta.json is '
+                  'not valid JSON (Unterminated string starting at: line 1 '
+                  'column 13 (char 12)); the checkpoint is damaged'),
+         same='Mmeta'),
     case('encode --model M --file - --out v.npy', 2, error(
         'encode', '--file -: standard input is binary (a NUL byte at '
         'offset 1), not text; give one text a line, in UTF-8'),
@@ -607,6 +607,13 @@ def locked(root, name):
 @pytest.mark.parametrize('row', TABLE)
 def test_a_command_line_is_answered_in_one_line_and_leaves_nothing(
         root, row):
+    answered(root, row)
+
+
+def answered(root, row):
+    """Run the row `row` in `root` and check its answer: the exit status,
+    the one last line, no process left, the files of ``row.same`` as
+    they were and those of ``gone`` gone."""
     same = root / row.same if row.same else None
     readonly, tmpfs = row.extra.get('readonly'), row.extra.get('tmpfs')
     with read_only(root / readonly if readonly else None), \

@@ -317,14 +317,14 @@ def test_a_failure_that_is_not_the_disks_is_raised_as_it_is(tmp_path):
                             f"incomplete): '{tmp_path / 'x'}'")
 
 
-SIGTERM_MID_WRITE = """
+SIGNAL_MID_WRITE = """
 import os, signal, sys
 from d2l_bert.data.atomic import atomic_write
 
 def write(path):
     with open(path, 'w') as f:
         f.write('new, ')
-        os.kill(os.getpid(), signal.SIGTERM)   # mid-write
+        os.kill(os.getpid(), getattr(signal, sys.argv[2]))   # mid-write
         f.write('whole')
     print('written', flush=True)
 
@@ -333,20 +333,44 @@ print('not reached', flush=True)
 """
 
 
-def test_a_sigterm_mid_write_waits_for_the_file_then_ends_the_process(
-        tmp_path):
+def run_signalled_write(dest, name, ignored=()):
+    """Write `dest` in a fresh interpreter that sends itself the signal
+    `name` mid-write (`ignored`: signals it ignores, as under
+    ``nohup``)."""
+    def dispositions():
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN if signum in ignored
+                          else signal.SIG_DFL)
+    return subprocess.run([sys.executable, '-c', SIGNAL_MID_WRITE,
+                           str(dest), name], capture_output=True,
+                          text=True, timeout=60, preexec_fn=dispositions)
+
+
+@pytest.mark.parametrize('name', ['SIGTERM', 'SIGHUP'])
+def test_a_signal_mid_write_waits_for_the_file_then_ends_the_process(
+        tmp_path, name):
+    # SIGTERM (`kill`) and SIGHUP (a closed terminal) alike
     dest = tmp_path / 'model.params'
     dest.write_text('old')
-    proc = subprocess.run([sys.executable, '-c', SIGTERM_MID_WRITE,
-                           str(dest)], capture_output=True, text=True,
-                          timeout=60)
-    # killed by SIGTERM as by default, once the file was in place whole
-    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    proc = run_signalled_write(dest, name)
+    # killed by the signal as by default, once the file was in place whole
+    assert proc.returncode == -getattr(signal, name), proc.stderr
     assert proc.stdout == 'written\n'
     assert dest.read_text() == 'new, whole'
     assert sorted(os.listdir(tmp_path)) == ['model.params']
 
 
-def test_sigterm_keeps_its_handler_outside_a_write(tmp_path):
+def test_an_ignored_sighup_stays_ignored_while_writing(tmp_path):
+    # as under ``nohup``: the write and what follows go on
+    dest = tmp_path / 'model.params'
+    proc = run_signalled_write(dest, 'SIGHUP', ignored=(signal.SIGHUP,))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == 'written\nnot reached\n'
+    assert dest.read_text() == 'new, whole'
+
+
+def test_sigterm_and_sighup_keep_their_handlers_outside_a_write(tmp_path):
+    signums = (signal.SIGTERM, signal.SIGHUP)
+    before = [signal.getsignal(s) for s in signums]
     atomic_write(tmp_path / 'f', 'x')
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert [signal.getsignal(s) for s in signums] == before

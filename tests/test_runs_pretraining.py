@@ -1,14 +1,11 @@
 """Tests of d2l_bert/runs/pretraining.py: `train_bert_history` (the book's
 `train_bert` loop with checkpoints and the per-step losses) and
-`evaluate_bert`.
+`evaluate_bert`; its checkpoints are tested in test_runs_checkpoints.py.
 
 Small configurations throughout: a few hundred paragraphs of the embedded
 corpus, num_hiddens 32, batches of 32 to 64 pairs.
 """
-import os
-import random
 import re
-import zipfile
 
 import mxnet as mx
 import numpy as onp
@@ -20,7 +17,7 @@ from d2l_bert.runs import pretraining as T
 from d2l_bert.runs.wiki_data import load_pretraining_data
 from d2l_bert.runs.seeding import seed_everything
 
-from helpers import make_run, run_config, tiny, write_small_corpus
+from helpers import make_run, tiny, write_small_corpus
 
 
 @pytest.fixture(scope='module')
@@ -33,14 +30,6 @@ def params_of(net):
     # Structural names (`encoder.blks.0...`), as in a .params file
     return {name: p.data(p.list_ctx()[0]).asnumpy()
             for name, p in net._collect_params_with_prefix().items()}
-
-
-def assert_same_params(net_a, net_b, atol):
-    a, b = params_of(net_a), params_of(net_b)
-    assert sorted(a) == sorted(b)
-    for name in a:
-        onp.testing.assert_allclose(a[name], b[name], rtol=0, atol=atol,
-                                    err_msg=name)
 
 
 # ---------------------------------------------------------------------------
@@ -219,127 +208,6 @@ def test_train_bert_on_a_gpu_like_on_the_cpu():
             batches, net, gluon.loss.SoftmaxCELoss(), vocab_size, devices, 2,
             progress=False))
     onp.testing.assert_allclose(results[0].mlm, results[1].mlm, atol=1e-3)
-
-
-# ---------------------------------------------------------------------------
-# Checkpoints
-# ---------------------------------------------------------------------------
-
-def train_with_checkpoint(corpus_dir, num_steps, path, resume=False,
-                          config=None):
-    # Dropout on: resuming must also repeat MXNet's random masks
-    train_iter, vocab, net = make_run(corpus_dir, dropout=0.2)
-    history = T.train_bert_history(
-        train_iter, net, gluon.loss.SoftmaxCELoss(), len(vocab), [mx.cpu()],
-        num_steps, checkpoint=str(path), checkpoint_every=3, resume=resume,
-        config=config, progress=False)
-    return history, net
-
-
-@pytest.mark.parametrize('stop', [4, 6])
-def test_resumed_run_ends_where_an_uninterrupted_one_does(small_corpus,
-                                                          tmp_path, stop):
-    # About 5 batches an epoch: stopping at 4 resumes inside the first
-    # epoch, at 6 inside the second; the run ends in the third
-    train_iter, _, _ = make_run(small_corpus)
-    assert 3 <= len(train_iter) <= 6
-    full, net_full = train_with_checkpoint(small_corpus, 11,
-                                           tmp_path / 'full.zip')
-    train_with_checkpoint(small_corpus, stop, tmp_path / 'part.zip')
-    meta = T.read_checkpoint_meta(tmp_path / 'part.zip')
-    assert meta['step'] == stop
-    resumed, net_resumed = train_with_checkpoint(
-        small_corpus, 11, tmp_path / 'part.zip', resume=True)
-    assert resumed.num_steps == 11
-    onp.testing.assert_allclose(full.mlm, resumed.mlm, rtol=0, atol=1e-5)
-    onp.testing.assert_allclose(full.nsp, resumed.nsp, rtol=0, atol=1e-5)
-    assert_same_params(net_full, net_resumed, atol=1e-5)
-
-
-def test_checkpoint_round_trip_restores_params_trainer_and_rng(
-        small_corpus, tmp_path):
-    train_iter, vocab, net = make_run(small_corpus)
-    path = tmp_path / 'ckpt.zip'
-    T.train_bert_history(train_iter, net, gluon.loss.SoftmaxCELoss(),
-                         len(vocab), [mx.cpu()], 2, checkpoint=str(path),
-                         progress=False)
-    with zipfile.ZipFile(path) as z:
-        assert sorted(z.namelist()) == ['meta.json', 'model.params',
-                                        'trainer.states']
-    expected_python = random.random()
-    # Another net and trainer, other random states: all come back
-    seed_everything(123)
-    other = BERTModel(**run_config(vocab))
-    other.initialize(init.Xavier())
-    trainer = T._make_trainer(other, 0.01)
-    meta = T.load_checkpoint(str(path), other, trainer, [mx.cpu()])
-    assert meta['step'] == 2 and len(meta['history']['mlm']) == 2
-    assert_same_params(net, other, atol=0)
-    assert trainer.optimizer.num_update == 2
-    assert random.random() == expected_python
-
-
-def test_a_checkpoint_resumes_on_devices_that_update_themselves(
-        small_corpus, tmp_path):
-    # One device writes the checkpoint; two devices that each take Adam's
-    # step themselves (as a worker of a job does) resume it, and keep
-    # equal weights: both continue Adam's bias correction at step 3
-    path = tmp_path / 'ckpt.zip'
-    train_iter, vocab, net = make_run(small_corpus)
-    T.train_bert_history(train_iter, net, gluon.loss.SoftmaxCELoss(),
-                         len(vocab), [mx.cpu()], 2, checkpoint=str(path),
-                         progress=False)
-    devices = [mx.cpu(0), mx.cpu(1)]
-    other = BERTModel(**run_config(vocab))
-    other.initialize(init.Xavier(), ctx=devices)
-    trainer = T._make_trainer(other, 0.01, mx.kv.create('device'))
-    T.load_checkpoint(str(path), other, trainer, devices)
-    batch = next(iter(train_iter))
-    shards = [gluon.utils.split_and_load(e, devices) for e in batch]
-    with mx.autograd.record():
-        _, _, ls = T._get_batch_loss_bert(
-            other, gluon.loss.SoftmaxCELoss(), len(vocab), *shards)
-    for l in ls:
-        l.backward()
-    trainer.step(1)
-    counts = trainer.optimizer._all_index_update_counts
-    assert counts[0] == counts[1] and set(counts[0].values()) == {3}
-    for p in other.collect_params().values():
-        onp.testing.assert_array_equal(p.data(devices[0]).asnumpy(),
-                                       p.data(devices[1]).asnumpy())
-
-
-def test_resume_refuses_a_checkpoint_of_other_settings(small_corpus,
-                                                       tmp_path):
-    path = tmp_path / 'ckpt.zip'
-    train_with_checkpoint(small_corpus, 1, path, config={'batch_size': 32})
-    with pytest.raises(ValueError, match=r'batch_size: checkpoint 32, '
-                                         r'now 64'):
-        train_with_checkpoint(small_corpus, 2, path, resume=True,
-                              config={'batch_size': 64})
-
-
-def test_a_failed_save_leaves_the_previous_checkpoint_whole(small_corpus,
-                                                            tmp_path,
-                                                            monkeypatch):
-    path = tmp_path / 'ckpt.zip'
-    train_with_checkpoint(small_corpus, 3, path)
-    before = path.read_bytes()
-
-    def broken_writestr(self, name, data, *args, **kwargs):
-        raise OSError('disk full')
-    monkeypatch.setattr(zipfile.ZipFile, 'writestr', broken_writestr)
-    with pytest.raises(OSError, match='disk full'):
-        train_with_checkpoint(small_corpus, 3, path)
-    assert path.read_bytes() == before
-    assert sorted(os.listdir(tmp_path)) == ['ckpt.zip']
-
-
-def test_read_checkpoint_meta_rejects_other_files(tmp_path):
-    path = tmp_path / 'not-a-checkpoint.zip'
-    path.write_text('hello')
-    with pytest.raises(ValueError, match='is not a d2l-bert checkpoint'):
-        T.read_checkpoint_meta(str(path))
 
 
 # ---------------------------------------------------------------------------

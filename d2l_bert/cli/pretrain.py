@@ -278,7 +278,7 @@ def _check_resume(args):
                 f'{CHECKPOINT_FILE} to go on from; give --overwrite to '
                 'start over, or another --out')
         return
-    from ..runs.pretraining import read_checkpoint_meta
+    from ..runs.checkpoints import read_checkpoint_meta
     try:
         step = int(read_checkpoint_meta(checkpoint)['step'])
     except (ValueError, KeyError, TypeError) as e:
@@ -545,6 +545,7 @@ def _build(model, devices):
 def _train(args, train_iter, model, devices, kvstore, settings):
     """Train `model` (`_build`'s three) for ``--steps`` with checkpoints;
     return the history."""
+    from ..runs.checkpoint_meta import ResumeError
     from ..runs.pretraining import train_bert_history
     net, loss, batch_loss = model
     if kvstore is None or kvstore.rank == 0:
@@ -563,6 +564,8 @@ def _train(args, train_iter, model, devices, kvstore, settings):
             checkpoint=checkpoint, checkpoint_every=args.checkpoint_every,
             resume=args.resume, config=settings, batch_loss=batch_loss,
             kvstore=kvstore)
+    except ResumeError as e:
+        raise UsageError(f'--resume: {e}') from None
     except ValueError as e:
         raise UsageError(in_options(str(e))) from None
 

@@ -16,9 +16,10 @@ downloads, corpora) goes through one of three functions here:
   writes one, and none is renamed into place before all are written.
 
 On any failure, a KeyboardInterrupt included, the temporary file or folder
-is removed and the error raised again.  A SIGTERM that comes while they
-write waits until the files are in place, then ends the process as it
-would have (`sigterm_after`): no temporary file is left by it.  A file
+is removed and the error raised again.  A SIGTERM or SIGHUP that comes
+while they write waits until the files are in place, then ends the
+process as it would have (`sigterm_after`): no temporary file is left
+by it.  A file
 gets the mode a plain ``open(path, 'w')`` would give it under the
 current umask.
 """
@@ -33,23 +34,32 @@ import tempfile
 import threading
 
 
+#: The signals whose default ends the process, which `sigterm_after`
+#: holds while a file is written: `kill`'s, and a closed terminal's
+DEFERRED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
 def sigterm_after():
-    """For the `with` block, a SIGTERM waits; at its end, the process
-    gets it again and ends as SIGTERM's default ends it.  Only in the
-    main thread, where SIGTERM has its default disposition."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL):
+    """For the `with` block, a SIGTERM or SIGHUP waits; at its end, the
+    process gets it again and ends as the signal's default ends it.
+    Only in the main thread, and for each signal only where it has its
+    default disposition (a SIGHUP that ``nohup`` ignores stays
+    ignored)."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    received = []
-    signal.signal(signal.SIGTERM, lambda signum, frame: received.append(1))
+    received, held = [], [s for s in DEFERRED_SIGNALS
+                          if signal.getsignal(s) == signal.SIG_DFL]
+    for signum in held:
+        signal.signal(signum, lambda signum, frame: received.append(signum))
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for signum in held:
+            signal.signal(signum, signal.SIG_DFL)
         if received:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), received[0])
 
 
 @sigterm_after()

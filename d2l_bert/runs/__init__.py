@@ -4,6 +4,12 @@
 - `pretraining`: the book's `train_bert` loop with a progress bar,
   checkpoints that resume exactly, the per-step history and held-out
   accuracy (`train_bert_history`, `evaluate_bert`);
+- `checkpoints`: the checkpoints of pretraining, written atomically and
+  read without running code, every size checked before it is read
+  (`save_checkpoint`, `load_checkpoint`); `checkpoint_meta` checks
+  their ``meta.json`` and keeps the random states and the position in
+  the data, `checkpoint_pickle` reads Adam's pickled state of the
+  checkpoints of version 1;
 - `wiki_data`: the pretraining data of a chosen corpus, split, seed and
   padding, checked, built from the book's dataset functions;
 - `finetuning`: a pretrained model's sizes, SNLI's directory, the

@@ -6,9 +6,10 @@ lines.  ``d2l-bert pretrain`` and the notebooks' small runs train with
 
 - returns the loss of every step (`PretrainingHistory`), and plots it as
   the book does, inline in a notebook or into a PNG file;
-- saves a checkpoint every few steps (`save_checkpoint`): the parameters,
-  Adam's state, the random states and the position in the data, so that
-  a resumed run (`load_checkpoint`) repeats an uninterrupted one exactly;
+- saves a checkpoint every few steps (`save_checkpoint`, of
+  `d2l_bert.runs.checkpoints`): the parameters, Adam's state, the random
+  states and the position in the data, none of it code, so that a
+  resumed run (`load_checkpoint`) repeats an uninterrupted one exactly;
 - shows a progress bar;
 - trains as one of the N workers of a ``dist_sync`` job (``kvstore=``,
   ``d2l-bert pretrain --workers N``), with the numbers of one process
@@ -23,14 +24,10 @@ B: batch size, T: sequence length, H: num_hiddens, V: vocab_size,
 P: predicted positions per sequence (``round(0.15 * max_len)``)
 """
 import functools
-import json
 import os
 import random
 import sys
-import tempfile
 import time
-import zipfile
-import zlib
 from collections import namedtuple
 from dataclasses import dataclass
 
@@ -42,12 +39,12 @@ from ..checks import (check_finite_loss, check_finite_parameters,
                       check_inputs, check_positive_int)
 from ..dist.workers import (Workers, create_kvstore,
                             share_initial_weights, worker_shards)
-from ..data.atomic import atomic_write, sigterm_after, write_failure
+from ..data.atomic import atomic_write
 from ..presets import PRETRAINING
 from . import interrupts
+from .checkpoint_meta import DataPosition, set_rng_states
+from .checkpoints import load_checkpoint, save_checkpoint
 from ..pretraining import _get_batch_loss_bert
-
-CHECKPOINT_VERSION = 1
 
 
 # ---------------------------------------------------------------------------
@@ -169,7 +166,7 @@ class _PretrainingRun:
             self.batch_loss = functools.partial(_get_batch_loss_bert, net,
                                                 loss, vocab_size)
         self.history = PretrainingHistory(self.devices)
-        self.data = _DataPosition(train_iter)
+        self.data = DataPosition(train_iter)
         self.step, self.mx_seed = 0, None
         self.animator = self.bar = None
 
@@ -197,15 +194,16 @@ class _PretrainingRun:
 
     def _resume(self, checkpoint):
         meta = load_checkpoint(checkpoint, self.net, self.trainer,
-                               self.devices, config=self.settings.config)
+                               self.devices, config=self.settings.config,
+                               num_batches=self.data.epoch_length())
         self.step, self.mx_seed = meta['step'], meta['mx_seed']
         self.history = PretrainingHistory.from_dict(meta['history'])
         self.history.devices = [str(d) for d in self.devices]
         # The data position first: replaying the epoch's shuffle moves
         # the random states, which we then set to the checkpoint's
         if meta['data'] is not None:
-            self.data.restore(meta['data'])
-        _set_rng_states(meta['rng'])
+            self.data.restore(meta['data'], checkpoint)
+        set_rng_states(meta['rng'])
 
     @interrupts.between_steps()
     def train(self):
@@ -326,8 +324,9 @@ def _make_trainer(net, learning_rate, kvstore=None):
     Given `net.collect_params()`, Gluon's `Trainer` sorts the parameters
     by their global names (``dense0_weight``, ``dense10_weight``, ...),
     which depend on how many blocks the process made before `net`.  The
-    optimizer states in a checkpoint are stored by position in that order,
-    so we sort by path in the model (``encoder.blks.0...``) instead.
+    optimizer keeps its states by position in that order (and the
+    checkpoints of version 1 stored them so), so we sort by path in the
+    model (``encoder.blks.0...``) instead.
 
     With the `kvstore` of a ``dist_sync`` job, the kvstore sums the
     gradients of the workers and each worker updates its own parameters
@@ -495,260 +494,6 @@ class _InlineAnimator:
         if show:
             self.display.display(self.fig)
         d2l.plt.close(self.fig)
-
-
-# ---------------------------------------------------------------------------
-# Random states and the position in the data, for exact resumption
-# ---------------------------------------------------------------------------
-
-def _get_rng_states():
-    """Python's and NumPy's global random states, as JSON-ready lists."""
-    version, internal, gauss = random.getstate()
-    name, keys, pos, has_gauss, cached = onp.random.get_state()
-    return dict(python=[version, list(internal), gauss],
-                numpy=[name, keys.tolist(), int(pos), int(has_gauss),
-                       float(cached)])
-
-
-def _set_rng_states(states):
-    version, internal, gauss = states['python']
-    random.setstate((version, tuple(internal), gauss))
-    name, keys, pos, has_gauss, cached = states['numpy']
-    onp.random.set_state((name, onp.array(keys, dtype=onp.uint32), pos,
-                          has_gauss, cached))
-
-
-class _DataPosition:
-    """Walk `train_iter` epoch after epoch, able to come back to a step.
-
-    A data loader shuffles when an epoch starts, drawing either from
-    NumPy's global random state (Gluon's `RandomSampler`) or from a
-    generator of its own, seeded when the loader was made (the seeded
-    loaders of `wiki_data.load_pretraining_data`).  To stand again where a checkpoint was
-    taken, with a loader made afresh the same way, `restore` draws the
-    first batch of each earlier epoch (moving a sampler's own generator
-    on), sets the global random states of the current epoch's start,
-    and skips the batches this epoch already gave.
-    """
-
-    def __init__(self, train_iter):
-        self.train_iter = train_iter
-        self.epoch, self.epoch_states, self.num_batches = -1, None, 0
-        self._it = None
-
-    def _start_epoch(self):
-        self.epoch += 1
-        self.epoch_states = _get_rng_states()
-        self._it, self.num_batches = iter(self.train_iter), 0
-
-    def next_batch(self, min_rows=1):
-        """The next batch with at least `min_rows` rows; smaller ones
-        (an epoch's last, when `min_rows` devices share each batch) are
-        skipped."""
-        # The rest of this epoch, then (at least) one whole epoch
-        largest = 0
-        for _ in range(2):
-            if self._it is None:
-                self._start_epoch()
-            for batch in self._it:
-                self.num_batches += 1
-                if len(batch[0]) >= min_rows:
-                    return batch
-                largest = max(largest, len(batch[0]))
-            self._it = None
-        if self.num_batches == 0:
-            raise ValueError('train_iter yielded no batch: the dataset is '
-                             'empty')
-        raise ValueError(f'train_iter yielded no batch of {min_rows} or '
-                         f'more pairs (the largest held {largest}), one for '
-                         f'each of the {min_rows} devices of the job: use '
-                         f'batch_size={min_rows} or more and a corpus of '
-                         f'{min_rows} pairs or more, or fewer devices or '
-                         'workers')
-
-    def state(self):
-        return dict(epoch=self.epoch, epoch_states=self.epoch_states,
-                    num_batches=self.num_batches)
-
-    def restore(self, state):
-        """Replay the shuffles and skip the batches already used."""
-        if state['epoch'] < 0:
-            return
-        for _ in range(state['epoch']):
-            next(iter(self.train_iter))
-        _set_rng_states(state['epoch_states'])
-        self.epoch = state['epoch']
-        self.epoch_states = state['epoch_states']
-        self._it, self.num_batches = iter(self.train_iter), 0
-        for _ in range(state['num_batches']):
-            next(self._it)
-            self.num_batches += 1
-
-
-# ---------------------------------------------------------------------------
-# Checkpoints
-# ---------------------------------------------------------------------------
-
-@sigterm_after()
-def _file_bytes(path, write):
-    """Return the bytes that ``write(tmp)`` writes, via a temporary file
-    beside `path` (the file they are for, named by a failure); a SIGTERM
-    waits until the file is removed."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                               prefix='.part.', suffix='.tmp')
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, 'rb') as f:
-            return f.read()
-    except Exception as e:
-        failure = write_failure(e, path, tmp)
-        if failure is None:
-            raise
-        raise failure from None
-    finally:
-        os.remove(tmp)
-
-
-@sigterm_after()
-def _from_bytes(path, data, read):
-    """Call ``read(tmp)`` on a temporary file holding `data`, beside
-    `path` (the file they come from, named by a failure); a SIGTERM
-    waits until the file is removed."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                               prefix='.part.', suffix='.tmp')
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            try:
-                f.write(data)
-                f.flush()
-            except OSError as e:
-                failure = write_failure(e, path, tmp)
-                raise (failure or e) from None
-        return read(tmp)
-    finally:
-        os.remove(tmp)
-
-
-def save_checkpoint(path, net, trainer, step, history, *, data_state=None,
-                    mx_seed=None, config=None):
-    """Write everything needed to continue training, atomically.
-
-    The checkpoint is one zip file: ``meta.json`` (step, loss history,
-    Python/NumPy random states, the data position, the seed MXNet is
-    reseeded from, the caller's `config`), ``model.params`` (what
-    `net.save_parameters` writes) and ``trainer.states`` (Adam's moments
-    and step count).
-
-    Parameters
-    ----------
-    path : str
-        The zip file to write.
-    net : gluon.Block
-        The model being trained.
-    trainer : gluon.Trainer
-        Its trainer, whose optimizer state is saved.
-    step : int
-        Steps done.
-    history : PretrainingHistory
-        The losses so far.
-    data_state : dict, optional
-        From `_DataPosition.state`.
-    mx_seed : int, optional
-        MXNet's random generator is reseeded with ``mx_seed + step`` before
-        each step (its state cannot be read back).
-    config : dict, optional
-        Hyper-parameters; `load_checkpoint` refuses a different one.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    meta = dict(version=CHECKPOINT_VERSION, step=int(step),
-                history=history.to_dict(), rng=_get_rng_states(),
-                data=data_state, mx_seed=mx_seed, config=config)
-    params = _file_bytes(path, net.save_parameters)
-    states = _file_bytes(path, trainer.save_states)
-
-    def write(tmp):
-        with zipfile.ZipFile(tmp, 'w') as z:
-            z.writestr('meta.json', json.dumps(meta))
-            z.writestr('model.params', params)
-            z.writestr('trainer.states', states)
-    atomic_write(path, write)
-
-
-def read_checkpoint_meta(path):
-    """Return the ``meta.json`` of a checkpoint as a dict."""
-    try:
-        with zipfile.ZipFile(path) as z:
-            meta = json.loads(z.read('meta.json'))
-    except (zipfile.BadZipFile, KeyError, zlib.error) as e:
-        raise ValueError(f'checkpoint {path!r} is not a d2l-bert '
-                         f'checkpoint ({e})') from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f'checkpoint {path!r} is damaged: its meta.json '
-                         f'is not valid JSON ({e})') from None
-    if not isinstance(meta, dict) or not isinstance(meta.get('step'), int):
-        raise ValueError(f'checkpoint {path!r} is damaged: its meta.json '
-                         'holds no step count')
-    return meta
-
-
-def load_checkpoint(path, net, trainer, devices, *, config=None):
-    """Restore `net`, `trainer` and the random states from `path`.
-
-    Returns
-    -------
-    dict
-        The checkpoint's meta data (``step``, ``history``, ``data``,
-        ``mx_seed``, ``config``).
-
-    Raises
-    ------
-    ValueError
-        If the file is not a checkpoint, or was written with another
-        `config`.
-    """
-    meta = read_checkpoint_meta(path)
-    if meta.get('version') != CHECKPOINT_VERSION:
-        raise ValueError(f"checkpoint {path!r} has version "
-                         f"{meta.get('version')}, expected "
-                         f"{CHECKPOINT_VERSION}")
-    if config is not None and meta.get('config') is not None:
-        saved = meta['config']
-        diff = sorted(k for k in set(config) | set(saved)
-                      if config.get(k) != saved.get(k))
-        if diff:
-            details = ', '.join(f'{k}: checkpoint {saved.get(k)!r}, now '
-                                f'{config.get(k)!r}' for k in diff)
-            raise ValueError(f'checkpoint {path!r} was written with other '
-                             f'settings ({details}); resume with the same '
-                             'settings or start afresh')
-    with zipfile.ZipFile(path) as z:
-        params, states = z.read('model.params'), z.read('trainer.states')
-    _from_bytes(path, params, lambda f: net.load_parameters(f, ctx=devices))
-    _from_bytes(path, states, trainer.load_states)
-    _share_update_counts(trainer)
-    _set_rng_states(meta['rng'])
-    return meta
-
-
-def _share_update_counts(trainer):
-    """Give every device of `trainer` the loaded Adam step counts.
-
-    Adam's bias correction uses the number of updates of each weight,
-    which MXNet's optimizer counts per device.  A checkpoint holds the
-    counts of the devices that saved it: one, when the updates ran in a
-    kvstore (one process with several devices), and a trainer that
-    updates on each of several devices itself (a worker of a job with
-    several devices) would restart the others' counts at 1, so that
-    their copies of the weights drift apart.
-    """
-    optimizer = trainer.optimizer
-    counts = optimizer._all_index_update_counts
-    loaded = max(counts.values(), key=lambda c: sum(c.values()))
-    for ctx in trainer._contexts:
-        counts[ctx.device_id] = dict(loaded)
-    optimizer._index_update_count = counts[trainer._contexts[0].device_id]
 
 
 # ---------------------------------------------------------------------------
