@@ -43,7 +43,7 @@ def test_the_list_goes_before_the_first_code_after_the_set_up_and_stays():
                 nbformat.v4.new_code_cell('x = 1')]
     assert differences.write(nb, 'bert.ipynb')
     assert [c.source[:3] for c in nb.cells] == [
-        'bad', 'set', '# T', '###', 'x =']
+        'bad', 'set', '# T', '## ', 'x =']
     assert differences.write(nb, 'bert.ipynb') is None
     assert differences.problems(nb, 'bert.ipynb') == []
     nb.cells[3].source += '\n* one more'

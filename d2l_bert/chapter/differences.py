@@ -12,7 +12,7 @@ hand, every line of code that is not the book's to an entry of it.
 import sys
 
 #: The heading of the cell
-HEADING = '### What differs from the book'
+HEADING = '## What differs from the book'
 
 #: Said of every notebook: (what, why)
 COMMON = (
