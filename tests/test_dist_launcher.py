@@ -1,8 +1,9 @@
 """Tests of d2l_bert/dist/launcher.py: the roles of a job and their
-environments, the ssh commands and the hosts file (the commands, not the
-network), the checks made before anything starts, and `run_job`'s watch
-over processes (small Python processes standing in for the roles; the
-real jobs are in test_cli_pretrain.py and test_cli_launch.py)."""
+environments, the ssh commands (the commands, not the network; the
+hosts file is test_dist_hosts_file.py's), the checks made before
+anything starts, and `run_job`'s watch over processes (small Python
+processes standing in for the roles; the real jobs are in
+test_cli_pretrain.py and test_cli_launch.py)."""
 import os
 import shlex
 import signal
@@ -13,6 +14,7 @@ import time
 import pytest
 
 from d2l_bert.dist import launcher as D
+from d2l_bert.dist.hosts_file import read_hosts
 
 from processes import alive, needs_proc
 
@@ -82,42 +84,13 @@ alice@10.0.0.2:2222
 """
 
 
-def test_read_hosts_reads_addresses_users_and_ssh_ports(tmp_path):
-    path = tmp_path / 'hosts.txt'
-    path.write_text(HOSTS)
-    assert D.read_hosts(str(path)) == [
-        D.Host('10.0.0.1', '10.0.0.1', 22, 2),
-        D.Host('10.0.0.2', 'alice@10.0.0.2', 2222, 3)]
-
-
-@pytest.mark.parametrize('text, message', [
-    ('', 'lists no machine'),
-    ('# nothing\n\n', 'lists no machine'),
-    ('10.0.0.1\nhost:ssh\n', "line 2: expected [USER@]ADDRESS[:SSH_PORT], "
-                             "one machine a line, got 'host:ssh'"),
-    ('a b\n', "line 1: expected"),
-    ('10.0.0.1:70000\n', 'line 1: expected'),
-])
-def test_read_hosts_names_the_bad_line(tmp_path, text, message):
-    path = tmp_path / 'hosts.txt'
-    path.write_text(text)
-    with pytest.raises(D.LaunchError, match=r'^--hosts ') as e:
-        D.read_hosts(str(path))
-    assert message in str(e.value) and '\n' not in str(e.value)
-
-
-def test_read_hosts_says_when_the_file_is_missing(tmp_path):
-    with pytest.raises(D.LaunchError, match='nowhere.txt: cannot read it'):
-        D.read_hosts(str(tmp_path / 'nowhere.txt'))
-
-
 def test_ssh_roles_build_one_ssh_command_per_process(tmp_path,
                                                     monkeypatch):
     for name in ('D2L_BERT_SSH',) + D.KERNEL_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     path = tmp_path / 'hosts.txt'
     path.write_text(HOSTS)
-    hosts = D.read_hosts(str(path))
+    hosts = read_hosts(str(path))
     worker = ['/opt/py env/bin/python', '-m', 'd2l_bert', 'pretrain']
     roles = D.ssh_roles(hosts, worker, 3, 2, 9091, 2,
                         python='/opt/py env/bin/python', cwd='/home/me/run',
@@ -165,7 +138,7 @@ def test_ssh_roles_take_this_machines_kernel_choices_along(tmp_path,
     monkeypatch.setenv('SOMETHING_ELSE', 'x')
     path = tmp_path / 'hosts.txt'
     path.write_text(HOSTS)
-    roles = D.ssh_roles(D.read_hosts(str(path)), ['w'], 1, 1, 9091, 1)
+    roles = D.ssh_roles(read_hosts(str(path)), ['w'], 1, 1, 9091, 1)
     for role in roles:
         remote = shlex.split(role.argv[-1])
         assigned = remote[5:remote.index('-m') - 1]
@@ -179,7 +152,7 @@ def test_ssh_command_comes_from_d2l_bert_ssh(tmp_path, monkeypatch):
     monkeypatch.setenv('D2L_BERT_SSH', 'ssh -F "/my dir/config"')
     path = tmp_path / 'hosts.txt'
     path.write_text(HOSTS)
-    roles = D.ssh_roles(D.read_hosts(str(path)), ['w'], 1, 1, 9091, 1)
+    roles = D.ssh_roles(read_hosts(str(path)), ['w'], 1, 1, 9091, 1)
     assert roles[0].argv[:3] == ['ssh', '-F', '/my dir/config']
 
 
@@ -261,11 +234,33 @@ def test_prepare_job_refuses_an_unreachable_host(tmp_path):
      '--port must be a TCP port in [1, 65535], got 70000'),
     (dict(num_workers=2, num_threads=0),
      '--threads must be a positive integer, got 0'),
+    (dict(num_workers=2, timeout=10),
+     '--timeout goes with --hosts FILE: how long a machine may be silent '
+     '(a job on this machine has no such limit)'),
 ])
 def test_prepare_job_names_the_bad_option(kwargs, message):
     with pytest.raises(D.LaunchError) as e:
         D.prepare_job(lambda t: ['true'], **kwargs)
     assert str(e.value) == message
+
+
+def test_prepare_job_says_in_one_line_what_hosts_and_timeout_it_refuses(
+        tmp_path):
+    path = tmp_path / 'hosts.txt'
+    path.write_text('10.0.0.1\n10.0.0.300\n')
+    with pytest.raises(D.LaunchError) as e:
+        D.prepare_job(lambda t: ['w'], hosts=str(path))
+    assert str(e.value) == (
+        f"--hosts {path} line 2: '10.0.0.300' is not a host name or an "
+        'IPv4 address: its numbers are not those of an IPv4 address (four '
+        'numbers from 0 to 255, such as 10.0.0.2)')
+    path.write_text('10.0.0.1\n')
+    for timeout in (2.5, float('nan'), 0):
+        with pytest.raises(D.LaunchError) as e:
+            D.prepare_job(lambda t: ['w'], hosts=str(path), timeout=timeout)
+        assert str(e.value) == (
+            '--timeout must be a number of seconds from 3 to 3600 (how long '
+            f'a machine of --hosts may be silent), got {timeout!r}')
 
 
 def test_prepare_job_takes_a_free_port_and_divides_the_threads():

@@ -8,6 +8,10 @@ launcher
     --workers N`` or ``--hosts FILE``): the roles of a job, on this
     machine or over ssh, started, watched and stopped whole
     (`prepare_job`, `run_job`).  It does not import `mxnet`.
+hosts_file
+    The hosts file of a job over ssh, read bounded and checked line by
+    line (`read_hosts`), and the range of ``--timeout``.  It does not
+    import `mxnet`.
 remote
     What runs on each machine of a job over ssh around a role: its
     thread count from that machine's cores, and a watchdog that stops

@@ -56,6 +56,8 @@ import sys
 import time
 from collections import namedtuple
 
+from .hosts_file import HostsError, check_timeout, read_hosts
+
 #: Where every process of a job on one machine listens
 LOOPBACK = '127.0.0.1'
 #: The scheduler's port of a job over ssh, unless ``--port`` says
@@ -91,12 +93,6 @@ class LaunchError(ValueError):
 #: (none for an ssh role, whose remote command holds them), and the
 #: `host` it runs on (None for this machine)
 Role = namedtuple('Role', ['name', 'role', 'argv', 'env', 'host'])
-
-#: A machine of a hosts file, with the `address` ps-lite binds to there, the
-#: `ssh_target` (``user@address`` or `address`), the ssh `port`, and the
-#: `line` of the file, for messages
-Host = namedtuple('Host', ['address', 'ssh_target', 'port', 'line'])
-
 
 # ---------------------------------------------------------------------------
 # Checks made before anything starts
@@ -155,16 +151,6 @@ def check_threads(num_threads):
                           f'{num_threads!r}')
 
 
-def check_timeout(timeout):
-    """Return `timeout` if it is a number of seconds in [3, 3600], else
-    raise a `LaunchError`."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-            or not 3 <= timeout <= 3600:
-        raise LaunchError(f'--timeout must be a number of seconds in '
-                          f'[3, 3600], got {timeout!r}')
-    return timeout
-
-
 def check_command(argv):
     """Raise a `LaunchError` unless the program of `argv` runs here."""
     program = argv[0] if argv else ''
@@ -181,61 +167,6 @@ def divide_threads(num_workers, cores=None):
         from ..threads import physical_cores
         cores = physical_cores()
     return max(1, cores // num_workers)
-
-
-def read_hosts(path):
-    """Read a hosts file: one machine a line, ``[USER@]ADDRESS[:SSH_PORT]``.
-
-    Blank lines and text after ``#`` are ignored.  ADDRESS is what the
-    processes on that machine bind to and what the others connect to:
-    give each machine's address on the network that joins them (a name
-    works if it resolves to that address on every machine).  The first
-    machine also runs the scheduler.  The format is that of MXNet's own
-    launcher (``-H``), with ``user@`` added.
-
-    Returns
-    -------
-    list of Host
-
-    Raises
-    ------
-    LaunchError
-        If the file cannot be read, lists no machine, or a line is not of
-        that form.
-    """
-    try:
-        with open(path, encoding='utf-8') as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise LaunchError(f'--hosts {path}: cannot read it '
-                          f'({e.strerror})') from None
-    except UnicodeDecodeError as e:
-        raise LaunchError(f'--hosts {path}: not a text file (byte '
-                          f'{e.object[e.start]:#04x} at offset {e.start:,}'
-                          '); write one [USER@]ADDRESS[:SSH_PORT] a '
-                          'line') from None
-    if '\0' in ''.join(lines):
-        raise LaunchError(f'--hosts {path}: not a text file (it holds NUL '
-                          'bytes); write one [USER@]ADDRESS[:SSH_PORT] a '
-                          'line')
-    hosts = []
-    for number, text in enumerate(lines, 1):
-        text = text.split('#', 1)[0].strip()
-        if not text:
-            continue
-        target, _, port = text.partition(':')
-        address = target.rpartition('@')[2]
-        if (not address or ' ' in text or (port and not port.isdigit())
-                or (port and not 1 <= int(port) <= 65535)):
-            raise LaunchError(
-                f'--hosts {path} line {number}: expected '
-                f'[USER@]ADDRESS[:SSH_PORT], one machine a line, got '
-                f'{text!r}')
-        hosts.append(Host(address, target, int(port or 22), number))
-    if not hosts:
-        raise LaunchError(f'--hosts {path} lists no machine: write one '
-                          '[USER@]ADDRESS[:SSH_PORT] a line')
-    return hosts
 
 
 def check_reachable(hosts, path, timeout=5.0):
@@ -574,7 +505,8 @@ def prepare_job(worker_argv, *, num_workers=None, num_servers=None,
         workers there.
     timeout : float, optional
         Over ssh, the seconds a machine may be silent before the job is
-        stopped (`DEFAULT_TIMEOUT`).
+        stopped (`DEFAULT_TIMEOUT`; `hosts_file.check_timeout`); refused
+        without `hosts`.
 
     Returns
     -------
@@ -587,20 +519,33 @@ def prepare_job(worker_argv, *, num_workers=None, num_servers=None,
     """
     machines = None
     if hosts is not None:
-        machines = read_hosts(hosts)
+        machines = _checked(read_hosts, hosts)
         num_workers = len(machines) if num_workers is None else num_workers
         num_servers = len(machines) if num_servers is None else num_servers
     elif num_workers is None:
         raise LaunchError('give --workers N (or --hosts FILE)')
+    elif timeout is not None:
+        raise LaunchError('--timeout goes with --hosts FILE: how long a '
+                          'machine may be silent (a job on this machine '
+                          'has no such limit)')
     num_servers = 1 if num_servers is None else num_servers
     check_counts(num_workers, num_servers)
     check_threads(num_threads)
-    timeout = check_timeout(DEFAULT_TIMEOUT if timeout is None else timeout)
+    timeout = _checked(check_timeout,
+                       DEFAULT_TIMEOUT if timeout is None else timeout)
     if machines is not None:
         return _ssh_job(worker_argv, machines, hosts, num_workers,
                         num_servers, port, num_threads, timeout)
     return _local_job(worker_argv, num_workers, num_servers, port,
                       num_threads)
+
+
+def _checked(check, value):
+    """`check(value)`, its `HostsError` raised as a `LaunchError`."""
+    try:
+        return check(value)
+    except HostsError as e:
+        raise LaunchError(str(e)) from None
 
 
 def _local_job(worker_argv, num_workers, num_servers, port, num_threads):
