@@ -81,9 +81,12 @@ def test_pretrain_help_explains_the_model_sizes(capsys):
     (_args.seconds, [('0', 0.0), ('1.5', 1.5), ('604800', 604800.0)],
      ['-1', 'inf', 'soon', '604801', '1e10']),
     (_args.port, [('9091', 9091)], ['0', '65536', 'http']),
+    (_args.job_timeout, [('3', 3.0), ('12.5', 12.5), ('3600', 3600.0)],
+     ['0', '2.9', '3601', 'nan', '-inf', 'inf', '1e400', 'soon']),
     (_args.devices_text, [('CPU', 'cpu'), ('cpu:0, cpu:1', 'cpu:0,cpu:1'),
                           ('all-gpus', 'all-gpus'), ('gpu:3', 'gpu:3')],
-     ['tpu', 'cpu:x', 'cpu,cpu', '', 'all-gpus,cpu']),
+     ['tpu', 'cpu:x', 'cpu,cpu', '', 'all-gpus,cpu', 'cpu:256',
+      'cpu:0,gpu:99999999999999999999']),
 ])
 def test_validators_take_what_they_name_and_refuse_the_rest(check, good,
                                                             bad):
@@ -95,61 +98,37 @@ def test_validators_take_what_they_name_and_refuse_the_rest(check, good,
             check(text)
 
 
-def test_path_validators(tmp_path):
-    (tmp_path / 'f.txt').write_text('x')
-    path, folder = str(tmp_path / 'f.txt'), str(tmp_path)
-    assert _args.existing_file(path) == path
-    assert _args.existing_file_or_stdin('-') == '-'
-    assert _args.existing_dir(folder) == folder
-    assert _args.output_dir(str(tmp_path / 'new' / 'dir'))
-    assert _args.output_file('.npy')(str(tmp_path / 'v.npy'))
-    for check, text, message in [
-            (_args.existing_file, folder, 'is a directory, not a file'),
-            (_args.existing_file, folder + '/no', 'no such file'),
-            (_args.existing_dir, path, 'not a directory'),
-            (_args.existing_dir, folder + '/no', 'no such directory'),
-            (_args.output_dir, path, 'exists and is not a directory'),
-            (_args.output_dir, path + '/below', 'is not a directory'),
-            (_args.output_file('.npy'), path, 'must name a .npy file')]:
-        with pytest.raises(argparse.ArgumentTypeError, match=message):
-            check(text)
+def test_the_timeout_of_a_job_says_the_range_the_launcher_takes():
+    # one range, from the hosts file's module, in the message and the
+    # launcher's own check
+    from d2l_bert.dist import hosts_file
+    for text in ('2', '4000'):
+        with pytest.raises(argparse.ArgumentTypeError) as e:
+            _args.job_timeout(text)
+        assert str(e.value) == (
+            'must be a number of seconds from 3 to 3600 (how long a machine '
+            f"of --hosts may be silent), got '{text}'")
+    for value in (hosts_file.MIN_TIMEOUT, hosts_file.MAX_TIMEOUT):
+        assert hosts_file.check_timeout(value) == value
+        assert _args.job_timeout(str(value)) == value
 
 
-def test_an_output_that_mxnet_cannot_write_is_refused_before_it_loads(
-        tmp_path):
-    # Run in a process of its own: this one has imported `mxnet` already
-    os.symlink(str(tmp_path / 'gone'), tmp_path / 'link')
-    code = (
-        'import sys\n'
-        'from d2l_bert import cli\n'
-        'for out in sys.argv[1:]:\n'
-        '    for command in ("pretrain", "finetune"):\n'
-        '        try:\n'
-        '            cli.main([command, "--out", out])\n'
-        '        except SystemExit as e:\n'
-        '            assert e.code == 2, e.code\n'
-        'print("mxnet" in sys.modules)\n')
-    done = subprocess.run(
-        [sys.executable, '-c', code, '', str(tmp_path / 'link'),
-         os.fsdecode(os.fsencode(str(tmp_path)) + b'/M\xff')],
-        capture_output=True, text=True, timeout=60)
-    assert done.stdout == 'False\n', done.stderr
-    errors = done.stderr.splitlines()
-    assert len(errors) == 6 and all('error: argument --out: ' in line
-                                    for line in errors), errors
+def test_a_hosts_file_must_be_a_regular_file(tmp_path):
+    fifo = tmp_path / 'fifo'
+    os.mkfifo(fifo)
+    (tmp_path / 'hosts.txt').write_text('10.0.0.1\n')
+    assert _args.regular_file(str(tmp_path / 'hosts.txt'))
+    for path, kind in ((str(fifo), 'a FIFO (a named pipe)'),
+                       (os.devnull, 'a character device')):
+        with pytest.raises(argparse.ArgumentTypeError) as e:
+            _args.regular_file(path)
+        assert str(e.value) == f'{path!r} is {kind}, not a regular file'
 
 
-@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, 'geteuid') else True,
-                    reason='root may write anywhere')
-def test_an_output_directory_must_be_writable(tmp_path):
-    locked = tmp_path / 'locked'
-    locked.mkdir(mode=0o500)
-    try:
-        with pytest.raises(argparse.ArgumentTypeError,
-                           match='permission denied'):
-            _args.output_dir(str(locked / 'out'))
-    finally:
-        locked.chmod(0o700)
+def test_an_error_is_one_line_whatever_the_names_it_holds():
+    # a file named with a newline, an argument with a terminal's escape
+    assert _args.one_line("--hosts h\nx line 1: 'a\tb' \x1b[31m é") == (
+        "--hosts h\\nx line 1: 'a\\tb' \\x1b[31m é")
 
 
 def test_an_os_error_is_its_file_and_reason_never_a_bare_errno():

@@ -8,6 +8,7 @@ padded batch against an unpadded one; the vectors have norm 1).
 """
 import importlib.util
 import io
+import os
 
 import numpy as onp
 import pytest
@@ -104,13 +105,20 @@ def test_mean_vectors_leave_padding_out():
                           'a line'),
     # (a 200 MB line made the tokenizer abort, asking for 3.4 GB)
     ('hello\n' + 'a' * 1_000_001 + '\n', '--file {path}: line 2 holds '
-     '1,000,001 characters, more than the 1,000,000 a text may have (a '
-     'model reads its first few hundred tokens only); split it into '
-     'lines, one text a line'),
-])
+     'more than the 1,000,000 characters a text may have (a model reads '
+     'its first few hundred tokens only); split it into lines, one text a '
+     'line'),
+    # a line end split across two chunks of the reading is one line end:
+    # line 10,486 ends with '\r' as the first chunk, '\n' starts the next
+    (('x' * 99 + '\n') * 10_485 + 'y' * 75 + '\r\n\n', '--file {path}: '
+     'line 10487 is blank; give one text a line'),
+    (b'hello\n\xff\n', '--file {path}: not UTF-8 text (byte 0xff at '
+     'offset 6)'),
+], ids=lambda value: repr(value)[:40])
 def test_bad_file_is_one_line(tmp_path, capsys, content, message):
     path = tmp_path / 'texts.txt'
-    path.write_text(content, encoding='utf-8')
+    path.write_bytes(content if isinstance(content, bytes)
+                     else content.encode('utf-8'))
     assert run(['--model', 'minilm', '--file', str(path), '--out',
                 str(tmp_path / 'v.npy')]) == 2
     err = capsys.readouterr().err
@@ -214,3 +222,79 @@ def test_an_existing_out_is_refused_without_overwrite(tmp_path, capsys,
     # with --overwrite it gets as far as the model, which is not there
     assert run(argv + ['--overwrite']) == 2
     assert "--model 'nowhere': no such directory" in capsys.readouterr().err
+
+
+class _Endless:
+    """A standard input that never ends: `line` again and again, bytes
+    counted."""
+
+    def __init__(self, line):
+        self.line, self.given = line, 0
+        self.buffer = self
+
+    def read(self, size=-1):
+        size = 1 << 16 if size < 0 else size
+        self.given += size
+        return (self.line * (size // len(self.line) + 1))[:size]
+
+
+@pytest.mark.parametrize('line, message, most', [
+    (b'x', 'line 1 holds more than the 1,000,000 characters a text may '
+     'have (a model reads its first few hundred tokens only); split it '
+     'into lines, one text a line', 2 * encode.MAX_TEXT_CHARS),
+    (b'ok\n', 'more than 1,000,000 lines, the most encode reads at once; '
+     'split it into files of fewer lines', 4 * encode.MAX_TEXTS),
+    (b'a crane is flying over the river bank near the old city ' * 30 +
+     b'\n', 'more than 5,000,000 bytes, the most encode reads; split it '
+     'into files of fewer lines', 5_000_000 + encode.CHUNK),
+], ids=['a line', 'lines', 'bytes'])
+def test_an_endless_standard_input_is_refused_once_past_a_limit(
+        tmp_path, capsys, monkeypatch, line, message, most):
+    # (`encode --file -` on an endless stdin read until MemoryError)
+    monkeypatch.setattr(encode, 'MAX_FILE_BYTES', 5_000_000)
+    stdin = _Endless(line)
+    monkeypatch.setattr('sys.stdin', stdin)
+    assert run(['--model', 'minilm', '--file', '-', '--out',
+                str(tmp_path / 'v.npy')]) == 2
+    assert capsys.readouterr().err == (
+        f'd2l-bert encode: error: --file -: {message}\n')
+    assert stdin.given <= most and os.listdir(tmp_path) == []
+
+
+def test_an_out_that_is_the_file_read_is_refused_even_with_overwrite(
+        tmp_path, capsys):
+    # (`--file t.npy --out t.npy --overwrite` put vectors over the texts)
+    texts = tmp_path / 'lines.npy'
+    texts.write_text('hello\nmoney\n')
+    os.symlink(texts, tmp_path / 'link.npy')
+    os.link(texts, tmp_path / 'hard.npy')
+    for out in ('lines.npy', 'link.npy', 'hard.npy', './lines.npy'):
+        assert run(['--model', 'minilm', '--file', str(texts), '--out',
+                    str(tmp_path / out), '--overwrite']) == 2
+        assert capsys.readouterr().err == (
+            f'd2l-bert encode: error: --out {tmp_path / out} is the file '
+            f'--file {texts} reads: its texts would be replaced by their '
+            'vectors, even with --overwrite; give another --out\n')
+    assert texts.read_text() == 'hello\nmoney\n'
+
+
+def test_texts_whose_vectors_cannot_fit_are_refused_before_encoding(
+        monkeypatch):
+    from d2l_bert.runs import memory
+
+    class Parameter:
+        shape = (1, 512, 384)
+
+    class Encoder:
+        pos_embedding = Parameter()
+
+    class Model:
+        encoder = Encoder()
+    monkeypatch.setattr(memory, 'available_bytes', lambda: 1 << 30)
+    encode.check_memory(Model(), 100_000, '--file t.txt')
+    with pytest.raises(ValueError) as e:
+        encode.check_memory(Model(), 1_000_000, '--file t.txt')
+    assert str(e.value) == (
+        '--file t.txt: the vectors of its 1,000,000 texts need 8.6 GB of '
+        'memory (6 x 1,000,000 x 384 float32), and this machine has 1.0 GB '
+        'available; split it into files of fewer lines')

@@ -20,7 +20,7 @@ import importlib
 import sys
 
 from ._args import (Parser, RunError, UsageError, above_processors,
-                    os_error)
+                    one_line, os_error)
 
 # name -> (module, one-line help)
 COMMANDS = {
@@ -84,10 +84,10 @@ def main(argv=None):
     try:
         return module.main(args)
     except (UsageError, RunError) as e:
-        print(f'{prog}: error: {e}', file=sys.stderr)
+        print(f'{prog}: error: {one_line(e)}', file=sys.stderr)
         return 2 if isinstance(e, UsageError) else 1
     except OSError as e:  # a file the run cannot read or write
-        print(f'{prog}: error: {os_error(e)}', file=sys.stderr)
+        print(f'{prog}: error: {one_line(os_error(e))}', file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f'{prog}: interrupted', file=sys.stderr)

@@ -17,13 +17,22 @@ chooses its threads (`d2l_bert.threads`).
 import argparse
 import os
 import re
+import stat
 import textwrap
+import unicodedata
+
+from ..dist.hosts_file import (MAX_TIMEOUT, MIN_TIMEOUT, HostsError,
+                               check_timeout, file_kind, timeout_range)
 
 #: What ``--devices`` takes, in every command
 DEVICES_VALUES = ('cpu, cpu:N, gpu, gpu:N, a comma-separated list of them '
                   '(cpu:0,cpu:1) or all-gpus')
 
 _DEVICE = re.compile(r'(cpu|gpu)(:\d+)?$')
+#: The largest device number ``--devices`` takes: MXNet keeps a table of
+#: every number up to the largest it was given (cpu:10000000 took 2 GB
+#: and a minute, cpu:2147483648 never returned)
+MAX_DEVICE_NUMBER = 255
 
 
 class UsageError(Exception):
@@ -59,7 +68,16 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        self.exit(2, f'{self.prog}: error: {message}\n')
+        self.exit(2, f'{self.prog}: error: {one_line(message)}\n')
+
+
+def one_line(message):
+    """`message` with its control characters escaped as `repr` escapes
+    them (a newline as ``\\n``): a file name or an argument that holds
+    one keeps an error message on one line, and no escape sequence
+    reaches the terminal."""
+    return ''.join(repr(c)[1:-1] if unicodedata.category(c) == 'Cc' else c
+                   for c in str(message))
 
 
 def examples(*lines, note=None):
@@ -223,6 +241,16 @@ def seconds(text):
     return value
 
 
+def job_timeout(text):
+    """``--timeout`` of a job over ssh: the seconds a machine may be
+    silent, in the range `d2l_bert.dist.hosts_file.check_timeout` takes."""
+    try:
+        return check_timeout(_number(text, float))
+    except HostsError:
+        raise argparse.ArgumentTypeError(
+            f'must be {timeout_range()}, got {text!r}') from None
+
+
 def port(text):
     """A TCP port, 1 to 65535."""
     value = _number(text, int)
@@ -245,109 +273,15 @@ def existing_file(text):
     return text
 
 
-def existing_file_or_stdin(text):
-    """An existing file, or '-' for standard input."""
-    return text if text == '-' else existing_file(text)
-
-
-def existing_dir(text):
-    """The path of a directory that exists."""
-    if not os.path.isdir(text):
-        what = 'not a directory' if os.path.exists(text) else \
-            'no such directory'
-        raise argparse.ArgumentTypeError(f'{what}: {text!r}')
+def regular_file(text):
+    """An existing file that is a regular file: not a device, a FIFO or
+    a socket, whose reading might never end (``--hosts``)."""
+    existing_file(text)
+    mode = os.stat(text).st_mode
+    if not stat.S_ISREG(mode):
+        raise argparse.ArgumentTypeError(
+            f'{text!r} is {file_kind(mode)}, not a regular file')
     return text
-
-
-def output_dir(text):
-    """A directory to write into: one that exists, or one that can be
-    made in the nearest directory above it that exists; named in UTF-8,
-    as MXNet takes the names of the files it writes."""
-    if not text:
-        raise argparse.ArgumentTypeError(
-            "must name a directory, got ''; give a path such as my-bert")
-    _check_name(text, 'directory')
-    if os.path.exists(text) and not os.path.isdir(text):
-        raise argparse.ArgumentTypeError(
-            f'{text!r} exists and is not a directory')
-    _check_writable(text)
-    return text
-
-
-def output_file(suffix):
-    """A validator of a file to write, named with `suffix` (``'.npy'``)."""
-    def check(text):
-        if not text.endswith(suffix):
-            raise argparse.ArgumentTypeError(
-                f'must name a {suffix} file, got {text!r}')
-        if os.path.isdir(text):
-            raise argparse.ArgumentTypeError(
-                f'{text!r} is a directory, not a {suffix} file')
-        _check_name(text, f'{suffix} file', utf8=False)
-        _check_writable(os.path.dirname(os.path.abspath(text)), text)
-        return text
-    check.__name__ = f'{suffix} file'
-    return check
-
-
-def _check_name(text, what, utf8=True):
-    """Raise unless `text` is a link that leads somewhere (if a link)
-    and, with `utf8`, a name in UTF-8 (`what`: what it must name)."""
-    if os.path.islink(text) and not os.path.exists(text):
-        raise argparse.ArgumentTypeError(
-            f'{text!r} is a symbolic link to {os.readlink(text)!r}, which '
-            f'does not exist; give a {what} that exists or can be made')
-    try:
-        text.encode('utf-8')
-    except UnicodeEncodeError:
-        if utf8:
-            raise argparse.ArgumentTypeError(
-                f'must be a path in UTF-8 (MXNet writes its files by UTF-8 '
-                f'names), got the bytes {os.fsencode(text)!r}; give a name '
-                'of UTF-8 characters') from None
-
-
-def _check_writable(path, name=None):
-    """Raise unless the nearest existing directory at or above `path`
-    can be written to (`name`: what the message calls the path)."""
-    above = os.path.abspath(path)
-    path = path if name is None else name
-    while not os.path.exists(above):
-        above = os.path.dirname(above)
-    if not os.path.isdir(above):
-        raise argparse.ArgumentTypeError(
-            f'cannot write {path!r}: {above!r} is not a directory')
-    if _read_only(above):
-        raise argparse.ArgumentTypeError(
-            f'cannot write {path!r}: {above!r} is on a read-only file '
-            'system')
-    if not os.access(above, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(
-            f'cannot write {path!r}: permission denied in {above!r}')
-
-
-def _read_only(directory):
-    """Whether `directory` is on a file system mounted read-only."""
-    try:
-        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
-    except (AttributeError, OSError):
-        return False
-
-
-def name_or_dir(names, what):
-    """A validator of a value that is one of `names` or an existing
-    directory (`what`: what the directory must hold, said in the
-    message)."""
-    def check(text):
-        if text in names:
-            return text
-        try:
-            return existing_dir(text)
-        except argparse.ArgumentTypeError as e:
-            raise argparse.ArgumentTypeError(
-                f'{e}; give {", ".join(names)} or {what}') from None
-    check.__name__ = 'name or directory'
-    return check
 
 
 def devices_text(text):
@@ -362,6 +296,11 @@ def devices_text(text):
     if len(set(parts)) != len(parts):
         raise argparse.ArgumentTypeError(
             f'must name each device once, got {text!r}')
+    if any(int(p.partition(':')[2] or 0) > MAX_DEVICE_NUMBER
+           for p in parts if p != 'all-gpus'):
+        raise argparse.ArgumentTypeError(
+            f'must number each device from 0 to {MAX_DEVICE_NUMBER}, got '
+            f'{text!r}')
     return ','.join(parts)
 
 
@@ -469,7 +408,7 @@ def add_job_arguments(parser, workers_help):
                         default=None, metavar='S',
                         help='parameter servers, which sum the gradients '
                              '(default: 1; with --hosts, one per machine)')
-    parser.add_argument('--hosts', type=existing_file, default=None,
+    parser.add_argument('--hosts', type=regular_file, default=None,
                         metavar='FILE',
                         help='run over ssh on the machines of FILE, one '
                              '[USER@]ADDRESS[:SSH_PORT] a line (see the '
@@ -477,10 +416,11 @@ def add_job_arguments(parser, workers_help):
     parser.add_argument('--port', type=port, default=None, metavar='PORT',
                         help="the scheduler's port (default: a free one on "
                              '127.0.0.1; 9091 with --hosts)')
-    parser.add_argument('--timeout', type=seconds, default=None,
+    parser.add_argument('--timeout', type=job_timeout, default=None,
                         metavar='SECONDS',
                         help='with --hosts: stop the job when a machine is '
-                             'silent this long (default: 30)')
+                             f'silent this long, {MIN_TIMEOUT} to '
+                             f'{MAX_TIMEOUT} (default: 30)')
 
 
 #: Python's spelling of an argument -> the option that sets it

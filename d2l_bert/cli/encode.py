@@ -40,9 +40,9 @@ import json
 import os
 import sys
 
-from ._args import (UsageError, add_devices, examples,
-                    existing_file_or_stdin, output_file, positive_int,
+from ._args import (UsageError, add_devices, examples, positive_int,
                     resolve_devices)
+from ._paths import output_file, texts_file, utf8_path, utf8_text
 
 # How many leading values of each vector the plain output shows
 NUM_VALUES = 3
@@ -57,6 +57,10 @@ VECTORS = ('sentence', 'mean', 'pooled')
 #: than some tens of thousands of them (512 tokens, of at most 100
 #: characters each)
 MAX_TEXT_CHARS = 1_000_000
+#: The most lines and bytes ``--file`` may hold: each text's tokens and
+#: three vectors are kept until the last is encoded (a million texts of
+#: 384 numbers take some 5 GB)
+MAX_TEXTS, MAX_FILE_BYTES = 1_000_000, 100_000_000
 
 
 def add_arguments(parser):
@@ -67,11 +71,12 @@ def add_arguments(parser):
         '    "a crane driver came"',
         'd2l-bert encode --model minilm --file texts.txt --out v.npy')
     parser.add_argument(
-        'texts', nargs='*', metavar='TEXT',
+        'texts', nargs='*', metavar='TEXT', type=utf8_text,
         help='the text to encode, and optionally a second one (TEXT_B) to '
              'encode as a pair; with --compare, one or more single texts')
     parser.add_argument(
         '--model', required=True, metavar='DIR|minilm',
+        type=utf8_path('directory'),
         help='a directory in the d2l layout (pretrained.params and '
              'vocab.json, as `d2l-bert pretrain --out DIR` writes), a '
              'Hugging Face BERT directory (config.json), or minilm '
@@ -80,14 +85,14 @@ def add_arguments(parser):
     parser.add_argument('--json', action='store_true',
                         help='print the tokens and every vector in full '
                              'as JSON')
-    parser.add_argument('--compare', metavar='WORD',
+    parser.add_argument('--compare', metavar='WORD', type=utf8_text,
                         help="print the cosine similarity of WORD's "
                              'vectors across the texts (each text encoded '
                              'on its own)')
     add_devices(parser, 'cpu', one=True)
     files = parser.add_argument_group('many texts')
     files.add_argument('--file', metavar='PATH',
-                       type=existing_file_or_stdin,
+                       type=texts_file,
                        help="encode the texts of PATH, one a line ('-': "
                             'standard input), in batches (a d2l-layout '
                             'model: one text at a time); write their '
@@ -179,56 +184,106 @@ def _refuse_incomplete(spec, params_file):
 
 
 def read_texts(path):
-    """The texts of a file, one a line (`path` '-': standard input).
+    """The texts of a file, one a line (`path` '-': standard input),
+    read in chunks: a line longer than `MAX_TEXT_CHARS`, more than
+    `MAX_TEXTS` lines or `MAX_FILE_BYTES` bytes are refused as soon as
+    they show, whatever follows (an endless standard input included).
 
     Raises
     ------
     ValueError
-        The file holds no text, a blank line or one longer than
-        `MAX_TEXT_CHARS` (named by its number).
+        The file is not UTF-8 text, holds no text, a blank line or one
+        too long (named by its number), or too many.
     """
+    lines = _Lines(path)
     try:
         if path == '-':
             # (a text stream without bytes, in tests: its text as UTF-8)
             stdin = getattr(sys.stdin, 'buffer', None)
-            data = stdin.read() if stdin is not None else \
-                sys.stdin.read().encode('utf-8')
+            if stdin is None:
+                lines.add(sys.stdin.read(MAX_FILE_BYTES + 1).encode())
+            else:
+                lines.read(stdin)
         else:
             with open(path, 'rb') as f:
-                data = f.read()
+                lines.read(f)
     except OSError as e:
         raise ValueError(f'--file {path}: cannot read it: '
                          f'{e.strerror}') from None
-    content = _text_of(path, data)
-    texts = content.splitlines()
-    if not texts:
-        raise ValueError(f'--file {path}: the file is empty; give one text '
-                         'a line')
-    for i, text in enumerate(texts, 1):
+    return lines.end()
+
+
+#: Bytes read at a time by `read_texts`
+CHUNK = 1 << 20
+
+
+def _without_end(line):
+    """`line` without the line end `str.splitlines` would cut."""
+    return line.splitlines()[0] if line else ''
+
+
+class _Lines:
+    """The lines of `path`'s bytes, fed in chunks (`add`), checked as
+    they come; `end` returns them."""
+
+    def __init__(self, path):
+        import codecs
+        self.path, self.texts, self.size, self.rest = path, [], 0, ''
+        self.decoder = codecs.getincrementaldecoder('utf-8')()
+        self.where = 'standard input' if path == '-' else path
+
+    def read(self, stream):
+        for chunk in iter(lambda: stream.read(CHUNK), b''):
+            self.add(chunk)
+
+    def add(self, chunk, final=False):
+        if b'\0' in chunk:
+            self.refuse(f'{self.where} is binary (a NUL byte at offset '
+                        f'{self.size + chunk.index(0):,}), not text; give '
+                        'one text a line, in UTF-8')
+        self.size += len(chunk)
+        if self.size > MAX_FILE_BYTES:
+            self.refuse(f'more than {MAX_FILE_BYTES:,} bytes, the most '
+                        'encode reads; split it into files of fewer lines')
+        try:
+            text = self.decoder.decode(chunk, final)
+        except UnicodeDecodeError as e:
+            offset = self.size - len(e.object) + e.start
+            self.refuse(f'not UTF-8 text (byte {e.object[e.start]:#04x} at '
+                        f'offset {offset:,})')
+        pieces = (self.rest + text).splitlines(keepends=True)
+        # The last piece may go on in the next chunk ('\r' of '\r\n')
+        self.rest = pieces.pop() if pieces and not final else ''
+        for piece in pieces:
+            self.append(_without_end(piece))
+        self.check(_without_end(self.rest), len(self.texts) + 1)
+
+    def append(self, text):
+        number = len(self.texts) + 1
         if not text.strip():
-            raise ValueError(f'--file {path}: line {i} is blank; give one '
-                             'text a line')
+            self.refuse(f'line {number} is blank; give one text a line')
+        self.check(text, number)
+        if number > MAX_TEXTS:
+            self.refuse(f'more than {MAX_TEXTS:,} lines, the most encode '
+                        'reads at once; split it into files of fewer lines')
+        self.texts.append(text)
+
+    def check(self, text, number):
         if len(text) > MAX_TEXT_CHARS:
-            raise ValueError(
-                f'--file {path}: line {i} holds {len(text):,} characters, '
-                f'more than the {MAX_TEXT_CHARS:,} a text may have (a '
-                'model reads its first few hundred tokens only); split '
-                'it into lines, one text a line')
-    return texts
+            self.refuse(
+                f'line {number} holds more than the {MAX_TEXT_CHARS:,} '
+                'characters a text may have (a model reads its first few '
+                'hundred tokens only); split it into lines, one text a '
+                'line')
 
+    def end(self):
+        self.add(b'', final=True)
+        if not self.texts:
+            self.refuse('the file is empty; give one text a line')
+        return self.texts
 
-def _text_of(path, data):
-    """The UTF-8 text of the bytes `data` read from `path`, or a
-    ValueError that says they are not text."""
-    where = 'standard input' if path == '-' else path
-    if b'\0' in data:
-        raise ValueError(f'--file {path}: {where} is binary (a NUL byte at '
-                         f'offset {data.index(0):,}), not text; give one '
-                         'text a line, in UTF-8')
-    try:
-        return data.decode('utf-8')
-    except UnicodeDecodeError as e:
-        raise ValueError(f'--file {path}: not UTF-8 text ({e})') from None
+    def refuse(self, why):
+        raise ValueError(f'--file {self.path}: {why}')
 
 
 def mean_vectors(encoded, valid_lens):
@@ -340,6 +395,29 @@ def _encode_each(encoder, texts, source):
             'tokens': tokens, 'cut': 0}
 
 
+#: How many float32 copies of each text's vector `encode_texts` holds at
+#: its end: each kind's rows, then each kind stacked
+VECTOR_COPIES = 2 * len(VECTORS)
+
+
+def check_memory(bert, count, source):
+    """Raise a ValueError if the vectors of `count` texts need more
+    memory than this process can take (`source`: where they come
+    from, in the message)."""
+    from ..runs.memory import FLOAT, available_bytes, size_text
+    encoder = getattr(bert, 'encoder', None) or bert.net.encoder
+    hidden = encoder.pos_embedding.shape[-1]
+    need = count * hidden * FLOAT * VECTOR_COPIES
+    available = available_bytes()
+    if available is not None and need > available:
+        raise ValueError(
+            f'{source}: the vectors of its {count:,} texts need '
+            f'{size_text(need)} of memory ({VECTOR_COPIES} x {count:,} x '
+            f'{hidden} float32), and this machine has '
+            f'{size_text(available)} available; split it into files of '
+            'fewer lines')
+
+
 def _encode_file(args, ctx):
     """``--file``: encode the texts of a file, write the vectors."""
     import time
@@ -352,6 +430,7 @@ def _encode_file(args, ctx):
                          'go')
     texts = read_texts(args.file)
     bert = load_text_encoder(args.model, ctx)
+    check_memory(bert, len(texts), f'--file {args.file}')
     start = time.perf_counter()
     if hasattr(bert, 'sentence_inputs'):
         if args.vector == 'pooled':
@@ -456,12 +535,28 @@ def main(args):
     return 0
 
 
+def _same_file(path, out):
+    """Whether `out` exists and is the file `path` ('-': standard input)
+    is, by another name, a symbolic or a hard link included."""
+    try:
+        a = os.fstat(sys.stdin.fileno()) if path == '-' else os.stat(path)
+        b = os.stat(out)
+    except (OSError, ValueError, AttributeError):
+        return False    # (standard input without a file, in tests)
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def _check_usage(args):
     """Raise `UsageError` for options that do not go together."""
     if args.file is not None:
         if args.texts or args.compare is not None or args.json:
             raise UsageError('--file encodes the texts of a file: give no '
                              'TEXT, --compare or --json with it')
+        if args.out is not None and _same_file(args.file, args.out):
+            raise UsageError(f'--out {args.out} is the file --file '
+                             f'{args.file} reads: its texts would be '
+                             'replaced by their vectors, even with '
+                             '--overwrite; give another --out')
         if args.out is not None and os.path.lexists(args.out) and \
                 not args.overwrite:
             raise UsageError(f'--out {args.out} exists, and this run would '

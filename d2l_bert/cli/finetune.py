@@ -23,9 +23,9 @@ import sys
 import time
 
 from ._args import (RunError, UsageError, add_devices, at_least, examples,
-                    in_options, learning_rate, name_or_dir, option,
-                    output_dir, per_machine, positive_int, rate,
-                    resolve_devices, seed)
+                    in_options, learning_rate, option, per_machine,
+                    positive_int, rate, resolve_devices, seed)
+from ._paths import name_or_dir, output_dir
 from ..presets import BERT_SMALL, FINETUNING
 
 DEFAULT_OUT = 'finetuned-bert'
@@ -62,7 +62,8 @@ def add_arguments(parser):
              'snli_1.0_test.txt')):
         parser.add_argument(
             flag, default=names[0], metavar='|'.join(('DIR',) + names),
-            type=name_or_dir(names, f'a directory holding {holds}'),
+            type=name_or_dir(names, f'a directory holding {holds}',
+                             utf8=flag == '--model'),
             help=text)
     for name, metavar, check, text in (
             ('epochs', 'N', positive_int, 'number of epochs'),

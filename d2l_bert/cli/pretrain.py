@@ -32,8 +32,9 @@ import time
 
 from ._args import (RunError, UsageError, add_devices, add_job_arguments,
                     add_threads, check_devices, examples, in_options,
-                    learning_rate, option, output_dir, plural, positive_int,
-                    rate, resolve_devices, seed)
+                    learning_rate, option, plural, positive_int, rate,
+                    resolve_devices, seed)
+from ._paths import output_dir
 from ..presets import BOOK_BERT, PRETRAINING
 
 CHECKPOINT_FILE, PLOT_FILE = 'checkpoint.zip', 'loss.png'
