@@ -299,26 +299,27 @@ def _warn_if_collapsed(model, spread):
 
 def _save(settings, net, vocab, history, config):
     """Write the classifier, its vocabulary, `config` (sizes, settings
-    and numbers), the history and its plot into ``--out``: the plot
-    first, then the others all or none, the classifier last (a full disk
-    leaves no classifier beside another's files)."""
+    and numbers), the history and its plot into ``--out``, all or none,
+    the classifier last (a full disk leaves the files there as they
+    were, and no classifier beside another's files); a pretrained
+    model there (``--overwrite``) is removed once they are written."""
     import json
 
     from ..data.atomic import atomic_write_all
     from ..runs import finetuning as runs_ft
-    from ..runs.out_dir import PRETRAINED_FILES, remove_other_model
+    from ..runs.out_dir import PRETRAINED_FILES, other_model_files
     out = settings['out']
-    os.makedirs(out, exist_ok=True)
-    remove_other_model(out, PRETRAINED_FILES)
-    runs_ft.plot_history(history, os.path.join(out, 'finetune.png'))
-    # All or none; the classifier, which marks a finished model, last
     model_file = os.path.join(out, MODEL_FILE)
+    theirs = other_model_files(out, PRETRAINED_FILES)
     atomic_write_all(
         [(os.path.join(out, name), json.dumps(obj, indent=2))
          for name, obj in (('vocab.json', vocab.idx_to_token),
                            ('history.json', history),
                            ('config.json', config))]
-        + [(model_file, net.save_parameters)], remove_first=[model_file])
+        + [(os.path.join(out, 'finetune.png'),
+            runs_ft.history_png(history)),
+           (model_file, net.save_parameters)],
+        remove_first=[model_file] + theirs)
 
 
 def main(args):

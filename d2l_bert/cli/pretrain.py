@@ -583,9 +583,9 @@ def _evaluate(twin, valid_iter, vocab_size, devices):
 def _save(out, net, vocab, config):
     """Write the model in bert.small's layout, and say what is where."""
     from ..runs.model_files import save_pretrained
-    from ..runs.out_dir import FINETUNED_FILES, remove_other_model
-    remove_other_model(out, FINETUNED_FILES)
-    save_pretrained(net, vocab, out, config)
+    from ..runs.out_dir import FINETUNED_FILES, other_model_files
+    save_pretrained(net, vocab, out, config,
+                    replacing=other_model_files(out, FINETUNED_FILES))
     print(f'saved the model to {out}/ (pretrained.params, vocab.json, '
           'config.json)')
     print(f'saved the loss curves to {os.path.join(out, PLOT_FILE)}')

@@ -342,6 +342,39 @@ def _fsync_directory(directory):
         os.close(fd)
 
 
+def make_dirs(path):
+    """Make the directory `path` and those missing above it, as
+    `os.makedirs` does; return the ones made, from the top down.  On a
+    failure those made are removed again, and the error raised."""
+    missing, above = [], path.rstrip(os.sep) or path
+    while above and not os.path.isdir(above):
+        missing.append(above)
+        above = os.path.dirname(above)
+    made = []
+    try:
+        for directory in reversed(missing):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(directory)
+                made.append(directory)
+        if not os.path.isdir(path):
+            raise NotADirectoryError(errno.ENOTDIR,
+                                     os.strerror(errno.ENOTDIR), path)
+    except BaseException:
+        remove_empty_dirs(made)
+        raise
+    return made
+
+
+def remove_empty_dirs(made):
+    """Remove the directories `made` (as `make_dirs` returns them) that
+    are empty, from the bottom up, up to the first that is not."""
+    for directory in reversed(made):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return
+
+
 def remove_partial_files(folder):
     """Remove the temporary files a process killed while writing left in
     `folder`: `atomic_write`'s (``.NAME.XXXXXXXX.tmp``) and those of a
@@ -353,7 +386,7 @@ def remove_partial_files(folder):
     except OSError:
         return removed
     for name in names:
-        if _PARTIAL.match(name):
+        if PARTIAL_FILES.match(name):
             path = os.path.join(folder, name)
             with contextlib.suppress(OSError):
                 os.remove(path)
@@ -363,4 +396,5 @@ def remove_partial_files(folder):
 
 #: The names of `_new_file`'s files and of `tempfile.mkstemp`'s with
 #: the prefix '.part.'
-_PARTIAL = re.compile(r'^\.(.+\.[0-9a-f]{8}|part\.[a-z0-9_]{8})\.tmp$')
+PARTIAL_FILES = re.compile(
+    r'^\.(.+\.[0-9a-f]{8}|part\.[a-z0-9_]{8})\.tmp$')

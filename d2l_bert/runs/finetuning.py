@@ -350,6 +350,13 @@ def plot_history(history, file_name):
 
     The file is written whole or not at all (`atomic_write`).
     """
+    atomic_write(file_name, history_png(history))
+
+
+def history_png(history):
+    """The PNG image (bytes) of `plot_history`'s plot of `history`."""
+    import io
+
     import matplotlib
     matplotlib.use('Agg')
     from matplotlib import pyplot as plt
@@ -365,8 +372,9 @@ def plot_history(history, file_name):
     ax.grid(True)
     ax.legend()
     fig.tight_layout()
+    image = io.BytesIO()
     try:
-        atomic_write(file_name,
-                     lambda tmp: fig.savefig(tmp, format='png', dpi=120))
+        fig.savefig(image, format='png', dpi=120)
     finally:
         plt.close(fig)
+    return image.getvalue()

@@ -31,7 +31,7 @@ MODEL_KEYS = ('vocab_size', 'num_hiddens', 'ffn_num_hiddens', 'num_heads',
               'num_blks', 'dropout', 'max_len')
 
 
-def save_pretrained(net, vocab, model_dir, config):
+def save_pretrained(net, vocab, model_dir, config, replacing=()):
     """Save `net` and `vocab` where the book's `load_pretrained_model`
     can read them.
 
@@ -52,6 +52,8 @@ def save_pretrained(net, vocab, model_dir, config):
         Created if missing.
     config : dict
         Must hold every key of `MODEL_KEYS`.
+    replacing : sequence of str
+        Files removed once the new ones are written (another model's).
 
     Returns
     -------
@@ -71,7 +73,8 @@ def save_pretrained(net, vocab, model_dir, config):
         [(os.path.join(model_dir, VOCAB_FILE),
           json.dumps(list(vocab.idx_to_token))),
          (os.path.join(model_dir, CONFIG_FILE), json.dumps(config, indent=2)),
-         (params_file, net.save_parameters)], remove_first=[params_file])
+         (params_file, net.save_parameters)],
+        remove_first=[params_file, *replacing])
     return model_dir
 
 

@@ -12,23 +12,29 @@ claim DIR before any work (`claim`):
   for ``pretrain``, a pretrained one for ``finetune``) is refused unless
   ``--overwrite`` is given, which then replaces it: the two models share
   ``config.json`` and ``vocab.json``, and a directory never holds one
-  model's parameters with the other's configuration
-  (`remove_other_model` takes the old one away before the new one is
-  written);
+  model's parameters with the other's configuration (the old one's
+  files go once the new one's are all written, `other_model_files`: a
+  run that fails keeps them);
 - one run at a time: the run holds an OS lock (``fcntl.flock``) on the
   file ``DIR/.d2l-bert.lock`` until it ends, and a second run on DIR is
   refused at once.  The kernel lets go of the lock when the process
   ends, a killed one included, so no stale lock is ever left; the file
-  itself is removed when the run ends normally;
+  itself is removed when the run ends, however it ends (by a process of
+  its own if the run was killed), and so are DIR and the directories
+  made above it if the run wrote nothing else there;
 - holding the lock, the run removes the temporary files a killed run
   left while it was writing (`atomic.remove_partial_files`): no
   ``.checkpoint.zip.*.tmp`` survives the next run.
 
 Nothing here imports `mxnet`: the checks run before the model is built.
 """
+import contextlib
 import os
+import subprocess
+import sys
 
-from ..data.atomic import remove_partial_files
+from ..data.atomic import (PARTIAL_FILES, make_dirs, remove_empty_dirs,
+                           remove_partial_files)
 
 #: The lock file a run holds in its output directory
 LOCK_FILE = '.d2l-bert.lock'
@@ -52,11 +58,19 @@ def finished_files(out, names):
 class OutDirLock:
     """An exclusive, non-blocking ``flock`` on ``OUT/.d2l-bert.lock``.
 
+    A run that ends without `release` (SIGTERM, SIGHUP, SIGKILL) leaves
+    nothing of what `release` would have removed either: a process of
+    its own (`_watch`) removes it once the run has ended.  The signals
+    keep their default, which ends a process at once, also where it
+    waits in C (a Python handler would wait for the main thread, and
+    be inherited by the forked workers of a data loader or a pool).
+
     Parameters
     ----------
     out : str
-        The output directory; created if missing (and removed with the
-        lock if nothing else was written in it).
+        The output directory; created if missing, with the directories
+        missing above it (and removed with the lock if nothing else was
+        written in them).
 
     Raises
     ------
@@ -66,43 +80,105 @@ class OutDirLock:
 
     def __init__(self, out):
         self.out, self.path = out, os.path.join(out, LOCK_FILE)
-        self._fd = None
-        self._made = not os.path.isdir(out)
-        os.makedirs(out, exist_ok=True)
-        while self._fd is None:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-            if not _try_lock(fd):
-                os.close(fd)
-                raise OutDirError(
-                    f'--out {out}: another run is using this directory '
-                    f'(it holds {self.path}); wait for it to end, or give '
-                    'another --out')
-            # The file may have been removed by a run that just ended,
-            # after we opened it: lock the one that is there
-            if _same_file(fd, self.path):
-                self._fd = fd
-            else:
-                os.close(fd)
+        self._fd, self._watcher = None, None
+        self._made = make_dirs(out)
+        try:
+            self._fd = _lock(out, self.path)
+        except BaseException:
+            remove_empty_dirs(self._made)
+            raise
+        self._watcher = _watch(self.path, self._made)
 
     def release(self):
-        """Remove the lock file and let go of the lock; remove `out`
-        too if it was made for the lock and the run left it empty."""
+        """Remove the lock file and let go of the lock; remove the
+        directories made for the lock too if the run left them empty."""
         if self._fd is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             os.remove(self.path)
-            if self._made:
-                os.rmdir(self.out)
-        except OSError:
-            pass
+        remove_empty_dirs(self._made)
         os.close(self._fd)
         self._fd = None
+        if self._watcher is not None:
+            # it finds the lock file gone, and ends
+            self._watcher.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._watcher.wait(1)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.release()
+
+
+def _lock(out, path):
+    """The descriptor of the lock file `path` of `out`, locked."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        if not _try_lock(fd):
+            os.close(fd)
+            raise OutDirError(
+                f'--out {out}: another run is using this directory '
+                f'(it holds {path}); wait for it to end, or give '
+                'another --out')
+        # The file may have been removed by a run that just ended,
+        # after we opened it: lock the one that is there
+        if _same_file(fd, path):
+            return fd
+        os.close(fd)
+
+
+#: What watches a run's lock from a process of its own (`_watch`): once
+#: the run's end closes its standard input, and the lock is free (the
+#: run's forked workers share it), the lock file, partial files and the
+#: directories made for the run that are left empty go, as `release`
+#: would have removed them.  Standard library only, with ``-I -S``: it
+#: starts in some 20 ms
+_WATCHER = r'''
+import fcntl, os, re, sys, time
+path, partial, made = sys.argv[1], re.compile(sys.argv[2]), sys.argv[3:]
+sys.stdin.buffer.read()
+try:
+    fd = os.open(path, os.O_RDWR)
+except OSError:         # removed by `release`: the run ended well
+    sys.exit()
+for _ in range(100):
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    sys.exit()
+try:
+    if os.path.samestat(os.fstat(fd), os.stat(path)):
+        folder = os.path.dirname(path) or '.'
+        for name in os.listdir(folder):
+            if partial.match(name):
+                os.remove(os.path.join(folder, name))
+        os.remove(path)
+        for directory in reversed(made):
+            os.rmdir(directory)
+except OSError:
+    pass
+'''
+
+
+def _watch(path, made):
+    """Start `_WATCHER` on the lock file `path` (`made`: the directories
+    made for it), in a session of its own: a signal to the run's
+    process group, a closed terminal's included, does not end it.
+    Return it, or None where there is no ``fcntl`` (Windows)."""
+    try:
+        import fcntl  # noqa: F401
+    except ImportError:
+        return None
+    return subprocess.Popen(
+        [sys.executable, '-I', '-S', '-c', _WATCHER, path,
+         PARTIAL_FILES.pattern, *made], stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
 
 
 def _try_lock(fd):
@@ -180,9 +256,9 @@ def claim(out, finished, *, resume=None, overwrite=False, what='a model',
     return lock
 
 
-def remove_other_model(out, names):
-    """Remove the files of `names` from `out` (those of another kind of
-    model, which ``--overwrite`` replaces), before this run writes its
-    own ``config.json`` and ``vocab.json`` there."""
-    for name in finished_files(out, names):
-        os.remove(os.path.join(out, name))
+def other_model_files(out, names):
+    """The paths of the files of `names` in `out`: those of another kind
+    of model, which ``--overwrite`` replaces.  A run removes them once
+    its own files are written (`atomic_write_all`'s `remove_first`):
+    until then, a full disk or a failure keeps them."""
+    return [os.path.join(out, name) for name in finished_files(out, names)]
