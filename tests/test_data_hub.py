@@ -134,7 +134,7 @@ def test_checksum_mismatch_is_an_error_and_leaves_nothing(server, cache,
                        match=f'SHA-1 mismatch: expected 0{{40}}, got '
                              f'{ARCHIVE_SHA1}'):
         hub.download_extract('bert.fake')
-    assert os.listdir(cache) == []
+    assert not cache.exists()    # (no folder made, either)
 
 
 def test_truncated_download_is_an_error_and_leaves_nothing(server, cache,
@@ -145,7 +145,7 @@ def test_truncated_download_is_an_error_and_leaves_nothing(server, cache,
                        match=f'truncated: received {len(ARCHIVE) // 2} of '
                              f'{len(ARCHIVE)} bytes'):
         hub.download('bert.fake')
-    assert os.listdir(cache) == []
+    assert not cache.exists()    # (no folder made, either)
 
 
 def test_offline_error_names_every_mirror_and_the_alternatives(
@@ -168,7 +168,7 @@ def test_offline_error_names_every_mirror_and_the_alternatives(
     assert f'copy bert.small.zip into {cache}' in message
     # raised once all mirrors failed: no urllib traceback chained
     assert info.value.__context__ is None and info.value.__cause__ is None
-    assert os.listdir(cache) == []
+    assert not cache.exists()    # (no folder made, either)
 
 
 def test_offline_snli_error_points_to_the_synthetic_data(cache,
@@ -183,8 +183,12 @@ def test_offline_snli_error_points_to_the_synthetic_data(cache,
 def test_missing_file_on_the_server_is_reported(server, cache, monkeypatch):
     monkeypatch.setitem(hub.DATA_HUB, 'bert.fake',
                         (server + '/missing.zip', ARCHIVE_SHA1))
+    cache.mkdir()       # a folder that was there stays
     with pytest.raises(hub.DownloadError, match='server answered 404'):
         hub.download('bert.fake')
+    assert os.listdir(cache) == []
+    with pytest.raises(hub.DownloadError, match='server answered 404'):
+        hub.download('bert.fake', str(cache / 'deep' / 'er'))
     assert os.listdir(cache) == []
 
 

@@ -100,4 +100,36 @@ def test_server_down_gives_the_offline_options(tmp_path, monkeypatch):
     assert 'refused' in message.lower()
     # Raised outside the `except` block: no urllib traceback chained
     assert info.value.__context__ is None and info.value.__cause__ is None
-    assert os.listdir(root) == []
+    assert not root.exists()
+
+
+def test_wikitext2_is_found_in_the_data_folder_then_where_the_book_has_it(
+        tmp_path, monkeypatch):
+    (tmp_path / 'work').mkdir()
+    monkeypatch.chdir(tmp_path / 'work')
+    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path / 'cache'))
+    shutil.copytree(FIXTURE, tmp_path / 'data' / 'wikitext-2')
+    assert W.download_wikitext2(urls=()) == os.path.join(
+        '..', 'data', 'wikitext-2')
+    shutil.copytree(FIXTURE, tmp_path / 'cache' / 'wikitext-2')
+    assert W.download_wikitext2(urls=()) == str(
+        tmp_path / 'cache' / 'wikitext-2')
+
+
+def test_a_download_that_fails_makes_no_folder(tmp_path, monkeypatch):
+    # (it made an empty ../data beside the working directory, and never
+    # looked at $D2L_BERT_DATA)
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    (tmp_path / 'work').mkdir()
+    monkeypatch.chdir(tmp_path / 'work')
+    cache = tmp_path / 'cache' / 'd2l'
+    monkeypatch.setenv('D2L_BERT_DATA', str(cache))
+    with pytest.raises(W.CorpusUnavailableError) as info:
+        W.download_wikitext2(urls=(f'http://127.0.0.1:{port}/w.zip',),
+                             timeout=5)
+    assert (f'unzip wikitext-2-v1.zip into {str(cache)!r} (the data folder, '
+            '$D2L_BERT_DATA)') in str(info.value)
+    assert os.listdir(tmp_path) == ['work']
+    assert os.listdir(tmp_path / 'work') == []

@@ -34,3 +34,22 @@ def test_sizes_beyond_the_machine_are_refused_in_one_line(tmp_path,
                             'at least 3.0 MB of memory, and this machine '
                             'has 1.0 MB available; use smaller sizes')
     memory.check_fits(1 << 19, '--num-hiddens 9')
+
+
+def test_files_too_large_to_read_are_refused_before_reading(tmp_path,
+                                                            monkeypatch):
+    # a 6 GB file of nothing (sparse): its size, never its bytes
+    big = tmp_path / 'big.txt'
+    with open(big, 'wb') as f:
+        f.truncate(6 << 30)
+    small = tmp_path / 'small.txt'
+    small.write_bytes(b'x' * 1000)
+    monkeypatch.setattr(memory, 'available_bytes', lambda: 1 << 30)
+    memory.check_files_fit([str(small), str(tmp_path / 'gone')], 40,
+                           'the files')
+    with pytest.raises(ValueError) as e:
+        memory.check_files_fit([str(big), str(small)], 10, 'the SNLI files')
+    assert str(e.value) == (
+        'the SNLI files (6.0 GB) would take some 10 times that in memory '
+        'once read and prepared (60.0 GB), and this machine has 1.0 GB '
+        'available; give smaller files')

@@ -109,6 +109,30 @@ def test_empty_corpus_file_is_named(tmp_path):
         load_pretraining_data(4, 64, corpus=str(tmp_path))
 
 
+def test_a_corpus_that_is_not_utf8_is_named(tmp_path):
+    (tmp_path / 'wiki.train.tokens').write_bytes(b' a b . c d \n \xe9t\xe9\n')
+    with pytest.raises(CorpusError) as e:
+        load_pretraining_data(4, 64, corpus=str(tmp_path))
+    assert str(e.value) == (
+        f"corpus file {str(tmp_path / 'wiki.train.tokens')!r} is not UTF-8 "
+        "text (byte 0xe9); expected text in WikiText's token format")
+
+
+def test_a_corpus_larger_than_memory_is_refused_before_it_is_read(
+        tmp_path, monkeypatch):
+    from d2l_bert.runs import memory
+    with open(tmp_path / 'wiki.train.tokens', 'wb') as f:
+        f.truncate(3 << 30)      # (sparse: nothing written)
+    monkeypatch.setattr(memory, 'available_bytes', lambda: 8 << 30)
+    with pytest.raises(ValueError) as e:
+        load_pretraining_data(4, 64, corpus=str(tmp_path))
+    assert str(e.value) == (
+        f"corpus file {str(tmp_path / 'wiki.train.tokens')!r} (3.0 GB) "
+        'would take some 40 times that in memory once read and prepared '
+        '(120.0 GB), and this machine has 8.0 GB available; give smaller '
+        'files')
+
+
 def test_corpus_without_sentence_pairs_is_explained(tmp_path):
     (tmp_path / 'wiki.train.tokens').write_text(
         ' \n = Title = \n \n One sentence only . \n \n No period here \n')

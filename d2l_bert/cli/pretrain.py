@@ -500,8 +500,8 @@ def small_corpus_warning(args, num_pairs, vocab_size):
 def _count_paragraphs(corpus):
     """The lines of text of `corpus`'s training file, and those that
     are paragraphs of 2 sentences or more."""
-    from ..data.wikitext import DATA_ROOT, locate_corpus
-    data_dir, file_name = locate_corpus(corpus, 'train', DATA_ROOT)
+    from ..data.wikitext import locate_corpus
+    data_dir, file_name = locate_corpus(corpus, 'train')
     with open(os.path.join(data_dir, file_name), encoding='utf-8') as f:
         lines = [line for line in f if line.strip()]
     return len(lines), sum(len(line.split(' . ')) >= 2 for line in lines)

@@ -33,7 +33,8 @@ import urllib.error
 import urllib.request
 import zipfile
 
-from .atomic import atomic_write, atomic_write_into
+from .atomic import (atomic_write, atomic_write_into, make_dirs,
+                     remove_empty_dirs)
 
 DATA_URL = 'http://d2l-data.s3-accelerate.amazonaws.com/'
 
@@ -271,7 +272,6 @@ def _download(name, folder=None, sha1_hash=None, timeout=TIMEOUT,
     urls, hub_sha1, label = _lookup(name)
     sha1_hash = sha1_hash or hub_sha1
     folder = folder or data_home()
-    os.makedirs(folder, exist_ok=True)
     base_name = urls[0].split('/')[-1]
     fname = os.path.join(folder, base_name)
     if os.path.exists(fname):
@@ -283,15 +283,22 @@ def _download(name, folder=None, sha1_hash=None, timeout=TIMEOUT,
         raise DownloadError(f'could not download {label!r}: '
                             f'{OFFLINE_ENV}=1 asks for no network. Nothing '
                             f'was saved')
+    # A download that fails leaves no folder it made
+    made = make_dirs(folder)
     failures = []
-    for url in urls:
-        print(f'Downloading {fname} from {url}...', file=sys.stderr)
-        try:
-            atomic_write(fname, lambda tmp, url=url: _fetch(
-                url, tmp, sha1_hash, timeout))
-            return fname, True
-        except DownloadError as e:
-            failures.append(f'{url}: {e}')
+    try:
+        for url in urls:
+            print(f'Downloading {fname} from {url}...', file=sys.stderr)
+            try:
+                atomic_write(fname, lambda tmp, url=url: _fetch(
+                    url, tmp, sha1_hash, timeout))
+                return fname, True
+            except DownloadError as e:
+                failures.append(f'{url}: {e}')
+    except BaseException:
+        remove_empty_dirs(made)
+        raise
+    remove_empty_dirs(made)
     # Raised here, outside the `except`, so no urllib traceback is chained
     hint = offline_hint or OFFLINE_HINTS.get(label)
     mirrors = f' from any of its {len(urls)} mirrors' if len(urls) > 1 else ''

@@ -3,11 +3,12 @@ where the corpus is, WikiText-2's download, and a seeded minibatch order.
 
 `load_pretraining_data` reads the small corpus shipped with the package
 (``'embedded'``, written by `d2l_bert.data.corpus`), WikiText-2
-(``'wikitext-2'``, from ``../data/wikitext-2`` or downloaded from a
-mirror: the book's address no longer serves it), or a path to files in
-WikiText's token format; `locate_corpus` turns that choice into a
-directory and a file name, and the `Corpus*Error` classes say what is
-wrong with one.
+(``'wikitext-2'``, from the data folder, ``$D2L_BERT_DATA``, or where
+the book keeps it, ``../data/wikitext-2``, or downloaded from a mirror
+into the data folder: the book's address no longer serves it), or a
+path to files in WikiText's token format; `locate_corpus` turns that
+choice into a directory and a file name, and the `Corpus*Error`
+classes say what is wrong with one.
 """
 import os
 
@@ -24,9 +25,9 @@ WIKITEXT2_URLS = (
     'https://s3.amazonaws.com/research.metamind.io/wikitext/'
     'wikitext-2-v1.zip')
 WIKITEXT2_SHA1 = '3c914d17d80b1459be871a5039ac23e752a53cbe'
-# Where `d2l.download_extract` keeps its data: relative to the working
-# directory, as in the book
-DATA_ROOT = os.path.join('..', 'data')
+#: Where the book's `d2l.download_extract` keeps its data, relative to
+#: the working directory: WikiText-2 found there is read from there
+BOOK_DATA_ROOT = os.path.join('..', 'data')
 
 
 class CorpusError(ValueError):
@@ -76,21 +77,24 @@ def check_sentence_pairs(paragraphs, max_len):
             f'{min(pair_lens)} (the book uses 64)')
 
 
-def download_wikitext2(root=DATA_ROOT, urls=WIKITEXT2_URLS,
+def download_wikitext2(root=None, urls=WIKITEXT2_URLS,
                        sha1_hash=WIKITEXT2_SHA1, timeout=30):
     """Return the WikiText-2 directory, downloading it if needed.
 
-    Looks for ``root/wikitext-2/wiki.train.tokens`` (where the book's
-    `d2l.download_extract` puts it); otherwise `hub.download`
-    fetches ``root/wikitext-2-v1.zip`` (a checked copy already there is
-    used as is), trying each of `urls` in turn, and the archive is
-    unpacked with `hub.extract`.  Nothing half-written is ever
-    left in `root`.
+    Looks for ``wikitext-2/wiki.train.tokens`` in `root`; by default in
+    the data folder (`hub.data_home`: ``$D2L_BERT_DATA``, else
+    ``~/.cache/d2l_bert``), then where the book's `d2l.download_extract`
+    puts it (`BOOK_DATA_ROOT`).  Otherwise `hub.download` fetches
+    ``wikitext-2-v1.zip`` into `root` or the data folder (a checked copy
+    already there is used as is), trying each of `urls` in turn, and
+    the archive is unpacked with `hub.extract`.  Nothing half-written is
+    ever left, and a download that fails creates nothing.
 
     Parameters
     ----------
-    root : str, default '../data'
-        The data folder, relative to the working directory as in the book.
+    root : str, optional
+        The folder to look in and download to; default the data folder
+        (and the book's, to look in).
     urls : sequence of str
         Mirrors of ``wikitext-2-v1.zip``, tried in order.
     sha1_hash : str
@@ -101,7 +105,7 @@ def download_wikitext2(root=DATA_ROOT, urls=WIKITEXT2_URLS,
     Returns
     -------
     str
-        ``root/wikitext-2``.
+        ``ROOT/wikitext-2``.
 
     Raises
     ------
@@ -111,17 +115,21 @@ def download_wikitext2(root=DATA_ROOT, urls=WIKITEXT2_URLS,
         ways to get a corpus.  Also when the archive holds no
         ``wikitext-2/wiki.train.tokens``.
     """
+    roots = [root] if root is not None else [hub.data_home(),
+                                             BOOK_DATA_ROOT]
+    for folder in roots:
+        data_dir = os.path.join(folder, 'wikitext-2')
+        if os.path.isfile(os.path.join(data_dir, 'wiki.train.tokens')):
+            return data_dir
+    root = roots[0]
     data_dir = os.path.join(root, 'wikitext-2')
-    train_file = os.path.join(data_dir, 'wiki.train.tokens')
-    if os.path.isfile(train_file):
-        return data_dir
     offline_hint = (
         "use corpus='embedded' (the small corpus shipped with d2l_bert; "
         '`--corpus embedded` on the command line), or pass corpus=PATH, a '
-        'directory holding wiki.train.tokens (or that file), or put '
-        'WikiText-2 where the book keeps it: unzip wikitext-2-v1.zip into '
-        f'{os.path.abspath(root)!r} so that {os.path.abspath(data_dir)!r} '
-        'holds wiki.train.tokens')
+        'directory holding wiki.train.tokens (or that file), or unzip '
+        f'wikitext-2-v1.zip into {os.path.abspath(root)!r} (the data '
+        'folder, $D2L_BERT_DATA) so that '
+        f'{os.path.abspath(data_dir)!r} holds wiki.train.tokens')
     failure = None
     try:
         zip_name = hub.download(urls, root, sha1_hash, timeout,
@@ -132,14 +140,15 @@ def download_wikitext2(root=DATA_ROOT, urls=WIKITEXT2_URLS,
     if failure is not None:
         raise CorpusUnavailableError(f'WikiText-2: {failure}')
     hub.extract(zip_name, root)
-    if not os.path.isfile(train_file):
+    if not os.path.isfile(os.path.join(data_dir, 'wiki.train.tokens')):
         raise CorpusUnavailableError(
             f'{zip_name!r} holds no wikitext-2/wiki.train.tokens')
     return data_dir
 
 
-def locate_corpus(corpus, split, root):
-    """``(data_dir, file_name)`` of the `split` file of `corpus`."""
+def locate_corpus(corpus, split, root=None):
+    """``(data_dir, file_name)`` of the `split` file of `corpus`
+    (`root`: where WikiText-2 is, as `download_wikitext2` takes it)."""
     file_name = f'wiki.{split}.tokens'
     if corpus == 'embedded':
         if not os.path.isfile(os.path.join(EMBEDDED_DIR, file_name)):
@@ -171,11 +180,11 @@ def locate_corpus(corpus, split, root):
             f'corpus={corpus!r}: no such file or directory; give a '
             f'directory holding {file_name} or a file in WikiText\'s token '
             f"format, or use corpus='embedded' or 'wikitext-2'")
+    where = 'the data folder' if root is None else root
     raise CorpusError(
         f"unknown corpus={corpus!r}: use 'embedded' (shipped with "
-        f"d2l_bert), 'wikitext-2' (from {os.path.join(root, 'wikitext-2')} "
-        f'or downloaded) or a path to a directory holding {file_name} or '
-        f'to such a file')
+        f"d2l_bert), 'wikitext-2' (from {where} or downloaded) or a path "
+        f'to a directory holding {file_name} or to such a file')
 
 
 class SeededRandomSampler(gluon.data.Sampler):

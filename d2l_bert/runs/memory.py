@@ -10,6 +10,7 @@ Linux's ``/proc/meminfo``, or less under a limit on the address space).
 Nothing here imports `mxnet`.
 """
 import math
+import os
 
 try:
     import resource
@@ -75,6 +76,23 @@ def available_bytes(meminfo='/proc/meminfo'):
         if soft != resource.RLIM_INFINITY:
             known.append(soft)
     return min(known) if known else None
+
+
+def check_files_fit(paths, per_byte, what):
+    """Raise a ValueError if the files `paths` (those that exist), read
+    and prepared at some `per_byte` bytes of memory a byte of theirs,
+    need more memory than this process can still take; `what` names
+    them, in the message.  Nothing is read: their sizes are the file
+    system's."""
+    size = sum(os.path.getsize(path) for path in paths
+               if os.path.isfile(path))
+    available = available_bytes()
+    if available is not None and size * per_byte > available:
+        raise ValueError(
+            f'{what} ({size_text(size)}) would take some {per_byte} times '
+            f'that in memory once read and prepared '
+            f'({size_text(size * per_byte)}), and this machine has '
+            f'{size_text(available)} available; give smaller files')
 
 
 def size_text(num_bytes):
