@@ -226,8 +226,8 @@ TABLE = [
         address_space=1 << 30),
     case('launch --hosts binary true', 2, error(
         'launch', f'--hosts binary: {NOT_TEXT}')),
-    # Full disks and damaged files: one line, the old files kept (the
-    # plot is written before the model's files, which come all or none)
+    # Full disks and damaged files: one line, the old files kept (a
+    # model's files, its plot included, come all or none)
     case(f'pretrain --corpus corpus --steps 5 --out M --resume {TINY}', 1,
          error('pretrain', 'M/checkpoint.zip: File too large'), same='M',
          fsize=FULL),
@@ -237,7 +237,7 @@ TABLE = [
          fsize=FULL, gone=('Ffull',)),
     case('finetune --model M --data nli --epochs 1 --batch-size 16 '
          '--max-len 16 --num-workers 0 --no-progress --out full/F', 1,
-         error('finetune', 'full/F/finetune.png: No space left on '
+         error('finetune', 'full/F/history.json: No space left on '
                'device'), same='full', tmpfs='full', gone=('full/F',)),
     case('encode --model M --file texts.lines --out F/v.npy', 1,
          error('encode', 'F/v.npy: File too large'), same='F', fsize=100),
