@@ -18,6 +18,7 @@ from d2l_bert import presets
 from d2l_bert.cli import pretrain as pretrain_command
 from d2l_bert.dist.launcher import free_port
 from d2l_bert.runs.checkpoints import read_checkpoint_meta
+from d2l_bert.runs.out_dir import WATCHER_MARK
 
 import processes
 from helpers import JOB_ARGS, TINY_ARGS, assert_same_state, checkpoint_state, \
@@ -346,7 +347,9 @@ def killed_job(tmp_path_factory, job_corpus):
                      or launcher.poll() is not None),
             processes.JOB_TIMEOUT, 'the checkpoint of step 4')
         assert launcher.poll() is None, (root / 'launcher.err').read_text()
-        children = processes.descendants(launcher.pid)
+        # (not the watcher of the lock on --out)
+        children = [pid for pid in processes.descendants(launcher.pid)
+                    if WATCHER_MARK not in ' '.join(processes.cmdline(pid))]
         sockets = processes.listening(children)
         workers = [pid for pid in children
                    if '--kvstore' in processes.cmdline(pid)]

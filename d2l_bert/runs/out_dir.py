@@ -134,8 +134,9 @@ def _lock(out, path):
 #: run's forked workers share it), the lock file, partial files and the
 #: directories made for the run that are left empty go, as `release`
 #: would have removed them.  Standard library only, with ``-I -S``: it
-#: starts in some 20 ms
-_WATCHER = r'''
+#: starts in some 20 ms.  Its first line, `WATCHER_MARK`, names it among
+#: a run's processes
+_WATCHER = r'''# the watcher of a d2l-bert run's lock
 import fcntl, os, re, sys, time
 path, partial, made = sys.argv[1], re.compile(sys.argv[2]), sys.argv[3:]
 sys.stdin.buffer.read()
@@ -163,6 +164,9 @@ try:
 except OSError:
     pass
 '''
+
+
+WATCHER_MARK = _WATCHER.splitlines()[0]
 
 
 def _watch(path, made):
