@@ -163,7 +163,8 @@ def test_bad_batch_size_is_one_line(tmp_path, capsys, value):
     (['--out', 'v.npy', 'hello'],
      '--out goes with --file (the vectors of many texts)'),
     (['--overwrite', 'hello'], '--overwrite goes with --file and --out (the '
-                               'file of vectors it may replace)'),
+                               'file of vectors it may replace) or '
+                               '--attention'),
     ([], 'give TEXT (and TEXT_B), or --file PATH'),
 ])
 def test_misused_options_are_one_line(capsys, tmp_path, monkeypatch, argv,

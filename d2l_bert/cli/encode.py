@@ -40,6 +40,7 @@ import json
 import os
 import sys
 
+from . import _attention
 from ._args import (UsageError, add_devices, examples, positive_int,
                     resolve_devices)
 from ._paths import output_file, texts_file, utf8_path, utf8_text
@@ -69,7 +70,9 @@ def add_arguments(parser):
         'd2l-bert encode --model minilm --compare crane "a crane is '
         'flying" \\',
         '    "a crane driver came"',
-        'd2l-bert encode --model minilm --file texts.txt --out v.npy')
+        'd2l-bert encode --model minilm --file texts.txt --out v.npy',
+        'd2l-bert encode --model minilm --attention a.svg "a crane is '
+        'flying"')
     parser.add_argument(
         'texts', nargs='*', metavar='TEXT', type=utf8_text,
         help='the text to encode, and optionally a second one (TEXT_B) to '
@@ -90,6 +93,7 @@ def add_arguments(parser):
                              'vectors across the texts (each text encoded '
                              'on its own)')
     add_devices(parser, 'cpu', one=True)
+    _attention.add_arguments(parser)
     files = parser.add_argument_group('many texts')
     files.add_argument('--file', metavar='PATH',
                        type=texts_file,
@@ -519,6 +523,10 @@ def main(args):
             _encode_file(args, ctx)
             return 0
         encoder = load_text_encoder(args.model, ctx)
+        if args.attention is not None:
+            _attention.draw(encoder, args.texts, args.attention,
+                            args.layers, args.heads)
+            return 0
         if args.compare is not None:
             _compare(encoder, args.compare, args.texts, args.json)
             return 0
@@ -548,6 +556,9 @@ def _same_file(path, out):
 
 def _check_usage(args):
     """Raise `UsageError` for options that do not go together."""
+    problem = _attention.usage_problem(args)
+    if problem is not None:
+        raise UsageError(problem)
     if args.file is not None:
         if args.texts or args.compare is not None or args.json:
             raise UsageError('--file encodes the texts of a file: give no '
@@ -563,9 +574,9 @@ def _check_usage(args):
                              'replace it: give --overwrite to replace it, '
                              'or another --out')
         return
-    if args.overwrite:
+    if args.overwrite and args.attention is None:
         raise UsageError('--overwrite goes with --file and --out (the file '
-                         'of vectors it may replace)')
+                         'of vectors it may replace) or --attention')
     if args.out is not None:
         raise UsageError('--out goes with --file (the vectors of many '
                          'texts)')
