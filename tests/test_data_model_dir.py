@@ -79,7 +79,8 @@ def test_heads_divide_num_hiddens(tmp_path):
      r' holds 45 arrays without names \(saved from a list, as '
      r'`mx\.nd\.save\(file, \[\.\.\.\]\)` does\), not the named parameters'
      r' of a model \(`net\.save_parameters`\)$'),
-])
+], ids=['2-D positions', '3-D tokens', 'positions (3, L, H)', 'no FFN',
+        'a list'])
 def test_shapes_that_are_not_a_bertmodels_are_named(params_file, tmp_path,
                                                      change, message):
     path = resaved(params_file, tmp_path, change)
@@ -91,7 +92,7 @@ def test_shapes_that_are_not_a_bertmodels_are_named(params_file, tmp_path,
     (5, r'5 bytes, too few for the header of an MXNet file of arrays'),
     (3000, r'array 2 of 45, of shape \(99, 32\) and dtype float32, needs '
            r'12,672 bytes at offset 2,160, and the file ends at 3,000'),
-])
+], ids=['header', 'array'])
 def test_a_truncated_file_is_named_with_the_cause(params_file, tmp_path,
                                                   cut, cause):
     path = tmp_path / D.PARAMS_FILE
@@ -119,7 +120,7 @@ def test_a_truncated_file_is_named_with_the_cause(params_file, tmp_path,
     (dict(ffn_num_hiddens=36), r'its encoder\.blks\.0\.ffn\.dense1\.weight '
                                r"has shape \(48, 32\), the model's "
                                r'\(36, \?\)'),
-])
+], ids=['more blocks', 'fewer blocks', 'positions', 'FFN'])
 def test_parameters_of_other_sizes_are_refused_before_mxnet_reads_them(
         params_file, changes, message, monkeypatch):
     net = BERTModel(**dict(TINY, **changes))
@@ -187,7 +188,7 @@ def test_heads_that_do_not_divide_the_hiddens_name_config_json(tmp_path):
                                   'got False'),
     (' ' * (D.MAX_CONFIG_BYTES + 1),
      r'holds 1,048,577 bytes, more than the 1,048,576 such a file may hold'),
-])
+], ids=['list', 'nested', 'negative', 'bool', 'large'])
 def test_a_config_json_of_another_kind_is_named(tmp_path, content,
                                                 message):
     path = write_config(tmp_path, content)
@@ -209,7 +210,7 @@ def test_a_config_json_that_is_a_device_is_not_read(tmp_path):
     (['<unk>', ['bank'], '<pad>'], r"must hold a JSON list of token "
                                    r"strings in index order; token 1 is "
                                    r"\['bank'\]"),
-])
+], ids=['twice', 'a dict', 'a list'])
 def test_a_vocab_json_that_is_not_unique_strings_is_named(tmp_path, tokens,
                                                           message):
     path = tmp_path / D.VOCAB_FILE

@@ -106,9 +106,10 @@ def load_pretrained(model_dir, devices=None):
                 'writes one)')
     params_file = os.path.join(model_dir, PARAMS_FILE)
     params = read_params(params_file)
-    config = read_config(model_dir) or infer_config(params_file)
+    saved = read_config(model_dir)
+    config = saved or infer_config(params_file)
     vocab = load_vocab(os.path.join(model_dir, VOCAB_FILE))
-    check_vocab_size(model_dir, len(vocab), config, params)
+    check_vocab_size(model_dir, len(vocab), saved or {}, params)
     check_memory(params_file, params)
     net = BERTModel(len(vocab), config['num_hiddens'],
                     config['ffn_num_hiddens'], config['num_heads'],
