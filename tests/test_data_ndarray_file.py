@@ -98,7 +98,8 @@ def damaged(data, change):
     return data
 
 
-@pytest.mark.parametrize('change, message', [
+#: Each way `damaged` changes a file, and what is said of the result
+DAMAGES = [
     ('random', r'^it starts with 0x159504d554e93, not 0x112, the mark of a '
                r'file `mx.nd.save` writes$'),
     ('cut', r'^array 1 of 1, of shape \(3, 5\) and dtype float32, needs 60 '
@@ -117,7 +118,11 @@ def damaged(data, change):
     ('name length', r'^name 1 of 1 needs 35,184,372,088,832 bytes at offset'
                     r' 140, and the file ends at 141$'),
     ('name bytes', r'^name 1 of 1 is not UTF-8 text$'),
-])
+]
+
+
+@pytest.mark.parametrize('change, message', DAMAGES,
+                         ids=[change for change, _ in DAMAGES])
 def test_a_size_the_bytes_do_not_hold_is_refused_unread(tmp_path, change,
                                                         message):
     data = saved(tmp_path, {'w': mx.np.zeros((3, 5))})
