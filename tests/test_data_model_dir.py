@@ -217,3 +217,17 @@ def test_a_vocab_json_that_is_not_unique_strings_is_named(tmp_path, tokens,
     path.write_text(json.dumps(tokens))
     with pytest.raises(ValueError, match=f'^{path} {message}$'):
         D.load_vocab(str(path))
+
+
+def test_a_path_mxnet_cannot_open_is_named_in_one_line(params_file,
+                                                       tmp_path):
+    folder = os.fsdecode(bytes(tmp_path) + b'/bert\xff')
+    os.mkdir(folder)
+    path = os.path.join(folder, D.PARAMS_FILE)
+    with open(params_file, 'rb') as src, open(path, 'wb') as dst:
+        dst.write(src.read())
+    with pytest.raises(ValueError, match=(
+            f'^{tmp_path}/bert\\\\xff/pretrained.params: its path is not '
+            'valid UTF-8, and MXNet opens files by UTF-8 names; rename the '
+            'folder that holds it$')):
+        D.load_parameters(BERTModel(**TINY), path, mx.cpu(), 'its sizes')

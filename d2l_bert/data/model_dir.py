@@ -247,12 +247,25 @@ def check_params_fit(net, params, params_file, sizes):
                  f'{dtype}')
 
 
+def check_mxnet_path(params_file):
+    """Raise a ValueError if MXNet cannot open `params_file` by its name:
+    MXNet passes file names to its C++ side as UTF-8."""
+    try:
+        params_file.encode('utf-8')
+    except UnicodeEncodeError:
+        shown = os.fsencode(params_file).decode('utf-8', 'backslashreplace')
+        raise ValueError(
+            f'{shown}: its path is not valid UTF-8, and MXNet opens files by '
+            f'UTF-8 names; rename the folder that holds it') from None
+
+
 def load_parameters(net, params_file, ctx, sizes):
     """``net.load_parameters(params_file, ctx=ctx)``, after
     `read_params` and `check_params_fit` (`sizes` says where `net`'s
-    sizes come from), with `damaged`'s error for a file MXNet cannot
-    read even so."""
+    sizes come from) and `check_mxnet_path`, with `damaged`'s error for
+    a file MXNet cannot read even so."""
     check_params_fit(net, read_params(params_file), params_file, sizes)
+    check_mxnet_path(params_file)
     try:
         net.load_parameters(params_file, ctx=ctx)
     except AssertionError as e:  # Gluon's, for what is checked above

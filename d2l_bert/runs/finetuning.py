@@ -22,9 +22,10 @@ from ..checks import (check_finite_loss, check_finite_parameters,
 from ..data.atomic import atomic_write
 from ..data.hub import data_home, download_extract
 from ..bert import BERTModel
-from ..data.model_dir import (PARAMS_FILE, check_params_fit, damaged,
-                              infer_config, is_mxnet_trace, load_vocab,
-                              read_config, read_params)
+from ..data.model_dir import (PARAMS_FILE, check_mxnet_path,
+                              check_params_fit, damaged, infer_config,
+                              is_mxnet_trace, load_vocab, read_config,
+                              read_params)
 from ..data.snli_synthetic import make_snli_synthetic
 from ..finetuning import load_pretrained_model
 from ..presets import BERT_SMALL, HUB_MODELS
@@ -140,6 +141,7 @@ dropout, max_len, devices
         f'{k}={v}' for k, v in sizes.items()) + ')'
     check_params_fit(BERTModel(vocab_size, dropout=dropout, **sizes),
                      params, params_file, model)
+    check_mxnet_path(params_file)
     with _explain_load_errors(params_file, model):
         return load_pretrained_model(data_dir, num_hiddens, ffn_num_hiddens,
                                      num_heads, num_blks, dropout, max_len,
