@@ -231,3 +231,13 @@ def test_a_path_mxnet_cannot_open_is_named_in_one_line(params_file,
             'valid UTF-8, and MXNet opens files by UTF-8 names; rename the '
             'folder that holds it$')):
         D.load_parameters(BERTModel(**TINY), path, mx.cpu(), 'its sizes')
+
+
+def test_a_vocab_json_over_its_limit_is_refused_unread(tmp_path):
+    path = tmp_path / D.VOCAB_FILE
+    with open(path, 'wb') as f:
+        f.truncate(D.MAX_VOCAB_BYTES + 5)   # sparse
+    with pytest.raises(ValueError, match=(
+            f'^{path} holds 67,108,869 bytes, more than the 67,108,864 such '
+            'a file may hold')):
+        D.load_vocab(str(path))

@@ -355,3 +355,22 @@ def test_a_vocab_txt_of_more_tokens_than_embedded_is_refused_unsplit(
             f'^{path} has 72 tokens, more than vocab_size=64 in '
             'config.json$')):
         hf.read_vocab(str(path), max_tokens=64)
+
+
+def test_a_tokenizer_json_too_large_for_its_kind_or_the_memory_is_unread(
+        checkpoint, monkeypatch):
+    from d2l_bert.hf import tokenizer
+    from d2l_bert.runs import memory
+    model_dir = checkpoint('tokenizer_json')
+    path = os.path.join(model_dir, 'tokenizer.json')
+    size = os.path.getsize(path)
+    monkeypatch.setattr(memory, 'available_bytes', lambda: 6 * size)
+    with pytest.raises(hf.CheckpointError, match=(
+            f'^{path}: the tables of the tokenizer it holds take [\\d.]+ KB '
+            'of memory, and this machine has [\\d.]+ KB available$')):
+        hf.load_tokenizer(model_dir)
+    monkeypatch.setattr(tokenizer, 'MAX_TOKENIZER_BYTES', size - 1)
+    with pytest.raises(hf.CheckpointError, match=(
+            f'^{path} holds {size:,} bytes, more than the {size - 1:,} such '
+            'a file may hold: it is not the file it should be$')):
+        hf.load_tokenizer(model_dir)
