@@ -18,6 +18,7 @@ def check_regular(path, limit, error=ValueError):
     Parameters
     ----------
     path : str
+        The file; a link is followed.
     limit : int
         The largest size allowed, in bytes.
     error : type, default ValueError

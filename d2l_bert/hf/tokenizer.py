@@ -35,6 +35,7 @@ def load_tokenizer(model_dir, max_tokens=None):
     Parameters
     ----------
     model_dir : str
+        The checkpoint directory.
     max_tokens : int, optional
         The most tokens ``vocab.txt`` may hold (config.json's
         vocab_size).
