@@ -8,9 +8,14 @@ one variant of a Hugging Face directory, with numpy, `safetensors` and
 directories in a scratch environment and stores what transformers and
 sentence-transformers compute on them.
 """
+import io
 import json
 import os
+import pickle
 import shutil
+import sys
+import types
+import zipfile
 
 import numpy as onp
 
@@ -206,3 +211,88 @@ def _sentence_transformers_files(directory, mode):
               'w') as f:
         json.dump({'max_seq_length': 8 if mode == 'max' else 24,
                    'do_lower_case': False}, f)
+
+
+# --- pytorch_model.bin files written by hand ---------------------------------
+
+def _torch_pickle(tensors, monkeypatch, numels=None):
+    """The pickle of the state dict `tensors` ({name: (storage values,
+    offset, size, stride)}) as `torch.save` writes it, with stand-ins for
+    torch's pickled names; and its storages' (key, values), in order.
+    `numels`: the element counts the pickle gives the storages, if not
+    their lengths."""
+    torch, utils = types.ModuleType('torch'), types.ModuleType('torch._utils')
+
+    class FloatStorage:
+        pass
+
+    def _rebuild_tensor_v2(*args):
+        pass
+
+    FloatStorage.__module__, torch.FloatStorage = 'torch', FloatStorage
+    FloatStorage.__qualname__ = 'FloatStorage'
+    _rebuild_tensor_v2.__module__ = 'torch._utils'
+    _rebuild_tensor_v2.__qualname__ = '_rebuild_tensor_v2'
+    utils._rebuild_tensor_v2 = _rebuild_tensor_v2
+    monkeypatch.setitem(sys.modules, 'torch', torch)
+    monkeypatch.setitem(sys.modules, 'torch._utils', utils)
+
+    class Storage:
+        def __init__(self, key, values, numel):
+            self.key, self.values, self.numel = key, values, numel
+
+    class Tensor:
+        def __init__(self, storage, offset, size, stride):
+            self.args = (storage, offset, size, stride, False, {})
+
+        def __reduce__(self):
+            return (_rebuild_tensor_v2, self.args)
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            if isinstance(obj, Storage):
+                return ('storage', FloatStorage, obj.key, 'cpu', obj.numel)
+            return None
+
+    state, storages = {}, []
+    for i, (name, (values, offset, size, stride)) in enumerate(
+            tensors.items()):
+        numel = len(values) if numels is None else numels[i]
+        storages.append(Storage(str(i), values, numel))
+        state[name] = Tensor(storages[-1], offset, size, stride)
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=2).dump(state)
+    return buffer.getvalue(), [(s.key, s.values, s.numel)
+                               for s in storages]
+
+
+def write_torch_zip(path, tensors, monkeypatch, numels=None):
+    """Write `tensors` (see `_torch_pickle`) as `torch.save` does since
+    torch 1.6: a zip archive of the pickle and one file per storage."""
+    data, storages = _torch_pickle(tensors, monkeypatch, numels)
+    with zipfile.ZipFile(path, 'w') as archive:
+        archive.writestr('archive/data.pkl', data)
+        for key, values, _ in storages:
+            archive.writestr(f'archive/data/{key}',
+                             onp.asarray(values, '<f4').tobytes())
+
+
+#: The number torch's format before 1.6 starts with
+LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
+
+
+def write_torch_legacy(path, tensors, monkeypatch, numels=None):
+    """Write `tensors` (see `_torch_pickle`) in torch's format before
+    1.6: pickles of its magic number, version and system information, of
+    the state dict and of its storage keys; then each storage as its
+    int64 element count (`numels`' if given) and its bytes."""
+    data, storages = _torch_pickle(tensors, monkeypatch)
+    with open(path, 'wb') as f:
+        for header in (LEGACY_MAGIC, 1001, {'little_endian': True}):
+            pickle.dump(header, f, protocol=2)
+        f.write(data)
+        pickle.dump([key for key, _, _ in storages], f, protocol=2)
+        for i, (_, values, numel) in enumerate(storages):
+            numel = numel if numels is None else numels[i]
+            f.write(int(numel).to_bytes(8, 'little'))
+            f.write(onp.asarray(values, '<f4').tobytes())

@@ -84,8 +84,10 @@ NOT_SAVED = ('the weights are no longer finite, and are not saved; use a '
              'smaller learning rate (0.01 in the book, 0.001 is safer)')
 SIXTEEN = ("num_hiddens must be a positive integer, got 'sixteen'; "
            'correct it, or re-run `d2l-bert pretrain`')
-CORRUPT = ('is corrupt or truncated; download it again or re-run '
-           '`d2l-bert pretrain`')
+CORRUPT = ('is corrupt or truncated (array 1 of 45, of shape (1, 1000, 32) '
+           'and dtype float32, needs 128,000 bytes at offset 72, and the '
+           'file ends at 1,000); download it again or re-run `d2l-bert '
+           'pretrain`')
 
 TABLE = [
     # A finished model is never replaced unasked
@@ -279,17 +281,15 @@ TABLE = [
     case('encode --model Msize a crane', 2, error(
         'encode', 'Msize/pretrained.params does not fit the sizes of '
         'config.json (num_hiddens=64, ffn_num_hiddens=48, num_heads=2, '
-        'num_blks=2, max_len=1000): Failed loading Parameter '
-        "'bertencoder0_pos_embedding' from saved params: shape "
-        'incompatible expected (1, 1000, 64) vs saved (1, 1000, 32); '
-        'correct them, or re-run `d2l-bert pretrain`'), same='Msize'),
+        'num_blks=2, max_len=1000): its encoder.pos_embedding has shape '
+        "(1, 1000, 32), the model's (1, 1000, 64); correct them, or re-run "
+        '`d2l-bert pretrain`'), same='Msize'),
     case('finetune --model Msize --data nli --out Fsize', 2, error(
         'finetune', '--model Msize: Msize/pretrained.params does not fit '
         'BERTModel(vocab_size=108, num_hiddens=64, ffn_num_hiddens=48, '
-        'num_heads=2, num_blks=2, max_len=1000): Failed loading Parameter '
-        "'bertencoder0_pos_embedding' from saved params: shape "
-        'incompatible expected (1, 1000, 64) vs saved (1, 1000, 32)'),
-        same='Msize', gone=('Fsize',)),
+        'num_heads=2, num_blks=2, max_len=1000): its encoder.pos_embedding '
+        "has shape (1, 1000, 32), the model's (1, 1000, 64); correct them, "
+        'or re-run `d2l-bert pretrain`'), same='Msize', gone=('Fsize',)),
     case(f'pretrain --corpus corpus --steps 9 --out Mmeta --resume {TINY}',
          2, error('pretrain', '--resume: Mmeta/checkpoint.zip: meta.json is '
                   'not valid JSON (Unterminated string starting at: line 1 '

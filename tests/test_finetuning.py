@@ -143,7 +143,8 @@ def test_missing_file_is_a_clear_error(pretrained_copy):
 @pytest.mark.parametrize('text, message', [
     ('["<unk>", "<pad>"', 'not valid JSON'),
     ('{"<unk>": 0}', 'JSON list of token strings'),
-    ('["<unk>", "<pad>", "<cls>", "<sep>", "<sep>"]', 'lists a token twice'),
+    ('["<unk>", "<pad>", "<cls>", "<sep>", "<sep>"]',
+     "lists the token '<sep>' twice"),
     ('["<unk>", "a"]', r"lacks the special tokens \['<pad>', '<cls>'"),
 ])
 def test_corrupt_vocab_is_a_clear_error(pretrained_copy, text, message):

@@ -304,3 +304,73 @@ def test_refusal_is_one_line_naming_field_and_value(checkpoint, capsys,
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1
     assert f'{field}={value!r} cannot be expressed' in err
+
+
+@pytest.mark.parametrize('name, content, message', [
+    ('tokenizer_config.json', {'do_lower_case': 'yes'},
+     "tokenizer_config.json: do_lower_case must be true or false, got "
+     "'yes'"),
+    ('tokenizer_config.json', {'strip_accents': 0},
+     'tokenizer_config.json: strip_accents must be true or false or null, '
+     'got 0'),
+    ('tokenizer_config.json', {'pad_token': ['[PAD]']},
+     "tokenizer_config.json: pad_token must be a token (a string), got "
+     "['[PAD]']"),
+    ('tokenizer_config.json', ['[PAD]'],
+     'tokenizer_config.json must hold a JSON object, got list'),
+    ('sentence_bert_config.json', {'do_lower_case': 1},
+     'sentence_bert_config.json: do_lower_case must be true or false, got '
+     '1'),
+    ('modules.json', [{'type': 'sentence_transformers.models.Pooling',
+                       'path': '../../1_Pooling'}],
+     "modules.json: the Pooling module's path '../../1_Pooling' is not a "
+     'folder inside {model_dir}'),
+    ('config.json', {'hidden_act': {'name': 'gelu'}},
+     "config.json: hidden_act={{'name': 'gelu'}} cannot be expressed by the "
+     "book's classes, which allow ['gelu', 'gelu_new', "
+     "'gelu_pytorch_tanh', 'relu']"),
+    ('config.json', {'tie_word_embeddings': 'false'},
+     "config.json: tie_word_embeddings='false' cannot be expressed by the "
+     "book's classes, which allow true or false"),
+], ids=['lower case', 'accents', 'pad token', 'a list', 'sentence lower '
+        'case', 'pooling path', 'activation', 'tied'])
+def test_a_settings_file_of_other_types_is_named_in_one_line(
+        checkpoint, capsys, name, content, message):
+    model_dir = checkpoint('st_mean')
+    if name == 'config.json':
+        content = dict(hf_formats.read_config(), **content)
+    with open(os.path.join(model_dir, name), 'w') as f:
+        json.dump(content, f)
+    assert main(['encode', '--model', model_dir, 'a crane']) == 2
+    err = capsys.readouterr().err
+    assert err == (f'd2l-bert encode: error: {model_dir}/'
+                   f'{message.format(model_dir=model_dir)}\n')
+
+
+def test_a_vocab_txt_of_more_tokens_than_embedded_is_refused_unsplit(
+        tmp_path):
+    path = tmp_path / 'vocab.txt'
+    path.write_text('[PAD]\n[UNK]\n' + 'heron\n' * 70)
+    with pytest.raises(hf.CheckpointError, match=(
+            f'^{path} has 72 tokens, more than vocab_size=64 in '
+            'config.json$')):
+        hf.read_vocab(str(path), max_tokens=64)
+
+
+def test_a_tokenizer_json_too_large_for_its_kind_or_the_memory_is_unread(
+        checkpoint, monkeypatch):
+    from d2l_bert.hf import tokenizer
+    from d2l_bert.runs import memory
+    model_dir = checkpoint('tokenizer_json')
+    path = os.path.join(model_dir, 'tokenizer.json')
+    size = os.path.getsize(path)
+    monkeypatch.setattr(memory, 'available_bytes', lambda: 6 * size)
+    with pytest.raises(hf.CheckpointError, match=(
+            f'^{path}: the tables of the tokenizer it holds take [\\d.]+ KB '
+            'of memory, and this machine has [\\d.]+ KB available$')):
+        hf.load_tokenizer(model_dir)
+    monkeypatch.setattr(tokenizer, 'MAX_TOKENIZER_BYTES', size - 1)
+    with pytest.raises(hf.CheckpointError, match=(
+            f'^{path} holds {size:,} bytes, more than the {size - 1:,} such '
+            'a file may hold: it is not the file it should be$')):
+        hf.load_tokenizer(model_dir)

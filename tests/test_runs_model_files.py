@@ -115,6 +115,65 @@ def test_load_pretrained_names_what_is_wrong_in_config(saved_model, tmp_path,
         M.load_pretrained(str(tmp_path))
 
 
+def copy_model(saved_model, tmp_path, without=()):
+    model_dir = saved_model[0]
+    for name in ('pretrained.params', 'vocab.json', 'config.json'):
+        if name not in without:
+            (tmp_path / name).write_bytes(open(os.path.join(model_dir, name),
+                                               'rb').read())
+    return str(tmp_path)
+
+
+def test_a_vocab_json_of_another_model_is_named(saved_model, tmp_path):
+    # Without config.json, the vocabulary is checked against the rows of
+    # the token embedding
+    _, _, vocab, _ = saved_model
+    model_dir = copy_model(saved_model, tmp_path, without=('config.json',))
+    (tmp_path / 'vocab.json').write_text(json.dumps(
+        vocab.idx_to_token + ['heron', 'egret', 'stork']))
+    with pytest.raises(ValueError, match=(
+            f'^{model_dir}: vocab.json has {len(vocab) + 3} tokens but '
+            f'pretrained.params embeds {len(vocab)} \(its encoder\.token_'
+            f'embedding\.weight has shape \({len(vocab)}, 32\)\): the two '
+            'files are not of one model$')):
+        M.load_pretrained(model_dir)
+
+
+def test_a_config_json_of_another_vocabulary_is_named(saved_model,
+                                                      tmp_path):
+    _, _, vocab, config = saved_model
+    model_dir = copy_model(saved_model, tmp_path)
+    (tmp_path / 'config.json').write_text(json.dumps(
+        dict(config, vocab_size=7 * 10 ** 11)))
+    with pytest.raises(ValueError, match=(
+            f'^{model_dir}: vocab.json has {len(vocab)} tokens but '
+            'config.json says vocab_size=700000000000$')):
+        M.load_pretrained(model_dir)
+
+
+def test_parameters_larger_than_the_memory_available_are_not_loaded(
+        saved_model, tmp_path, monkeypatch):
+    model_dir = copy_model(saved_model, tmp_path)
+    monkeypatch.setattr(M, 'available_bytes', lambda: 50_000)
+    monkeypatch.setattr(BERTModel, 'load_parameters', None)  # not reached
+    with pytest.raises(ValueError, match=(
+            f'^{model_dir}/pretrained.params: its parameters take '
+            r'[\d.]+ KB of memory, and this machine has 48\.8 KB '
+            'available$')):
+        M.load_pretrained(model_dir)
+
+
+def test_parameters_saved_as_a_list_are_named(saved_model, tmp_path):
+    model_dir = copy_model(saved_model, tmp_path, without=('config.json',))
+    params = mx.npx.load(os.path.join(model_dir, 'pretrained.params'))
+    mx.npx.save(os.path.join(model_dir, 'pretrained.params'),
+                list(params.values())[::-1])
+    with pytest.raises(ValueError, match=(
+            f'^{model_dir}/pretrained.params holds {len(params)} arrays '
+            'without names')):
+        M.load_pretrained(model_dir)
+
+
 def test_load_pretrained_names_what_is_missing(tmp_path):
     with pytest.raises(FileNotFoundError, match='does not exist'):
         M.load_pretrained(str(tmp_path / 'nowhere'))

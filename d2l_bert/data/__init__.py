@@ -9,8 +9,12 @@ models and SNLI through `hub`.  It imports nothing of the package but
   timeouts and a cache that never holds half a file;
 - `model_dir`: reads a pretrained model's directory (`bert.small`'s
   layout: ``pretrained.params``, ``vocab.json``, ``config.json``);
-- `ndarray_file`: MXNet's file of named arrays (``.params``), read from
+- `ndarray_bytes`: MXNet's file of named arrays (``.params``), read from
   bytes without MXNet, every size checked against the bytes there;
+- `ndarray_file`: the names, shapes and dtypes of an MXNet parameter
+  file, each size checked against the file's, read without MXNet;
+- `bounded`: a small file read whole, if it is a regular file no
+  larger than a limit;
 - `corpus`: generates the small corpus shipped in ``embedded/``, in
   WikiText's token format;
 - `wikitext`: finds the corpus `runs.wiki_data.load_pretraining_data`

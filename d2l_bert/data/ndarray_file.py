@@ -1,176 +1,174 @@
-"""MXNet's file of named arrays, read from bytes without MXNet.
+"""MXNet's parameter files, read without MXNet: each array's name, shape
+and dtype, every size checked against the file's own.
 
-`mx.nd.save` and `Block.save_parameters` write a list of arrays and
-their names; MXNet's own reader allocates each array at the size its
-header declares before it reads the data, and names no file when it
-fails.  `read_ndarrays` reads the same bytes in Python: every size is
-checked against the bytes that are there before anything is taken,
-and the arrays are NumPy views of those bytes, so that a damaged or
-hostile file costs no more memory than its own size.  `file_size` is
-the size such a file has, to check a file's size before reading it.
+MXNet's loader (`mx.nd.load`, `load_parameters`) allocates what a file
+declares before it reads it: a count of arrays, a number of dimensions,
+a shape.  On a damaged file it fails with a C++ check that names no
+file, or allocates gigabytes for a file of a few bytes.  `read_arrays`
+walks the file first, reading no array's data, and refuses in one line
+what MXNet would not read or should not allocate.
 
-The layout (little-endian), as MXNet 1.x writes it::
+The layout `mx.nd.save` and `save_parameters` write (MXNet 1.x
+``NDArray::Save``), little-endian:
 
-    uint64 0x112, uint64 0, uint64 N     the header
-    N times: an array                    `read_ndarray`
-    uint64 N (or 0: no names), N times: uint64 length, UTF-8 bytes
-
-and an array::
-
-    uint32 magic (0xF993FAC9, or 0xF993FACA with NumPy shapes)
-    int32 storage type (0: dense), int32 ndim, int64 x ndim dims
-    int32 device type, int32 device id, int32 type flag, the data
+- uint64 ``0x112`` (MXNet's mark of an array list), uint64 reserved;
+- uint64 the number of arrays, then each array: uint32 its format
+  (``0xF993FACA`` in NumPy shape semantics, ``0xF993FAC9`` before;
+  ``0xF993FAC8`` and older files, whose first uint32 is the number of
+  dimensions, hold no storage type); int32 the storage type (0: dense);
+  the shape (int32 number of dimensions, int64 each; uint32 in the
+  oldest format); int32 device type, int32 device id; int32 dtype; the
+  values;
+- uint64 the number of names (0, or one for each array), then each:
+  uint64 its length, its bytes.
 """
+import collections
+import os
 import struct
 
-import numpy as onp
-
-#: The first 8 bytes of a file of arrays
+#: MXNet's mark at the start of a file of arrays
 LIST_MAGIC = 0x112
-#: The first 4 bytes of an array: MXNet's two formats since 1.0 (the
-#: second with NumPy's shapes, where 0 is a size and -1 unknown)
-ARRAY_MAGICS = (0xF993FAC9, 0xF993FACA)
-#: MXNet's type flags (mshadow's) and NumPy's dtypes
-DTYPES = {0: '<f4', 1: '<f8', 2: '<f2', 3: 'u1', 4: '<i4', 5: 'i1',
-          6: '<i8', 7: '?'}
-#: The most dimensions an array may have
+#: The format marks of one array: NumPy shape semantics, the one before,
+#: and the first one with a mark
+V3_MAGIC, V2_MAGIC, V1_MAGIC = 0xF993FACA, 0xF993FAC9, 0xF993FAC8
+#: The most dimensions read (MXNet's operators take at most 6)
 MAX_NDIM = 32
+#: mshadow's dtype flags that `mx.nd.save` writes -> (name, bytes)
+DTYPES = {0: ('float32', 4), 1: ('float64', 8), 2: ('float16', 2),
+          3: ('uint8', 1), 4: ('int32', 4), 5: ('int8', 1),
+          6: ('int64', 8), 7: ('bool', 1)}
+#: MXNet's device types: CPU, GPU, pinned and shared CPU memory
+DEVICE_TYPES = (1, 2, 3, 5)
+
+#: One array of a file: its name (None in a file saved from a list),
+#: shape, dtype name and the bytes of its values
+Array = collections.namedtuple('Array', 'name shape dtype nbytes')
 
 
 class NDArrayFileError(ValueError):
-    """Bytes that are not a whole file of MXNet arrays; the message says
-    why, as a phrase that follows the file's name ("is cut short: ...")."""
+    """A file that is not, or no longer, an MXNet file of arrays; the
+    message says why, without the file's name (the caller adds it)."""
 
 
-def file_size(arrays):
-    """The size in bytes of the file `mx.nd.save` writes for `arrays`.
+class _Reader:
+    """Reads a file's fields, never past its end."""
+
+    def __init__(self, f, size):
+        self.f, self.size = f, size
+
+    def remaining(self):
+        return self.size - self.f.tell()
+
+    def take(self, num_bytes, what):
+        if num_bytes > self.remaining():
+            raise NDArrayFileError(
+                f'{what} needs {num_bytes:,} bytes at offset '
+                f'{self.f.tell():,}, and the file ends at {self.size:,}')
+        return self.f.read(num_bytes)
+
+    def unpack(self, fmt, what):
+        return struct.unpack('<' + fmt, self.take(struct.calcsize(
+            '<' + fmt), what))
+
+    def skip(self, num_bytes, what):
+        if num_bytes > self.remaining():
+            self.take(num_bytes, what)  # raises, naming `what`
+        self.f.seek(num_bytes, os.SEEK_CUR)
+
+
+def read_arrays(path):
+    """Read the names, shapes and dtypes of an MXNet file of arrays.
 
     Parameters
     ----------
-    arrays : iterable of (str, tuple of int, numpy dtype)
-        Each array's name, shape and dtype.
-    """
-    size = 24 + 8
-    for name, shape, dtype in arrays:
-        count = 1
-        for dim in shape:
-            count *= dim
-        size += 24 + 8 * len(shape) + count * onp.dtype(dtype).itemsize
-        size += 8 + len(name.encode('utf-8'))
-    return size
-
-
-def read_ndarrays(data):
-    """The named arrays of a file `mx.nd.save` wrote, as NumPy arrays.
-
-    Parameters
-    ----------
-    data : bytes
-        The whole file.
+    path : str
+        A file written by `mx.nd.save`, `mx.npx.save` or
+        `Block.save_parameters`.
 
     Returns
     -------
-    dict of str to numpy.ndarray
-        Read-only views of `data`, in the file's order.
+    list of Array
+        In the file's order; names are None in a file saved from a list.
 
     Raises
     ------
     NDArrayFileError
-        If `data` is not exactly such a file: another format, cut short,
-        bytes past its end, sparse arrays, arrays without names or a
-        name twice.
+        The file is not such a file, is truncated, or declares a count,
+        a shape or a length that its bytes do not hold.
     """
-    data = memoryview(data)
-    if len(data) < 24 or _unpack('<QQ', data, 0, 'the header') != (
-            LIST_MAGIC, 0):
-        raise NDArrayFileError('does not begin as a file of MXNet arrays')
-    (count,), offset = _unpack('<Q', data, 16, 'the header'), 24
-    # Each array takes 24 bytes at least: `count` is bounded by the file
-    if count > len(data) // 24:
-        raise NDArrayFileError(f'declares {count:,} arrays in '
-                               f'{len(data):,} bytes')
-    arrays = []
-    for i in range(count):
-        array, offset = read_ndarray(data, offset, f'array {i + 1} of '
-                                     f'{count}')
-        arrays.append(array)
-    names, offset = _read_names(data, offset, count)
-    if offset != len(data):
-        raise NDArrayFileError(f'has {len(data) - offset:,} bytes past '
-                               'its end')
-    found = {}
-    for name, array in zip(names, arrays):
-        if name in found:
-            raise NDArrayFileError(f'holds {name!r:.80} twice')
-        found[name] = array
-    return found
+    size = os.path.getsize(path)
+    with open(path, 'rb') as f:
+        reader = _Reader(f, size)
+        if size < 24:
+            raise NDArrayFileError(f'{size} bytes, too few for the header '
+                                   f'of an MXNet file of arrays')
+        magic, _, count = reader.unpack('QQQ', 'the header')
+        if magic != LIST_MAGIC:
+            raise NDArrayFileError(
+                f'it starts with 0x{magic:x}, not 0x{LIST_MAGIC:x}, the '
+                f'mark of a file `mx.nd.save` writes')
+        # An array takes at least 20 bytes (mark, type, shape, device)
+        if count * 20 > reader.remaining():
+            raise NDArrayFileError(
+                f'it declares {count:,} arrays, more than its '
+                f'{size:,} bytes can hold')
+        shapes = [_read_array(reader, i, count) for i in range(count)]
+        names = _read_names(reader, count)
+    return [Array(name, shape, dtype, nbytes) for name, (shape, dtype,
+            nbytes) in zip(names, shapes)]
 
 
-def read_ndarray(data, offset=0, what='the array'):
-    """One array of `data` at `offset` (`what` names it in errors), as
-    MXNet's ``NDArray::Save`` writes it; returns it, as a read-only
-    NumPy view of `data`, and the offset past it."""
-    data = memoryview(data)
-    magic, stype, ndim = _unpack('<Iii', data, offset, what)
-    if magic not in ARRAY_MAGICS:
-        raise NDArrayFileError(f'holds {what} in no format of MXNet')
-    if stype != 0:
-        raise NDArrayFileError(f'holds {what} in sparse storage, which '
-                               'this reader does not take')
-    if not 0 <= ndim <= MAX_NDIM:
-        raise NDArrayFileError(f'holds {what} of {ndim:,} dimensions (0 '
-                               f'to {MAX_NDIM})')
-    offset += 12
-    shape = _unpack(f'<{ndim}q', data, offset, what)
-    offset += 8 * ndim
-    _, _, flag = _unpack('<iii', data, offset, what)
-    offset += 12
-    if any(dim < 0 for dim in shape):
-        raise NDArrayFileError(f'holds {what} of shape {shape}')
-    if flag not in DTYPES:
-        raise NDArrayFileError(f'holds {what} of an unknown type (flag '
-                               f'{flag})')
-    dtype = onp.dtype(DTYPES[flag])
-    count = 1
-    for dim in shape:
-        count *= dim
-    nbytes = count * dtype.itemsize
-    if nbytes > len(data) - offset:
-        raise NDArrayFileError(f'is cut short: {what}, of shape {shape}, '
-                               f'needs {nbytes:,} bytes, '
-                               f'{len(data) - offset:,} are left')
-    array = onp.frombuffer(data, dtype, count, offset).reshape(shape)
-    return array, offset + nbytes
+def _read_array(reader, i, count):
+    """The shape, dtype and byte count of array `i`; skip its values."""
+    what = f'array {i + 1} of {count}'
+    magic, = reader.unpack('I', what)
+    if magic in (V3_MAGIC, V2_MAGIC):
+        stype, = reader.unpack('i', what)
+        if stype != 0:
+            raise NDArrayFileError(f'{what} has storage type {stype}; a '
+                                   f"model's parameters are dense (0)")
+    if magic in (V3_MAGIC, V2_MAGIC, V1_MAGIC):
+        ndim, = reader.unpack('i', what)
+        dim_format = 'q'
+    else:   # the oldest format: the mark is the number of dimensions
+        ndim, dim_format = magic, 'I'
+    least = 0 if magic == V3_MAGIC else 1
+    if not least <= ndim <= MAX_NDIM:
+        raise NDArrayFileError(
+            f'{what} has {ndim} dimensions, where an array MXNet writes '
+            f'has {least} to {MAX_NDIM}')
+    shape = reader.unpack(dim_format * ndim, what)
+    if min(shape, default=0) < 0:
+        raise NDArrayFileError(f'{what} has the shape {shape}, whose sizes '
+                               f'are not all known')
+    device, _, flag = reader.unpack('iii', what)
+    if device not in DEVICE_TYPES or flag not in DTYPES:
+        raise NDArrayFileError(
+            f'{what} has device type {device} and dtype flag {flag}: not '
+            f'an array MXNet writes')
+    dtype, itemsize = DTYPES[flag]
+    nbytes = itemsize
+    for n in shape:
+        nbytes *= n
+    reader.skip(nbytes, f'{what}, of shape {shape} and dtype {dtype},')
+    return shape, dtype, nbytes
 
 
-def _read_names(data, offset, count):
-    """The `count` names that end the file (`offset`: their start), and
-    the offset past them."""
-    (num_names,) = _unpack('<Q', data, offset, 'the names')
-    offset += 8
+def _read_names(reader, count):
+    """The arrays' names; Nones for a file saved from a list."""
+    num_names, = reader.unpack('Q', 'the number of names')
+    if num_names == 0:
+        return [None] * count
     if num_names != count:
-        what = 'no names' if num_names == 0 else f'{num_names:,} names'
-        raise NDArrayFileError(f'has {what} for its {count:,} arrays')
+        raise NDArrayFileError(f'it holds {count:,} arrays and '
+                               f'{num_names:,} names')
     names = []
     for i in range(count):
-        (length,) = _unpack('<Q', data, offset, 'the names')
-        offset += 8
-        if length > len(data) - offset:
-            raise NDArrayFileError(f'is cut short: name {i + 1} needs '
-                                   f'{length:,} bytes, '
-                                   f'{len(data) - offset:,} are left')
+        length, = reader.unpack('Q', f'name {i + 1} of {count}')
+        raw = reader.take(length, f'name {i + 1} of {count}')
         try:
-            names.append(str(data[offset:offset + length], 'utf-8'))
+            names.append(raw.decode('utf-8'))
         except UnicodeDecodeError:
-            raise NDArrayFileError(f'holds name {i + 1} that is not '
-                                   'UTF-8') from None
-        offset += length
-    return names, offset
-
-
-def _unpack(layout, data, offset, what):
-    """``struct.unpack_from`` that says what is cut short."""
-    try:
-        return struct.unpack_from(layout, data, offset)
-    except struct.error:
-        raise NDArrayFileError(f'is cut short in {what}') from None
+            raise NDArrayFileError(f'name {i + 1} of {count} is not '
+                                   f'UTF-8 text') from None
+    return names

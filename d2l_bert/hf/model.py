@@ -13,9 +13,10 @@ import os
 import numpy as onp
 
 from ..checks import check_positive_int
-from .convert import POOLER_WEIGHTS, bert_options, convert_weights
-from .files import CheckpointError, read_config, read_weights, \
-    resolve_model_dir
+from .convert import (POOLER_WEIGHTS, bert_options, convert_weights,
+                      num_weights)
+from .files import (CheckpointError, check_memory, read_config,
+                    read_weights, resolve_model_dir)
 from .sentence import (SentenceSettings, read_sentence_settings,
                        sentence_vectors)
 from .tokenizer import load_tokenizer
@@ -70,8 +71,11 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
 
     ctx = mx.cpu() if ctx is None else ctx
     model_dir = resolve_model_dir(model)
-    options = bert_options(read_config(model_dir),
-                           os.path.join(model_dir, 'config.json'))
+    config_path = os.path.join(model_dir, 'config.json')
+    options = bert_options(read_config(model_dir), config_path)
+    count = num_weights(options)
+    check_memory(config_path, 4 * count, f'the {count:,} float32 weights '
+                 f'its sizes make')
     tokenizer = _load_checked_tokenizer(model_dir, options)
     sentence = read_sentence_settings(model_dir, options['max_len'])
     weights, path = read_weights(model_dir)
@@ -90,7 +94,8 @@ def load_pretrained_bert(model='minilm', ctx=None, heads=False, fast=True):
 
 def _load_checked_tokenizer(model_dir, options):
     """Load the tokenizer; raise if it has more tokens than the config."""
-    tokenizer, tokenizer_path = load_tokenizer(model_dir)
+    tokenizer, tokenizer_path = load_tokenizer(model_dir,
+                                               options['vocab_size'])
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     if size > options['vocab_size']:
         raise CheckpointError(

@@ -21,7 +21,6 @@ Dimension key used in the shape comments:
 B: batch size, T: sequence length, H: num_hiddens
 """
 import collections
-import json
 import os
 
 import numpy as onp
@@ -68,7 +67,7 @@ def read_sentence_settings(model_dir, num_positions):
     path = os.path.join(model_dir, 'tokenizer_config.json')
     if os.path.isfile(path):
         limit = read_json(path).get('model_max_length')
-        if isinstance(limit, int) and 0 < limit < max_len:
+        if _is_int(limit) and 0 < limit < max_len:
             max_len = limit
             sources.append('tokenizer_config.json')
     path = os.path.join(model_dir, 'sentence_bert_config.json')
@@ -76,10 +75,13 @@ def read_sentence_settings(model_dir, num_positions):
     if os.path.isfile(path):
         config = read_json(path)
         limit = config.get('max_seq_length')
-        if isinstance(limit, int) and limit > 0:
+        if _is_int(limit) and limit > 0:
             max_len = min(limit, num_positions)
             sources.append('sentence_bert_config.json')
-        lower_case = bool(config.get('do_lower_case', False))
+        lower_case = config.get('do_lower_case', False)
+        if not isinstance(lower_case, bool):
+            raise CheckpointError(f'{path}: do_lower_case must be true or '
+                                  f'false, got {lower_case!r:.60}')
     pooling, normalize = 'mean', True
     path = os.path.join(model_dir, 'modules.json')
     if os.path.isfile(path):
@@ -87,6 +89,10 @@ def read_sentence_settings(model_dir, num_positions):
         sources.append('modules.json')
     return SentenceSettings(max_len, pooling, normalize, lower_case,
                             ', '.join(sources) or 'defaults')
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def read_modules(model_dir):
@@ -100,20 +106,20 @@ def read_modules(model_dir):
         Whether a Normalize module follows.
     """
     path = os.path.join(model_dir, 'modules.json')
-    try:
-        with open(path, encoding='utf-8') as f:
-            modules = json.load(f)
-    except (UnicodeDecodeError, ValueError) as e:
-        raise CheckpointError(f'{path} is not valid JSON: {e}') from None
-    if not isinstance(modules, list) or not all(
-            isinstance(m, dict) for m in modules):
+    modules = read_json(path, list)
+    if not all(isinstance(m, dict) for m in modules):
         raise CheckpointError(f'{path} must hold a list of modules')
     types = [str(m.get('type', '')).rsplit('.', 1)[-1] for m in modules]
     pooling = 'mean'
     if 'Pooling' in types:
-        module = modules[types.index('Pooling')]
-        pooling = read_pooling(os.path.join(
-            model_dir, str(module.get('path', '')), 'config.json'))
+        folder = modules[types.index('Pooling')].get('path', '')
+        if not isinstance(folder, str) or os.path.isabs(folder) or \
+                '..' in folder.replace('\\', '/').split('/'):
+            raise CheckpointError(
+                f'{path}: the Pooling module\'s path {folder!r:.60} is not '
+                f'a folder inside {model_dir}')
+        pooling = read_pooling(os.path.join(model_dir, folder,
+                                            'config.json'))
     return pooling, 'Normalize' in types
 
 

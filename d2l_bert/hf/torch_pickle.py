@@ -5,14 +5,29 @@ A torch state dict is a pickle whose tensors point to raw storages.
 knows only the few globals a state dict of tensors needs (anything else,
 which a malicious pickle would use to run code, is refused) and returns
 numpy arrays.
+
+Nor are the sizes in the file trusted.  Each pickle is first read, up
+to `MAX_PICKLE_BYTES`, and walked opcode by opcode (`pickletools`),
+which checks that every length it declares lies inside it and that it
+numbers its memo in order, before it is unpickled from memory; each
+storage's size is checked against the file's and the memory available
+before it is read; and each tensor's shape and strides against its
+storage before it is copied.
 """
 import collections
+import io
+import os
 import pickle
+import pickletools
 import zipfile
 
 import numpy as onp
 
-from .files import CheckpointError, bfloat16_to_float32
+from .files import CheckpointError, bfloat16_to_float32, check_memory
+
+#: The largest pickle of a state dict read: it holds the names, shapes
+#: and strides, not the values (a BERT's is some 30 KB)
+MAX_PICKLE_BYTES = 64 << 20
 
 # torch's storage classes -> numpy dtypes; bfloat16 is read as uint16 and
 # widened to float32 (numpy has no bfloat16)
@@ -31,6 +46,9 @@ class _StorageType:
     def __init__(self, name):
         self.name = name
         self.dtype = _TORCH_STORAGES[name]
+        #: Bytes of one value, as saved
+        self.itemsize = 2 if self.dtype == 'bfloat16' else onp.dtype(
+            self.dtype).itemsize
 
     def from_bytes(self, data):
         """Return a 1-D numpy array over the storage's raw bytes."""
@@ -46,16 +64,29 @@ def _rebuild_tensor(storage, storage_offset, size, stride, *unused):
         return _LazyTensor(storage, (storage_offset, size, stride))
     size, stride = tuple(size), tuple(stride)
     # A view must stay inside its storage (as_strided does not check)
-    if len(size) != len(stride) or min(size + stride + (storage_offset,),
-                                       default=0) < 0:
+    if len(size) != len(stride) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0
+            for n in size + stride + (storage_offset,)):
         raise CheckpointError(f'invalid tensor: size {size}, stride '
                               f'{stride}, offset {storage_offset}')
+    if any(n > 1 and s == 0 for n, s in zip(size, stride)):
+        raise CheckpointError(
+            f'tensor of size {size} has the stride {stride}: a stride of '
+            f'0 repeats one value along a dimension, which the tensors of '
+            f'a state dict never do; the file is corrupt')
+    numel = int(onp.prod(size, dtype=object))
     last = storage_offset + sum((n - 1) * s for n, s in zip(size, stride))
-    if 0 not in size and last >= storage.size:
+    if numel and last >= storage.size:
         raise CheckpointError(
             f'tensor of size {size} and stride {stride} at offset '
             f'{storage_offset} overruns its storage of {storage.size} '
             f'values: the file is corrupt')
+    if numel > storage.size:
+        raise CheckpointError(
+            f'tensor of size {size} and stride {stride} has {numel:,} '
+            f'values, more than the {storage.size:,} of its storage: its '
+            f'strides overlap, which those of a state dict never do; the '
+            f'file is corrupt')
     itemsize = storage.dtype.itemsize
     view = onp.lib.stride_tricks.as_strided(
         storage[storage_offset:], shape=size,
@@ -112,8 +143,8 @@ class _StateDictUnpickler(pickle.Unpickler):
         if (module, name) in _ALLOWED_GLOBALS:
             return _ALLOWED_GLOBALS[module, name]
         raise CheckpointError(
-            f'{self.path}: refusing to unpickle {module}.{name}; a BERT '
-            f'state dict holds only tensors (the file may be a whole '
+            f'{self.path}: refusing to unpickle {module:.60}.{name:.60}; a '
+            f'BERT state dict holds only tensors (the file may be a whole '
             f'pickled model, or unsafe)')
 
     def persistent_load(self, pid):
@@ -127,6 +158,59 @@ class _StateDictUnpickler(pickle.Unpickler):
                                   f'before 1.0) are not supported; save '
                                   f'the state dict again with a newer torch')
         return self.load_storage(str(pid[2]), pid[1], int(pid[4]))
+
+
+class _Bounded:
+    """A file read no further than `limit` bytes from where it stands."""
+
+    def __init__(self, f, limit):
+        self.f, self.end = f, f.tell() + limit
+
+    def read(self, n=-1):
+        left = max(self.end - self.f.tell(), 0)
+        return self.f.read(left if n is None or n < 0 else min(n, left))
+
+    def readline(self):
+        return self.f.readline(max(self.end - self.f.tell(), 0))
+
+    def tell(self):
+        return self.f.tell()
+
+
+#: The opcodes that store an object in the memo at an index they give
+_MEMO_PUTS = ('PUT', 'BINPUT', 'LONG_BINPUT')
+
+
+def _read_pickle(f, path):
+    """Read the pickle that starts where `f` stands, after walking it:
+    every length it declares lies inside its `MAX_PICKLE_BYTES`, and its
+    memo indices are in order (the unpickler allocates the memo up to
+    the largest index).  Return its bytes; `f` stands after it."""
+    start = f.tell()
+    reader = _Bounded(f, MAX_PICKLE_BYTES)
+    try:
+        for count, (opcode, arg, _) in enumerate(
+                pickletools.genops(reader)):
+            if opcode.name in _MEMO_PUTS and arg > count:
+                raise CheckpointError(
+                    f'{path}: its pickle stores its object {count} at the '
+                    f'memo index {arg:,}; a pickle numbers them in order, '
+                    f'the file is corrupt')
+    except CheckpointError:
+        raise
+    except ValueError:  # a length past the end, an unknown opcode
+        # (its message may quote the file's bytes: not shown)
+        cause = (f'its pickle is longer than {MAX_PICKLE_BYTES:,} bytes'
+                 if f.tell() >= reader.end
+                 else f'the pickle at byte {start:,} is not one torch '
+                      f'writes: it breaks off at byte {f.tell():,}')
+        raise CheckpointError(
+            f'{path} cannot be read ({cause}): the file is truncated or '
+            f'corrupt (an interrupted download?); download it again') \
+            from None
+    end = f.tell()
+    f.seek(start)
+    return f.read(end - start)
 
 
 def read_pytorch_bin(path):
@@ -152,11 +236,14 @@ def read_pytorch_bin(path):
         raise CheckpointError(f'{path}: {e}') from None
     except (zipfile.BadZipFile, EOFError, pickle.UnpicklingError,
             ValueError, KeyError, IndexError, TypeError,
-            AttributeError, OSError) as e:
+            AttributeError, OverflowError, OSError) as e:
+        # (a message quoting the file at length is not shown)
+        detail = f'{type(e).__name__}: {e}' if len(str(e)) <= 200 \
+            else type(e).__name__
         raise CheckpointError(
-            f'{path} cannot be read ({type(e).__name__}: {e}): the file is '
-            f'truncated or corrupt (an interrupted download?); download it '
-            f'again') from None
+            f'{path} cannot be read ({detail}): the file is truncated or '
+            f'corrupt (an interrupted download?); download it again') \
+            from None
     if not isinstance(state, dict) or not all(
             isinstance(v, onp.ndarray) for v in state.values()):
         raise CheckpointError(f'{path} does not hold a state dict (a '
@@ -174,13 +261,19 @@ def _read_torch_zip(path):
         prefix = pickles[0][:-len('data.pkl')]
         byteorder = prefix + 'byteorder'
         if byteorder in archive.namelist() and \
-                archive.read(byteorder).strip() != b'little':
+                _read_member(archive, byteorder, 16).strip() != b'little':
             raise CheckpointError(f'{path} was saved big-endian; not '
                                   f'supported')
+        # What the storages take, from the archive's directory: checked
+        # before any is read (a member may inflate to more than its size)
+        check_memory(path, sum(info.file_size for info in archive.infolist()
+                               if info.filename.startswith(prefix + 'data/')),
+                     'its storages')
 
         def load_storage(key, storage_type, numel):
             # `read` checks the CRC-32: a corrupt file raises BadZipFile
-            data = archive.read(f'{prefix}data/{key}')
+            data = _read_member(archive, f'{prefix}data/{key}',
+                                numel * storage_type.itemsize)
             array = storage_type.from_bytes(data)
             if array.size < numel:
                 raise CheckpointError(f'{path}: storage {key} holds '
@@ -188,8 +281,25 @@ def _read_torch_zip(path):
                                       f'{numel}')
             return array
 
-        with archive.open(pickles[0]) as f:
-            return _StateDictUnpickler(f, path, load_storage).load()
+        data = _read_member(archive, pickles[0], MAX_PICKLE_BYTES)
+        _read_pickle(io.BytesIO(data), path)
+        return _StateDictUnpickler(io.BytesIO(data), path,
+                                   load_storage).load()
+
+
+def _read_member(archive, name, limit):
+    """The bytes of the member `name`, whose size must be at most
+    `limit`."""
+    try:
+        info = archive.getinfo(name)
+    except KeyError:
+        raise CheckpointError(f'{archive.filename} lacks {name}, which its '
+                              f'data.pkl names') from None
+    if info.file_size > limit:
+        raise CheckpointError(
+            f'{archive.filename}: {name} holds {info.file_size:,} bytes, '
+            f'more than the {limit:,} it should: the file is corrupt')
+    return archive.read(info)
 
 
 _LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
@@ -207,8 +317,12 @@ def _read_torch_legacy(path):
         return _LazyStorage(storages, key)
 
     def load(f):
-        return _StateDictUnpickler(f, path, load_storage).load()
+        data = _read_pickle(f, path)
+        return _StateDictUnpickler(io.BytesIO(data), path,
+                                   load_storage).load()
 
+    size = os.path.getsize(path)
+    check_memory(path, size, 'its storages')
     with open(path, 'rb') as f:
         if load(f) != _LEGACY_MAGIC:
             raise CheckpointError(f'{path} is neither a zip archive nor a '
@@ -218,14 +332,19 @@ def _read_torch_legacy(path):
         state = load(f)
         keys = load(f)
         for key in keys:
+            if key not in storages:
+                raise CheckpointError(
+                    f'{path}: its list of storages names {key!r:.40}, '
+                    f'which no tensor of its pickle uses')
             numel = int.from_bytes(f.read(8), 'little')
             storage_type = storages[key][0]
-            nbytes = numel * (2 if storage_type.dtype == 'bfloat16'
-                              else onp.dtype(storage_type.dtype).itemsize)
-            data = f.read(nbytes)
-            if len(data) != nbytes:
-                raise CheckpointError(f'{path} ends inside storage {key}: '
-                                      f'the file is truncated')
-            storages[key][1] = storage_type.from_bytes(data)
+            nbytes = numel * storage_type.itemsize
+            if nbytes > size - f.tell():
+                raise CheckpointError(
+                    f'{path}: storage {key} declares {numel:,} values, '
+                    f'{nbytes:,} bytes, and the file ends '
+                    f'{size - f.tell():,} bytes further: it is truncated or '
+                    f'corrupt')
+            storages[key][1] = storage_type.from_bytes(f.read(nbytes))
     return {name: value.materialize() if isinstance(value, _LazyTensor)
             else value for name, value in state.items()}

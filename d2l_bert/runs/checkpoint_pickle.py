@@ -11,7 +11,7 @@ nothing of its own:
 - ``mxnet.ndarray.ndarray.NDArray`` (``mxnet.numpy.multiarray.ndarray``
   under NumPy semantics), built as ``NDArray(None)`` and then given its
   raw bytes (``{'handle': bytearray(...)}``): the bytes are read by
-  `d2l_bert.data.ndarray_file.read_ndarray`, never by MXNet's
+  `d2l_bert.data.ndarray_bytes.read_ndarray`, never by MXNet's
   ``MXNDArrayLoadFromRawBytes``, which allocates the size the bytes
   declare before it reads them;
 - ``builtins.bytearray``, those bytes (only bytes: a count would
@@ -26,7 +26,7 @@ import io
 import pickle
 from collections import namedtuple
 
-from ..data.ndarray_file import NDArrayFileError, read_ndarray
+from ..data.ndarray_bytes import NDArrayFileError, read_ndarray
 
 #: Adam's state, whatever the format: the moments of each parameter by
 #: its index in the trainer (``{index: (mean, var)}``, NumPy arrays),

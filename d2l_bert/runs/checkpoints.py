@@ -18,7 +18,7 @@ zip file of three members, none of which holds code:
   ``PATH/mean`` and ``PATH/var`` for the parameter at ``PATH`` in the
   model (``encoder.blks.0.ffn.dense1.weight``).
 
-Both array files are read by `d2l_bert.data.ndarray_file`, each
+Both array files are read by `d2l_bert.data.ndarray_bytes`, each
 member's size checked first against what the model's shapes take: a
 damaged file, or one made to exhaust memory, is one line naming the
 checkpoint and the cause.  Checkpoints of version 1 held a pickle of
@@ -37,7 +37,7 @@ import numpy as onp
 from mxnet.util import is_np_array, is_np_shape
 
 from ..data.atomic import atomic_write, sigterm_after, write_failure
-from ..data.ndarray_file import NDArrayFileError, file_size, read_ndarrays
+from ..data.ndarray_bytes import NDArrayFileError, file_size, read_ndarrays
 from .checkpoint_meta import (CHECKPOINT_VERSION, MAX_DEVICES,
                               ResumeError, check_meta, get_rng_states,
                               set_rng_states)

@@ -21,12 +21,16 @@ from ..checks import (check_finite_loss, check_finite_parameters,
                       check_inputs)
 from ..data.atomic import atomic_write
 from ..data.hub import data_home, download_extract
-from ..data.model_dir import (PARAMS_FILE, infer_config, load_vocab,
-                              read_config)
+from ..bert import BERTModel
+from ..data.model_dir import (PARAMS_FILE, check_mxnet_path,
+                              check_params_fit, damaged, infer_config,
+                              is_mxnet_trace, load_vocab, read_config,
+                              read_params)
 from ..data.snli_synthetic import make_snli_synthetic
 from ..finetuning import load_pretrained_model
 from ..presets import BERT_SMALL, HUB_MODELS
 from . import interrupts
+from .model_files import check_memory, check_vocab_size
 
 # the sizes `config.json` may record; `load_checked_model` checks them
 CONFIG_KEYS = ('num_hiddens', 'ffn_num_hiddens', 'num_heads', 'num_blks',
@@ -78,20 +82,20 @@ def _check_config(data_dir, vocab_size, sizes):
 
 
 @contextlib.contextmanager
-def _explain_load_errors(params_file, vocab_size, sizes):
+def _explain_load_errors(params_file, model):
     """Turn the errors of loading `params_file` into a `ValueError` that
-    says whether the sizes differ or the file is damaged."""
+    says whether the sizes differ (`model` names them) or the file is
+    damaged, whole (the files are checked before: these are MXNet's
+    errors on what the checks let through)."""
     try:
         yield
     except AssertionError as e:  # a missing parameter or another shape
-        raise ValueError(
-            f'{params_file} does not fit BERTModel(vocab_size={vocab_size}, '
-            + ', '.join(f'{k}={v}' for k, v in sizes.items()) +
-            f'): {e}') from e
+        raise ValueError(f'{params_file} does not fit {model}: {e}') \
+            from None
     except (ValueError, mx.base.MXNetError) as e:
-        raise ValueError(
-            f'{params_file} is corrupt or truncated ({str(e).strip()[-80:]})'
-            '; download it again or re-run `d2l-bert pretrain`') from e
+        if not is_mxnet_trace(e):
+            raise
+        raise damaged(params_file) from None
 
 
 def load_checked_model(pretrained_model, num_hiddens, ffn_num_hiddens,
@@ -130,7 +134,15 @@ dropout, max_len, devices
     sizes = dict(num_hiddens=num_hiddens, ffn_num_hiddens=ffn_num_hiddens,
                  num_heads=num_heads, num_blks=num_blks, max_len=max_len)
     _check_config(data_dir, vocab_size, sizes)
-    with _explain_load_errors(params_file, vocab_size, sizes):
+    params = read_params(params_file)
+    check_vocab_size(data_dir, vocab_size, {}, params)
+    check_memory(params_file, params)
+    model = f'BERTModel(vocab_size={vocab_size}, ' + ', '.join(
+        f'{k}={v}' for k, v in sizes.items()) + ')'
+    check_params_fit(BERTModel(vocab_size, dropout=dropout, **sizes),
+                     params, params_file, model)
+    check_mxnet_path(params_file)
+    with _explain_load_errors(params_file, model):
         return load_pretrained_model(data_dir, num_hiddens, ffn_num_hiddens,
                                      num_heads, num_blks, dropout, max_len,
                                      devices)

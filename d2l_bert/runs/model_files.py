@@ -21,7 +21,8 @@ from ..checks import check_inputs
 from ..data.atomic import atomic_write_all
 from ..data.model_dir import (  # noqa: F401  (read here, and by users)
     CONFIG_FILE, HEAD_SIZE, PARAMS_FILE, SIZE_KEYS, VOCAB_FILE,
-    infer_config, load_parameters, load_vocab, read_config)
+    infer_config, load_parameters, load_vocab, read_config, read_params)
+from .memory import available_bytes, size_text
 
 # ---------------------------------------------------------------------------
 # Saving and loading a pretrained model (d2l's `bert.small` layout)
@@ -107,21 +108,50 @@ def load_pretrained(model_dir, devices=None):
                 f'{PARAMS_FILE} and {VOCAB_FILE} (d2l-bert pretrain --out '
                 'writes one)')
     params_file = os.path.join(model_dir, PARAMS_FILE)
-    config = read_config(model_dir) or infer_config(params_file)
+    params = read_params(params_file)
+    saved = read_config(model_dir)
+    config = saved or infer_config(params_file)
     vocab = load_vocab(os.path.join(model_dir, VOCAB_FILE))
+    check_vocab_size(model_dir, len(vocab), saved or {}, params)
+    check_memory(params_file, params)
     net = BERTModel(len(vocab), config['num_hiddens'],
                     config['ffn_num_hiddens'], config['num_heads'],
                     config['num_blks'], config['dropout'], config['max_len'])
-    try:
-        load_parameters(net, params_file, devices)
-    except AssertionError as e:  # another shape than config.json's sizes
-        sizes = ', '.join(f'{k}={config[k]}' for k in SIZE_KEYS[1:]
-                          if k in config)
-        raise ValueError(
-            f'{params_file} does not fit the sizes of {CONFIG_FILE} '
-            f'({sizes}): {e}; correct them, or re-run `d2l-bert '
-            'pretrain`') from None
+    sizes = ', '.join(f'{k}={config[k]}' for k in SIZE_KEYS[1:]
+                      if k in config)
+    load_parameters(net, params_file, devices,
+                    f'the sizes of {CONFIG_FILE} ({sizes})')
     return check_inputs(net), vocab, config
+
+
+def check_vocab_size(model_dir, vocab_size, config, params):
+    """Raise a ValueError unless ``vocab.json``'s `vocab_size` tokens are
+    the rows of the token embedding in `params` (`read_params`') and the
+    ``vocab_size`` of `config`, if it has one."""
+    if config.get('vocab_size', vocab_size) != vocab_size:
+        raise ValueError(
+            f'{model_dir}: {VOCAB_FILE} has {vocab_size} tokens but '
+            f'{CONFIG_FILE} says vocab_size={config["vocab_size"]}')
+    embedding = params.get('encoder.token_embedding.weight')
+    rows = embedding.shape[:1] if embedding is not None else ()
+    if rows and rows != (vocab_size,):
+        raise ValueError(
+            f'{model_dir}: {VOCAB_FILE} has {vocab_size} tokens but '
+            f'{PARAMS_FILE} embeds {rows[0]} (its '
+            f'encoder.token_embedding.weight has shape {embedding.shape}): '
+            'the two files are not of one model')
+
+
+def check_memory(params_file, params):
+    """Raise a ValueError if the arrays of `params` (`read_params`' of
+    `params_file`) take more memory than this machine has available."""
+    need = sum(array.nbytes for array in params.values())
+    available = available_bytes()
+    if available is not None and need > available:
+        raise ValueError(
+            f'{params_file}: its parameters take {size_text(need)} of '
+            f'memory, and this machine has {size_text(available)} '
+            'available')
 
 
 class D2LTextEncoder:
