@@ -16,8 +16,11 @@ import json
 import os
 import sys
 
+from ..processes import DEFAULT_PROCESSES, default_memory
+from ..runs.memory import size_text
+
 from ._args import (UsageError, add_devices, check_devices, examples,
-                    existing_file, seconds)
+                    existing_file, memory_size, process_count, seconds)
 
 #: Lines of an output shown in the report before it is cut
 MAX_LINES = 8
@@ -72,6 +75,18 @@ def add_arguments(parser):
                              'failed; the rest of the file still runs; 0: '
                              'no limit (default: 600; no limit with '
                              '--book-sizes)')
+    parser.add_argument('--memory', type=memory_size, default=None,
+                        metavar='SIZE',
+                        help="memory the cells' processes may use together, "
+                             'such as 4G or 1500M; a cell that needs more '
+                             'fails, and the next runs in a new process '
+                             "(default: half of this machine's, "
+                             f'{size_text(default_memory())})')
+    parser.add_argument('--processes', type=process_count,
+                        default=DEFAULT_PROCESSES, metavar='N',
+                        help="processes and threads the cells' processes "
+                             'may run at once; a cell that starts more '
+                             'fails likewise')
     parser.add_argument('--layout-from', action='append', default=[],
                         metavar='MD', type=existing_file,
                         help='markdown edition whose cells give the line '
@@ -147,7 +162,9 @@ def _check_file(path, args, sections, timeout):
     # SIGTERM and SIGHUP end the cells' processes, as Ctrl-C does
     with interrupts.ended_as_ctrl_c(), \
             ChildRunner(args.devices, small=not args.book_sizes,
-                        timeout=timeout, notebooks=notebooks) as runner:
+                        timeout=timeout, notebooks=notebooks,
+                        memory=args.memory,
+                        processes=args.processes) as runner:
         return editions.check_edition(edition, runner, progress,
                                       place=place)
 
