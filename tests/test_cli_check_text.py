@@ -1,8 +1,9 @@
 """Tests of `d2l-bert check-text` (d2l_bert/cli/check_text.py) as a user
-meets its limits: limits given badly, refused in one line; cells that
-take too much memory or fork without end, each failed in one line while
-the rest of the file runs; and check-text killed (SIGKILL) at random
-moments, which leaves no process and no folder.
+meets its limits: files that are no edition's (a link to a device, a
+named pipe, a file too large) and limits given badly, refused in one
+line; cells that take too much memory or fork without end, each failed
+in one line while the rest of the file runs; and check-text killed
+(SIGKILL) at random moments, which leaves no process and no folder.
 
 The commands that run cells run as processes of their own, within an
 outer limit of processes of the test's own (`processes.pids_limit`) and
@@ -18,6 +19,7 @@ import time
 import pytest
 
 from d2l_bert import cli
+from d2l_bert.chapter.editions.cells import MAX_EDITION_BYTES
 
 from processes import left_behind, needs_proc, our_cgroups, pids_limit, \
     wait_for
@@ -52,6 +54,45 @@ def test_a_process_limit_out_of_range_is_refused(capsys, value):
     assert (status, err) == (2, (
         'd2l-bert check-text: error: argument --processes: must be an '
         f"integer from 64 to 65536, got {value!r}\n"))
+
+
+@pytest.fixture
+def odd_files(tmp_path, monkeypatch):
+    """A link to /dev/zero, a named pipe and a sparse file one byte too
+    large, each named like an edition."""
+    monkeypatch.chdir(tmp_path)
+    os.symlink('/dev/zero', 'zeros.md')
+    os.mkfifo('fifo.ipynb')
+    with open('huge.rst', 'wb') as f:
+        f.truncate(MAX_EDITION_BYTES + 1)
+    return tmp_path
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['zeros.md'], "argument FILE: 'zeros.md' (a symbolic link to "
+     "/dev/zero) is a character device, not a file"),
+    (['fifo.ipynb'], "argument FILE: 'fifo.ipynb' is a named pipe, not a "
+     'file'),
+    (['--layout-from', 'zeros.md', 'huge.rst'], "argument --layout-from: "
+     "'zeros.md' (a symbolic link to /dev/zero) is a character device, not "
+     'a file'),
+])
+def test_what_is_no_regular_file_is_refused_before_any_read(
+        odd_files, capsys, argv, message):
+    start = time.monotonic()
+    status, err = run(['check-text'] + argv, capsys)
+    assert (status, err) == (2, (
+        f'd2l-bert check-text: error: {message}: give an edition of a '
+        'section, a .md, .rst or .ipynb file\n'))
+    assert time.monotonic() - start < 5
+
+
+def test_an_edition_larger_than_the_limit_is_refused(odd_files, capsys):
+    status, err = run(['check-text', 'huge.rst'], capsys)
+    assert (status, err) == (2, (
+        "d2l-bert check-text: error: argument FILE: 'huge.rst' holds "
+        '10,485,761 bytes, more than the 10 MB an edition of a section '
+        'may hold: give one section\n'))
 
 
 def bounded(outer):

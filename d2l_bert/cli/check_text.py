@@ -42,7 +42,8 @@ SUFFIXES = ('.md', '.rst', '.rst.txt', '.ipynb')
 
 
 def edition_file(text):
-    """``FILE``: an existing file with a suffix of `SUFFIXES`."""
+    """``FILE``: an existing regular file with a suffix of `SUFFIXES`,
+    of at most `editions.cells.MAX_EDITION_BYTES`."""
     existing_file(text)
     if not text.lower().endswith(SUFFIXES):
         suffix = os.path.splitext(text)[1] or 'no suffix'
@@ -50,6 +51,17 @@ def edition_file(text):
             f'{text!r} has {suffix}: check-text reads .md, .rst (or '
             "Sphinx's .rst.txt) and .ipynb editions; rename the file to "
             'say which it is')
+    return layout_file(text)
+
+
+def layout_file(text):
+    """``--layout-from MD``: an existing regular file, of at most
+    `editions.cells.MAX_EDITION_BYTES`."""
+    from ..chapter.editions.cells import file_problem
+    existing_file(text)
+    problem = file_problem(text, repr(text))
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 
@@ -88,7 +100,7 @@ def add_arguments(parser):
                              'may run at once; a cell that starts more '
                              'fails likewise')
     parser.add_argument('--layout-from', action='append', default=[],
-                        metavar='MD', type=existing_file,
+                        metavar='MD', type=layout_file,
                         help='markdown edition whose cells give the line '
                              'breaks of a one-line rendering (repeatable)')
     parser.add_argument('--default-tab', default=None,
