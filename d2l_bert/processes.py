@@ -467,7 +467,7 @@ def _supervise(args, command):
         os.set_blocking(fd, False)
     signal.set_wakeup_fd(waker)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-    child, status, limit, limits = None, None, None, None
+    child = status = limit = limits = popen = None
 
     def forward(signum, frame):
         if child is not None and status is None:
@@ -480,9 +480,11 @@ def _supervise(args, command):
         try:
             if args.folder:
                 os.mkdir(args.folder, 0o700)
-            child = subprocess.Popen(command, cwd=args.folder,
+            # kept: a `Popen` dropped reaps its child if it has ended
+            popen = subprocess.Popen(command, cwd=args.folder,
                                      close_fds=False,
-                                     preexec_fn=limits.enter).pid
+                                     preexec_fn=limits.enter)
+            child = popen.pid
         except (OSError, subprocess.SubprocessError) as e:
             _tell(args.report, error=[getattr(e, 'errno', None) or 0,
                                       getattr(e, 'strerror', None) or
@@ -493,6 +495,8 @@ def _supervise(args, command):
         status, limit = _watch(child, args.watch, wake, limits)
     finally:
         status = _sweep(child, limits, status)
+        if popen is not None:   # reaped here
+            popen.returncode = status
         if limits is not None:
             limits.remove()
         if args.folder:

@@ -110,6 +110,12 @@ def test_the_supervisor_ends_as_its_command_did(mark, then, status):
     assert (proc.limit, marked(mark[0])) == (None, [])
 
 
+@pytest.mark.parametrize('run', range(20))
+def test_a_command_that_ends_at_once_is_seen_to_end(run):
+    # Ended before the supervisor watched it: `true` takes a millisecond
+    assert P.Supervised(['true']).wait(10) == 0
+
+
 def test_a_command_that_cannot_start_raises_as_popen_does(tmp_path):
     with pytest.raises(FileNotFoundError, match='No such file'):
         P.Supervised(['d2l-bert-no-such-program'],
