@@ -18,7 +18,6 @@ import sys
 
 from ..processes import DEFAULT_PROCESSES, default_memory
 from ..runs.memory import size_text
-
 from ._args import (UsageError, add_devices, check_devices, examples,
                     existing_file, memory_size, process_count, seconds)
 
