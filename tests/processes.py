@@ -57,6 +57,13 @@ def descendants(pid):
     return found
 
 
+def roles(pids):
+    """The pids of `pids` that are no supervisor of `d2l_bert.processes`
+    (the processes of a job, each under a supervisor of its own)."""
+    return [pid for pid in pids
+            if os.path.abspath(supervision.__file__) not in cmdline(pid)]
+
+
 def alive(pid):
     """Whether `pid` runs (a zombie does not count)."""
     try:
