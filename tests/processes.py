@@ -1,7 +1,11 @@
 """Watching the processes a test starts: their descendants, the addresses
-they listen on, and stopping them all (Linux's /proc), shared by the tests
-of `d2l_bert.dist.launcher` and of the commands that launch jobs."""
+they listen on, those that carry a test's mark in their environment, and
+stopping them all (Linux's /proc); an outer limit on the processes a test
+starts; shared by the tests of `d2l_bert.processes`, of
+`d2l_bert.dist.launcher` and of the commands that start processes."""
+import contextlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -9,6 +13,7 @@ import time
 
 import pytest
 
+from d2l_bert import processes as supervision
 from d2l_bert.dist.workers import has_parameter_server
 
 #: Where a test may wait for a job of a few tiny steps, at most
@@ -50,6 +55,13 @@ def descendants(pid):
         found += kids
         todo += kids
     return found
+
+
+def roles(pids):
+    """The pids of `pids` that are no supervisor of `d2l_bert.processes`
+    (the processes of a job, each under a supervisor of its own)."""
+    return [pid for pid in pids
+            if os.path.abspath(supervision.__file__) not in cmdline(pid)]
 
 
 def alive(pid):
@@ -157,3 +169,101 @@ def wait_for(condition, timeout, what):
         if time.monotonic() > deadline:
             raise AssertionError(f'waited {timeout} s for {what}')
         time.sleep(0.05)
+
+
+def marked(mark):
+    """The live processes whose environment holds `mark` (a test sets
+    it in the environment of what it starts: every descendant inherits
+    it)."""
+    found = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f'/proc/{entry}/environ', 'rb') as f:
+                if mark.encode() in f.read() and alive(int(entry)):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def left_behind(mark, seconds=10):
+    """The processes holding `mark` still there after up to `seconds`
+    (none: the test passes at once); kills them, so that a failed test
+    leaves none either."""
+    deadline = time.monotonic() + seconds
+    while marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = marked(mark)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def our_cgroups():
+    """The cgroups `d2l_bert.processes` made (``d2l-bert-*``) below this
+    process's own cgroups."""
+    found = set()
+    for controller in ('pids', 'memory'):
+        place = supervision.cgroup_place(controller)
+        if place is not None:
+            found.update(os.path.join(place[1], name)
+                         for name in os.listdir(place[1])
+                         if name.startswith(supervision.CGROUP_PREFIX))
+    return found
+
+
+@contextlib.contextmanager
+def pids_limit(count):
+    """Yield a `preexec_fn` that holds a process, and all it starts, to
+    `count` processes and threads, the test's own outer limit: a pids
+    cgroup below this process's (removed afterwards, its processes
+    killed), else ``RLIMIT_NPROC`` (for a user other than root, whom it
+    does not hold).  Skips the test where neither can hold it."""
+    place = supervision.cgroup_place('pids')
+    folder = None
+    if place is not None:
+        folder = os.path.join(place[1], f'test-outer-{os.getpid()}')
+        try:
+            os.mkdir(folder)
+            with open(os.path.join(folder, 'pids.max'), 'w') as f:
+                f.write(str(count))
+        except OSError:
+            folder = None
+    if folder is None and os.geteuid() == 0:
+        pytest.skip('no writable pids cgroup to bound a fork bomb, and '
+                    'RLIMIT_NPROC does not hold root')
+    nproc = supervision.user_tasks() + count
+
+    def limit():
+        if folder is not None:
+            with open(os.path.join(folder, 'cgroup.procs'), 'w') as f:
+                f.write(str(os.getpid()))
+        else:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    try:
+        yield limit
+    finally:
+        if folder is not None:
+            _remove_cgroup(folder)
+
+
+def _remove_cgroup(folder):
+    """Kill the processes of the cgroup `folder` and of those below it,
+    and remove them all; fail if `d2l_bert.processes` left one there."""
+    inner = [os.path.join(root, name)
+             for root, names, _ in os.walk(folder) for name in names]
+    deadline = time.monotonic() + 10
+    for group in sorted(inner, reverse=True) + [folder]:
+        while os.path.isdir(group) and time.monotonic() < deadline:
+            try:
+                os.rmdir(group)
+            except OSError:   # processes are left in it: kill them
+                with open(os.path.join(group, 'cgroup.procs')) as f:
+                    for pid in f.read().split():
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(int(pid), signal.SIGKILL)
+                time.sleep(0.05)
+    assert not inner, f'cgroups left behind: {inner}'

@@ -1,8 +1,14 @@
 """Tests of `d2l-bert launch` (d2l_bert/cli/launch.py): the script of the
 docs' "several processes" page, the book's `train_bert` in each worker of
-a job, runs under ``--workers 2``."""
+a job, runs under ``--workers 2``; a launch killed with SIGKILL leaves no
+process of its job."""
 import os
+import random
 import re
+import subprocess
+import time
+
+import pytest
 
 from d2l_bert import cli
 
@@ -138,3 +144,30 @@ def test_launch_names_a_missing_command_in_one_line(capsys):
     assert out == ''
     assert err == ('d2l-bert launch: error: no-such-command: command not '
                    'found\n')
+
+
+@processes.needs_proc
+@processes.needs_parameter_server
+@pytest.mark.parametrize('run', range(3))
+def test_a_killed_launch_leaves_no_process_of_its_job(tmp_path, run):
+    # SIGKILL at a random moment: while the job starts, or once both
+    # workers run beside the processes they detached
+    mark = f'd2l-bert-test-{os.urandom(6).hex()}'
+    launcher = subprocess.Popen(
+        processes.d2l_bert('launch', '--workers', 2, 'sh', '-c',
+                           'setsid sleep 300 & echo started; sleep 300'),
+        env=dict(os.environ, D2L_BERT_TEST_MARK=mark),
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    try:
+        if run:
+            started = 0
+            while started < 2:
+                line = launcher.stdout.readline()
+                assert line, 'launch ended before its workers started'
+                started += line == b'started\n'
+        time.sleep(random.uniform(0, 3 if run == 0 else 0.5))
+    finally:
+        launcher.kill()
+        launcher.wait()
+    assert processes.left_behind(mark, seconds=15) == []

@@ -350,8 +350,9 @@ def killed_job(tmp_path_factory, job_corpus):
         # (not the watcher of the lock on --out)
         children = [pid for pid in processes.descendants(launcher.pid)
                     if WATCHER_MARK not in ' '.join(processes.cmdline(pid))]
+        roles = processes.roles(children)
         sockets = processes.listening(children)
-        workers = [pid for pid in children
+        workers = [pid for pid in roles
                    if '--kvstore' in processes.cmdline(pid)]
         victim = workers[-1]
         os.kill(victim, signal.SIGKILL)
@@ -364,7 +365,7 @@ def killed_job(tmp_path_factory, job_corpus):
     return SimpleNamespace(
         root=root, out=out, checkpoint=checkpoint, corpus=job_corpus,
         status=status, seconds=seconds, victim=victim, children=children,
-        workers=workers, sockets=sockets, left=left,
+        roles=roles, workers=workers, sockets=sockets, left=left,
         err=(root / 'launcher.err').read_text())
 
 
@@ -386,7 +387,9 @@ def one_process_reference(killed_job, tmp_path_factory):
 @processes.needs_parameter_server
 def test_a_killed_worker_ends_the_job_with_one_line_and_no_process_left(
         killed_job):
-    assert len(killed_job.children) == 5 and len(killed_job.workers) == 2
+    # one process a role, each under a supervisor of its own
+    assert len(killed_job.roles) == 5 and len(killed_job.workers) == 2
+    assert len(killed_job.children) == 10
     assert killed_job.status == 128 + signal.SIGKILL
     found = re.findall(r'^d2l-bert pretrain: error: .*$', killed_job.err,
                        re.M)
@@ -406,7 +409,7 @@ def test_a_killed_worker_ends_the_job_with_one_line_and_no_process_left(
 def test_nothing_of_a_job_listens_beyond_the_loopback(killed_job):
     # The scheduler, the servers and the workers listen, on 127.0.0.1 only
     pids = {pid for pid, _, _ in killed_job.sockets}
-    assert pids == set(killed_job.children)
+    assert pids == set(killed_job.roles)
     assert {address for _, address, _ in killed_job.sockets} == \
         {'127.0.0.1'}
 

@@ -5,9 +5,11 @@ anything starts, and `run_job`'s watch over processes (small Python
 processes standing in for the roles; the real jobs are in
 test_cli_pretrain.py and test_cli_launch.py)."""
 import os
+import random
 import shlex
 import signal
 import socket
+import subprocess
 import sys
 import time
 
@@ -16,7 +18,9 @@ import pytest
 from d2l_bert.dist import launcher as D
 from d2l_bert.dist.hosts_file import read_hosts
 
-from processes import alive, needs_proc
+from processes import alive, left_behind, marked, needs_proc, wait_for
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: Marks the stand-in processes (see `processes.stop`)
 MARK = '# d2l_bert test process'
@@ -353,15 +357,53 @@ def test_a_process_a_worker_started_in_its_own_session_ends_with_the_job(
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
-def test_the_subreaper_setting_is_put_back(capsys):
-    import ctypes
-    libc = D._libc()
-    if libc is None:
-        pytest.skip('PR_SET_CHILD_SUBREAPER is Linux only')
-    flag = ctypes.c_int(-1)
-    run([role('worker 0', python('pass'))], capsys)
-    assert libc.prctl(37, ctypes.byref(flag), 0, 0, 0) == 0
-    assert flag.value == 0
+def test_the_failure_line_gives_the_workers_own_pid(capsys, tmp_path):
+    # Not its supervisor's: the pid a user finds in `ps`, or in the
+    # worker's own log
+    pid_file = tmp_path / 'pid'
+    roles = [role('scheduler', SLEEP), role('worker 0', python(
+        f'import os; open({str(pid_file)!r}, "w").write(str(os.getpid()))'
+        '; os._exit(5)'))]
+    status, err, _ = run(roles, capsys)
+    assert status == 5
+    assert err == (f'\nd2l-bert test: error: worker 0 (pid '
+                   f'{pid_file.read_text()}) exited with status 5; stopped '
+                   'the job and its 1 other process(es)\n')
+
+
+#: A launcher of a job whose four roles each detach a process (in a
+#: session of its own), then wait
+LAUNCHER = f'''
+import sys
+sys.path.insert(0, {ROOT!r})
+from d2l_bert.dist import launcher as D
+detach = ('import subprocess, sys, time; '
+          'subprocess.Popen([sys.executable, "-c", '
+          '"import time; time.sleep(300)"], start_new_session=True); '
+          'time.sleep(300)')
+roles = [D.Role(name, name.split()[0], [sys.executable, '-c', detach], {{}},
+                None)
+         for name in ('scheduler', 'server 0', 'worker 0', 'worker 1')]
+D.run_job(roles)
+'''
+
+
+@needs_proc
+@pytest.mark.parametrize('run', range(8))
+def test_a_killed_launcher_leaves_no_process_of_its_job(run):
+    # SIGKILL at a random moment, while the roles start or once they run
+    # (each with the process it detached)
+    mark = f'd2l-bert-test-{os.urandom(6).hex()}'
+    launcher = subprocess.Popen(
+        [sys.executable, '-c', LAUNCHER],
+        env=dict(os.environ, D2L_BERT_TEST_MARK=mark))
+    if run % 2:
+        wait_for(lambda: len(marked(mark)) >= 1 + 4 * 3, 30,
+                 'the roles and what they detached')
+    time.sleep(random.uniform(0, 0.5))
+    launcher.kill()
+    launcher.wait()
+    assert left_behind(mark, seconds=10) == []
 
 
 def test_a_failing_worker_gives_its_status(capsys):

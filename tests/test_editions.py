@@ -1,5 +1,7 @@
 """The package's API: `read_edition` reads a file of any format, and every
 name the callers use is still `editions.<name>`."""
+import os
+
 import pytest
 
 from d2l_bert.chapter import editions
@@ -25,6 +27,25 @@ def test_unreadable_file_is_an_edition_error(tmp_path):
     (tmp_path / 'binary.md').write_bytes(b'\xff\xfe\x00')
     with pytest.raises(editions.EditionError, match='cannot read'):
         read_edition(str(tmp_path / 'binary.md'))
+
+
+def test_what_is_no_regular_file_or_too_large_is_an_edition_error(
+        tmp_path):
+    # Refused before a byte is read: /dev/urandom never ends
+    link = tmp_path / 'noise.md'
+    os.symlink('/dev/urandom', link)
+    with pytest.raises(editions.EditionError) as info:
+        read_edition(str(link))
+    assert str(info.value) == (
+        f'{link} (a symbolic link to /dev/urandom) is a character device, '
+        'not a file: give an edition of a section, a .md, .rst or .ipynb '
+        'file')
+    big = tmp_path / 'big.ipynb'
+    with open(big, 'wb') as f:
+        f.truncate(cells.MAX_EDITION_BYTES + 5)
+    with pytest.raises(editions.EditionError, match=r'holds 10,485,765 '
+                       r'bytes, more than the 10 MB an edition'):
+        read_edition(str(big))
 
 
 @pytest.mark.parametrize('text', [

@@ -1,12 +1,17 @@
 """Cells run in a child process, in a new temporary directory: a cell that
-writes files, changes directory, calls ``sys.exit``, ends its process or
-hangs cannot touch the caller's files or end the checker."""
+writes files, changes directory, calls ``sys.exit``, ends its process,
+hangs, takes more memory than its limit or forks cannot touch the
+caller's files or end the checker, and what the cells start ends with
+the runner."""
 import os
 import time
 
 import pytest
 
 from d2l_bert.chapter.editions.child import ChildRunner
+from d2l_bert.processes import MIN_MEMORY
+
+from processes import left_behind, marked, needs_proc, wait_for
 
 
 @pytest.fixture
@@ -20,9 +25,9 @@ def caller(tmp_path, monkeypatch):
 
 def test_cells_run_in_a_new_directory_that_is_removed_afterwards(caller):
     with ChildRunner() as runner:
-        directory = runner.directory
         made = runner.run("import os\nopen('made.txt', 'w').write('x')\n"
                           "os.getcwd(), os.environ['TMPDIR']")
+        directory = runner.directory   # the child's, made with it
         assert made.output == f'{(directory, directory)!r}\n'
         # a cell that leaves the directory cannot write into the caller's
         # through it, and the next cell finds its file where it was made
@@ -134,3 +139,50 @@ def test_a_timeout_below_zero_or_above_a_week_is_refused(timeout):
                        r'seconds from 0 to 604800 \(a week; 0 for no '
                        r'limit\), got '):
         ChildRunner(timeout=timeout)
+
+
+def test_a_cell_past_the_memory_limit_fails_with_one_line_and_the_rest_runs(
+        caller):
+    with ChildRunner(memory=MIN_MEMORY * 3 // 2) as runner:
+        runner.run('x = 41')
+        grown = runner.run('chunks = []\nwhile True:\n'
+                           "    chunks.append(b'\\1' * (48 << 20))")
+        assert grown.error == (
+            "the cell reached the cells' memory limit, 1.5 GB (--memory), "
+            'and its processes were ended; give a larger --memory to raise '
+            'it')
+        after = runner.run('x + 1')
+    assert after.output == '42\n'
+    assert after.notes == [
+        'the cell before reached a limit, and its processes were ended; '
+        'this one ran in a new process, after the 1 cells that ran before '
+        'were run there again']
+
+
+def test_a_copy_of_the_cells_process_that_a_cell_forks_never_replies(
+        caller):
+    # Its reply would be taken for the next cell's
+    with ChildRunner() as runner:
+        forked = runner.run("import os\n'copy' if os.fork() == 0 else "
+                            "'cells'")
+        assert forked.output == "'cells'\n"
+        assert runner.run('6 * 7').output == '42\n'
+
+
+@needs_proc
+def test_processes_a_cell_keeps_detaching_end_with_the_runner(caller):
+    # A thread of the cell's double-forks into sessions of their own
+    # every few milliseconds, until the runner closes
+    mark = f'd2l-bert-test-{os.urandom(6).hex()}'
+    with ChildRunner(environ=dict(os.environ,
+                                  D2L_BERT_TEST_MARK=mark)) as runner:
+        runner.run('import subprocess, threading, time\n'
+                   'def detach():\n'
+                   '    while True:\n'
+                   "        subprocess.Popen(['sh', '-c', "
+                   "'(setsid sleep 300 &)'])\n"
+                   '        time.sleep(0.005)\n'
+                   'threading.Thread(target=detach, daemon=True).start()')
+        wait_for(lambda: len(marked(mark)) > 20, 60, 'detached processes')
+    assert marked(mark) == []
+    assert left_behind(mark) == []

@@ -188,6 +188,41 @@ def above_processors(args):
     return notes
 
 
+#: The units of a size of memory, in powers of 1,024 bytes
+SIZE_UNITS = {'': 0, 'K': 1, 'M': 2, 'G': 3, 'T': 4}
+
+
+def memory_size(text):
+    """A size of memory (``4G``, ``1500M``: units of 1,024 bytes), from
+    `processes.MIN_MEMORY` to this machine's memory; its bytes."""
+    from ..processes import MIN_MEMORY, machine_memory
+    from ..runs.memory import size_text
+    found = re.fullmatch(r'(\d+(?:\.\d+)?) ?([KMGT]?)(?:i?B)?', text.strip(),
+                         re.I)
+    value = None if found is None else int(
+        float(found.group(1)) * 1024 ** SIZE_UNITS[found.group(2).upper()])
+    high = machine_memory() or float('inf')
+    if value is None or not MIN_MEMORY <= value <= high:
+        most = '' if high == float('inf') else \
+            f" to {size_text(high)} (this machine's memory)"
+        raise argparse.ArgumentTypeError(
+            f'must be a size from {size_text(MIN_MEMORY)}{most}, such as '
+            f'4G or 1500M, got {text!r}')
+    return value
+
+
+def process_count(text):
+    """A count of processes and threads, from `processes.MIN_PROCESSES`
+    to `processes.MAX_PROCESSES`."""
+    from ..processes import MAX_PROCESSES, MIN_PROCESSES
+    value = _number(text, int)
+    if value is None or not MIN_PROCESSES <= value <= MAX_PROCESSES:
+        raise argparse.ArgumentTypeError(
+            f'must be an integer from {MIN_PROCESSES} to {MAX_PROCESSES}, '
+            f'got {text!r}')
+    return value
+
+
 def positive_float(text):
     """A finite number above 0 (a learning rate)."""
     value = _number(text, float)

@@ -16,8 +16,10 @@ import json
 import os
 import sys
 
+from ..processes import DEFAULT_PROCESSES, default_memory
+from ..runs.memory import size_text
 from ._args import (UsageError, add_devices, check_devices, examples,
-                    existing_file, seconds)
+                    existing_file, memory_size, process_count, seconds)
 
 #: Lines of an output shown in the report before it is cut
 MAX_LINES = 8
@@ -39,7 +41,8 @@ SUFFIXES = ('.md', '.rst', '.rst.txt', '.ipynb')
 
 
 def edition_file(text):
-    """``FILE``: an existing file with a suffix of `SUFFIXES`."""
+    """``FILE``: an existing regular file with a suffix of `SUFFIXES`,
+    of at most `editions.cells.MAX_EDITION_BYTES`."""
     existing_file(text)
     if not text.lower().endswith(SUFFIXES):
         suffix = os.path.splitext(text)[1] or 'no suffix'
@@ -47,6 +50,17 @@ def edition_file(text):
             f'{text!r} has {suffix}: check-text reads .md, .rst (or '
             "Sphinx's .rst.txt) and .ipynb editions; rename the file to "
             'say which it is')
+    return layout_file(text)
+
+
+def layout_file(text):
+    """``--layout-from MD``: an existing regular file, of at most
+    `editions.cells.MAX_EDITION_BYTES`."""
+    from ..chapter.editions.cells import file_problem
+    existing_file(text)
+    problem = file_problem(text, repr(text))
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 
@@ -72,8 +86,20 @@ def add_arguments(parser):
                              'failed; the rest of the file still runs; 0: '
                              'no limit (default: 600; no limit with '
                              '--book-sizes)')
+    parser.add_argument('--memory', type=memory_size, default=None,
+                        metavar='SIZE',
+                        help="memory the cells' processes may use together, "
+                             'such as 4G or 1500M; a cell that needs more '
+                             'fails, and the next runs in a new process '
+                             "(default: half of this machine's, "
+                             f'{size_text(default_memory())})')
+    parser.add_argument('--processes', type=process_count,
+                        default=DEFAULT_PROCESSES, metavar='N',
+                        help="processes and threads the cells' processes "
+                             'may run at once; a cell that starts more '
+                             'fails likewise')
     parser.add_argument('--layout-from', action='append', default=[],
-                        metavar='MD', type=existing_file,
+                        metavar='MD', type=layout_file,
                         help='markdown edition whose cells give the line '
                              'breaks of a one-line rendering (repeatable)')
     parser.add_argument('--default-tab', default=None,
@@ -147,7 +173,9 @@ def _check_file(path, args, sections, timeout):
     # SIGTERM and SIGHUP end the cells' processes, as Ctrl-C does
     with interrupts.ended_as_ctrl_c(), \
             ChildRunner(args.devices, small=not args.book_sizes,
-                        timeout=timeout, notebooks=notebooks) as runner:
+                        timeout=timeout, notebooks=notebooks,
+                        memory=args.memory,
+                        processes=args.processes) as runner:
         return editions.check_edition(edition, runner, progress,
                                       place=place)
 

@@ -14,12 +14,13 @@ every other process is stopped.  ``d2l-bert pretrain --workers N`` is
 this command running ``d2l-bert pretrain`` in each worker.
 
 What it promises: when the job ends (its workers done, a process
-failed, Ctrl-C, SIGTERM or SIGHUP), every process it started on this
-machine ends, with what those started: in their process groups, and
-on Linux also in a session of their own (``setsid``) or double-forked,
-for `launch` is their subreaper meanwhile.  Not covered: such processes
-on other systems, and those started outside the process tree
-(``systemd-run``, ``docker run``).
+failed, Ctrl-C, SIGTERM, SIGHUP, or `launch` killed, even by SIGKILL),
+every process it started on this machine ends, with what those
+started: in their process groups, and on Linux also in a session of
+their own (``setsid``) or double-forked, for each runs under a
+supervisor that is their subreaper (`d2l_bert.processes`).  Not
+covered: such processes on other systems, and those started outside
+the process tree (``systemd-run``, ``docker run``).
 """
 import argparse
 import textwrap
@@ -30,10 +31,11 @@ from ._args import UsageError, add_job_arguments, examples, per_machine
 def add_arguments(parser):
     parser.description = textwrap.fill(
         f'{parser.description}. When the job ends (the workers done, a '
-        'process failed, Ctrl-C, SIGTERM or SIGHUP), every process it '
-        'started on this machine ends, with what those started, on Linux '
-        'also in a session of their own (setsid): launch is their '
-        'subreaper. Elsewhere such a process may remain.', 79)
+        'process failed, Ctrl-C, SIGTERM, SIGHUP, or launch killed, even '
+        'by SIGKILL), every process it started on this machine ends, with '
+        'what those started, on Linux also in a session of their own '
+        '(setsid): each runs under a supervisor that is their subreaper. '
+        'Elsewhere such a process may remain.', 79)
     parser.epilog = examples(
         'd2l-bert launch --workers 2 python train_book_bert.py',
         'd2l-bert launch --hosts hosts.txt --threads 4 python train.py')

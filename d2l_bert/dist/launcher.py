@@ -31,9 +31,10 @@ runs the roles through the ``dmlc_tracker`` package of the same wheel):
 Here every role of a local job binds to the loopback address: the
 scheduler to ``DMLC_PS_ROOT_URI``, the servers and workers to
 ``DMLC_NODE_HOST`` (without it, ps-lite binds them to the first network
-interface it finds).  Every process runs in a process group of its own;
-when one ends badly, `run_job` says in one line which one and how, and
-stops the process groups of all the others.
+interface it finds).  Every process runs under a supervisor of its own
+(`d2l_bert.processes.Supervised`), which ends it, and all it started,
+when the launcher ends, however it ends; when one ends badly, `run_job`
+says in one line which one and how, and stops all the others.
 
 The threads are explicit: each worker gets ``cores // N`` of them
 (`divide_threads`), each scheduler and server one.  ``d2l-bert pretrain``
@@ -44,7 +45,6 @@ worker command finds it in ``OMP_NUM_THREADS``.
 This module does not import `mxnet`, except in `serve`, which runs a
 scheduler or a server.
 """
-import contextlib
 import errno
 import os
 import shlex
@@ -56,6 +56,7 @@ import sys
 import time
 from collections import namedtuple
 
+from ..processes import Supervised, exit_with_parent
 from .hosts_file import HostsError, check_timeout, read_hosts
 
 #: Where every process of a job on one machine listens
@@ -642,23 +643,24 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
             stream=None):
     """Start every role, wait until the workers are done, stop the rest.
 
-    Each process runs in a process group of its own, with this process's
-    standard output and error.  The job has failed as soon as a process
-    ends with a non-zero status or a signal, or a scheduler or a server
-    ends before the workers: one line on `stream` then names the process,
-    its machine, and how it ended, and every other process is stopped:
-    the ssh of a remote one first sees its input end (its machine's
-    `d2l_bert.dist.remote` then stops the role) and every process group
-    gets SIGTERM `grace` seconds later, and SIGKILL `grace` seconds after
-    that.  So a failed job ends within about ``poll + 3 * grace + 1``
-    seconds, leaving no process behind.  After the last worker exits
-    cleanly, the scheduler and servers end by themselves; those still
-    running after `SETTLE` seconds (or `finish`, if less) are stopped,
-    with a note on `stream` (workers that never joined the job leave
-    them waiting).  Ctrl-C, SIGTERM and SIGHUP stop the job the same
-    way.  On Linux this process is meanwhile the subreaper of what it
-    starts (`_reaping_orphans`): a process a role started in a session
-    of its own (``setsid``), or that double-forked, ends with the job too.
+    Each process runs under a supervisor (`processes.Supervised`), in a
+    process group of its own, with this process's standard output and
+    error.  The job has failed as soon as a process ends with a non-zero
+    status or a signal, or a scheduler or a server ends before the
+    workers: one line on `stream` then names the process, its machine,
+    and how it ended, and every other process is stopped: the ssh of a
+    remote one first sees its input end (its machine's
+    `d2l_bert.dist.remote` then stops the role), every process group
+    gets SIGTERM `grace` seconds later, and what is left is killed
+    `grace` seconds after that.  So a failed job ends within about ``poll
+    + 3 * grace`` seconds, leaving no process behind.  After the last
+    worker exits cleanly, the scheduler and servers end by themselves;
+    those still running after `SETTLE` seconds (or `finish`, if less) are
+    stopped, with a note on `stream` (workers that never joined the job
+    leave them waiting).  Ctrl-C, SIGTERM and SIGHUP stop the job the
+    same way.  A process a role started, in its group, in a session of
+    its own (``setsid``) or double-forked, ends with its role; and should
+    this process end, SIGKILL included, every role ends with it.
 
     While the job runs, each ssh gets a byte on its standard input every
     second: the heartbeat its machine's `d2l_bert.dist.remote` waits for.
@@ -684,87 +686,20 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
     stream = sys.stderr if stream is None else stream
     handlers = {}
     procs = []
-    with _reaping_orphans():
-        try:
-            _catch_stop(handlers)
-            for role in roles:
-                procs.append((role, _start(role)))
-            failed = _watch(procs, finish, poll)
-            if failed is None:
-                _note_waiting(prog, stream, procs)
-                return 0
-            return _report(prog, stream, *_failure(failed, len(procs)))
-        except (_CannotStart, KeyboardInterrupt, _Stop) as e:
-            return _report(prog, stream, *_interruption(e))
-        finally:
-            _stop(procs, grace)
-            _restore_handlers(handlers)
-
-
-@contextlib.contextmanager
-def _reaping_orphans():
-    """For the `with` block, this process is the subreaper of what it
-    starts (Linux's ``PR_SET_CHILD_SUBREAPER``): a process orphaned below
-    it, even in a session of its own, becomes its child instead of
-    init's.  At the end, every such child (one this process did not have
-    before the block) is ended with all below it, and reaped; then the
-    setting is put back.  Elsewhere it does nothing."""
-    libc, was = _libc(), None
-    if libc is not None:
-        import ctypes
-        flag = ctypes.c_int(0)
-        # 37: PR_GET_CHILD_SUBREAPER, 36: PR_SET_CHILD_SUBREAPER
-        if libc.prctl(37, ctypes.byref(flag), 0, 0, 0) == 0 and \
-                libc.prctl(36, 1, 0, 0, 0) == 0:
-            was = flag.value
-    before = set(_children().get(os.getpid(), ())) if was is not None \
-        else set()
     try:
-        yield
+        _catch_stop(handlers)
+        for role in roles:
+            procs.append((role, _start(role)))
+        failed = _watch(procs, finish, poll)
+        if failed is None:
+            _note_waiting(prog, stream, procs)
+            return 0
+        return _report(prog, stream, *_failure(failed, len(procs)))
+    except (_CannotStart, KeyboardInterrupt, _Stop) as e:
+        return _report(prog, stream, *_interruption(e))
     finally:
-        if was is not None:
-            _end_orphans(before)
-            libc.prctl(36, was, 0, 0, 0)
-
-
-def _libc():
-    """The C library, on Linux (None elsewhere, or without it)."""
-    if not sys.platform.startswith('linux'):
-        return None
-    import ctypes
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-
-
-def _children():
-    """``{parent pid: [child pids]}``, from Linux's /proc."""
-    from ..chapter.editions.child import children_of
-    return children_of()
-
-
-def _end_orphans(before):
-    """End, with all below them, and reap the children of this process
-    that are not in `before` (the orphans that came to it as their
-    subreaper), until none is left."""
-    from ..chapter.editions.child import end_descendants
-    for _ in range(20):
-        orphans = [pid for pid in _children().get(os.getpid(), ())
-                   if pid not in before]
-        if not orphans:
-            return
-        for pid in orphans:
-            end_descendants(pid)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        for pid in orphans:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
+        _stop(procs, grace)
+        _restore_handlers(handlers)
 
 
 def _note_waiting(prog, stream, procs):
@@ -807,7 +742,7 @@ def _failure(failed, num_procs):
     `failed` (``(role, proc)``) ended badly, out of `num_procs`."""
     role, proc = failed
     where = f' on {role.host}' if role.host else ''
-    return (f'error: {role.name} (pid {proc.pid}{where}) '
+    return (f'error: {role.name} (pid {proc.child_pid}{where}) '
             f'{_how(proc.returncode, role)}; stopped the job and its '
             f'{num_procs - 1} other process(es)',
             _exit_status(proc.returncode))
@@ -829,11 +764,11 @@ class _CannotStart(Exception):
 
 
 def _start(role):
-    """Start `role` in a process group of its own; an ssh role's standard
-    input is a pipe, for the heartbeats."""
+    """Start `role` under a supervisor; an ssh role's standard input is a
+    pipe, for the heartbeats."""
     try:
-        return subprocess.Popen(
-            role.argv, env=_environment(role), start_new_session=True,
+        return Supervised(
+            role.argv, env=_environment(role),
             stdin=subprocess.PIPE if role.host else subprocess.DEVNULL)
     except OSError as e:
         raise _CannotStart(f'cannot start {role.name}: {role.argv[0]}: '
@@ -890,15 +825,8 @@ def _watch(procs, finish, poll):
 def _stop(procs, grace):
     """End the input of every ssh and wait `grace` seconds for them (their
     machines stop the roles), then SIGTERM to the process group of every
-    process, SIGKILL to those still there after `grace` seconds more;
-    reap them all."""
-    def signal_groups(signum):
-        for _, proc in procs:
-            try:
-                os.killpg(proc.pid, signum)
-            except (ProcessLookupError, PermissionError):
-                pass    # the group is gone
-
+    process (its supervisor passes it on), and after `grace` seconds more
+    have the supervisors kill what is left; reap them all."""
     def wait_all(seconds, which):
         deadline = time.monotonic() + seconds
         for proc in which:
@@ -913,42 +841,18 @@ def _stop(procs, grace):
         except OSError:
             pass
     wait_all(grace, remote)
-    signal_groups(signal.SIGTERM)
+    for _, proc in procs:
+        proc.send_signal(signal.SIGTERM)
     wait_all(grace, [proc for _, proc in procs])
-    signal_groups(signal.SIGKILL)
+    for _, proc in procs:
+        proc.end()
     for _, proc in procs:
         proc.wait()
-    # What else was in the groups (a worker's own children) may take a
-    # moment more to end: up to a second
-    deadline = time.monotonic() + 1.0
-    for _, proc in procs:
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(proc.pid, 0)
-            except (ProcessLookupError, PermissionError):
-                break
-            time.sleep(0.01)
 
 
 # ---------------------------------------------------------------------------
 # The scheduler's and the servers' side
 # ---------------------------------------------------------------------------
-
-def exit_with_parent():
-    """Have Linux end this process when the one that started it ends
-    (``PR_SET_PDEATHSIG``), so that a launcher killed by SIGKILL leaves
-    no scheduler or server waiting forever.  Elsewhere it does nothing."""
-    if not sys.platform.startswith('linux'):
-        return
-    import ctypes
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)      # 1: PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:       # the parent ended before the call
-        os._exit(1)
-
 
 def serve():
     """Run the scheduler or a server that ``DMLC_ROLE`` names, until the

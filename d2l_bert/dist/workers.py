@@ -96,7 +96,7 @@ def create_kvstore(kind='dist_sync'):
                              f'{_job_kvstore.type!r}; it cannot join again '
                              f'with {kind!r}')
         return _job_kvstore
-    from .launcher import exit_with_parent
+    from ..processes import exit_with_parent
     exit_with_parent()
     _job_kvstore = mx.kv.create(kind)
     # Registered after MXNet's own exit handler, so run before it

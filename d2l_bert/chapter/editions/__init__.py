@@ -40,7 +40,8 @@ child
 import os
 import re
 
-from .cells import FRAMEWORKS, Cell, Edition, EditionError  # noqa: F401
+from .cells import (  # noqa: F401
+    FRAMEWORKS, Cell, Edition, EditionError, read_text)
 from .check import (  # noqa: F401
     NAMES_0_17, CellReport, EditionReport, check_edition)
 from .layout import LayoutError, relayout  # noqa: F401
@@ -71,16 +72,13 @@ def read_edition(path, layout_from=(), default_tab=None):
     Raises
     ------
     EditionError
-        If the file cannot be read as text.
+        If the file cannot be read as text, is not a regular file, or
+        holds more than `cells.MAX_EDITION_BYTES`.
     """
     if default_tab is not None and default_tab not in FRAMEWORKS:
         raise ValueError(f'default_tab must be one of {FRAMEWORKS}, got '
                          f'{default_tab!r}')
-    try:
-        with open(path, encoding='utf-8') as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise EditionError(f'cannot read {path}: {e}') from e
+    text = read_text(path)
     ext = os.path.splitext(path)[1].lower()
     if ext == '.ipynb':
         return parse_notebook(text, path)

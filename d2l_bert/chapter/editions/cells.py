@@ -5,7 +5,9 @@ the edition documents for it; `Edition` is one section as read from one
 file.  The readers (`markdown`, `rst`, `notebook`) make them and `check`
 runs them.
 """
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 
 FRAMEWORKS = ('mxnet', 'pytorch', 'tensorflow', 'jax', 'paddle')
@@ -88,3 +90,61 @@ def _section_label(labels):
         if label.startswith('sec_'):
             return label
     return labels[0] if labels else None
+
+
+#: The most an edition's file may hold, in bytes: a section's notebook
+#: with its outputs and figures holds less than 1 MB
+MAX_EDITION_BYTES = 10 << 20
+
+#: What a path that is not a regular file names, by the test of its kind
+_KINDS = ((stat.S_ISDIR, 'a directory'),
+          (stat.S_ISCHR, 'a character device'),
+          (stat.S_ISBLK, 'a block device'), (stat.S_ISFIFO, 'a named pipe'),
+          (stat.S_ISSOCK, 'a socket'))
+
+
+def file_problem(path, name=None):
+    """Why `path` cannot be an edition's file (not a regular file, or
+    more than `MAX_EDITION_BYTES`), in words naming it `name` (default
+    `path`); None if it can be, or does not exist."""
+    name = path if name is None else name
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if os.path.islink(path):
+        name += f' (a symbolic link to {os.path.realpath(path)})'
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((kind for test, kind in _KINDS if test(info.st_mode)),
+                    'not a regular file')
+        return (f'{name} is {kind}, not a file: give an edition of a '
+                'section, a .md, .rst or .ipynb file')
+    if info.st_size > MAX_EDITION_BYTES:
+        return (f'{name} holds {info.st_size:,} bytes, more than the '
+                f'{MAX_EDITION_BYTES >> 20} MB an edition of a section may '
+                'hold: give one section')
+    return None
+
+
+def read_text(path):
+    """The text of the edition file `path`, read within
+    `MAX_EDITION_BYTES`.
+
+    Raises
+    ------
+    EditionError
+        `path` cannot be read, is not a regular file (`file_problem`), is
+        larger, or is not UTF-8.
+    """
+    problem = file_problem(path)
+    if problem is not None:
+        raise EditionError(problem)
+    try:
+        with open(path, 'rb') as f:
+            data = f.read(MAX_EDITION_BYTES + 1)
+        if len(data) > MAX_EDITION_BYTES:   # it grew meanwhile
+            raise EditionError(file_problem(path) or f'{path} grew past '
+                               f'{MAX_EDITION_BYTES >> 20} MB')
+        return data.decode('utf-8')
+    except (OSError, UnicodeDecodeError) as e:
+        raise EditionError(f'cannot read {path}: {e}') from e

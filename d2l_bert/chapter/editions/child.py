@@ -6,8 +6,8 @@ requests.  `ChildRunner` runs the cells with `runner.Runner` in a child
 process, so that:
 
 - the child's working directory (and ``TMPDIR``) is a new temporary
-  directory, removed when the runner is closed: a cell that writes files
-  or changes directory leaves the caller's directory as it was;
+  directory, removed when the child ends: a cell that writes files or
+  changes directory leaves the caller's directory as it was;
 - a cell that calls ``sys.exit`` is a failed cell (`runner.Runner` reports
   `SystemExit` as any error), and so is one that ends its process
   (``os._exit``, a crash): the next cell runs in a new child, after the
@@ -16,7 +16,11 @@ process, so that:
   failed: an alarm in the child raises `TimeoutError` in the cell, and a
   cell that still does not return (it catches the error, or waits in
   compiled code) has its process ended `grace` seconds later, the next
-  cell going on in a new child as above.
+  cell going on in a new child as above;
+- the cells' processes have limits, `memory` bytes and `processes`
+  processes and threads (`processes.Limits`): a cell that reaches one
+  fails, its processes are ended, and the next cell goes on in a new
+  child as above.
 
 This is no sandbox: the cells still run with the user's rights and can
 read, write or delete any file the user can.  Check a file you do not
@@ -24,14 +28,13 @@ trust in a container, or in CI.
 
 The child makes the parent's thread choices: it inherits the environment
 that the parent's `threads.set_threads` wrote, and calls `set_threads`
-itself before `mxnet` is imported.  It runs in a session of its own,
-and is the subreaper of what its cells start (``PR_SET_CHILD_SUBREAPER``
-on Linux): when the child is stopped, every process below it ends with
-it (`end_descendants`), also those a cell started in a session of its own
-or that double-forked, and those seen below it after a cell are ended
-even if the child ended first.  Requests and results are
-JSON messages on a pipe of their own: what a cell prints, even to the
-process's standard output, cannot garble them.
+itself before `mxnet` is imported.  It runs under a supervisor
+(`processes.Supervised`), which makes its directory and, when the child
+ends, when it is stopped or when the parent ends (SIGKILL included),
+ends every process below it, also those a cell started in a session of
+its own or that double-forked, and removes the directory.  Requests and
+results are JSON messages on a pipe of their own: what a cell prints,
+even to the process's standard output, cannot garble them.
 """
 import json
 import os
@@ -44,6 +47,10 @@ from dataclasses import dataclass, field
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 
+from ...processes import (DEFAULT_PROCESSES, MAX_PROCESSES, MIN_MEMORY,
+                          MIN_PROCESSES, Supervised, default_memory,
+                          limit_reached)
+from ...runs.memory import size_text
 from ..notebooks import SMALL_ENV
 from ..runner import SMALL_STEPS, CellResult
 
@@ -92,6 +99,12 @@ class ChildRunner:
     environ : mapping, optional
         The child's environment (default: `os.environ`), less the
         variables set here; never changed.
+    memory : int, optional
+        Bytes the cells' processes may use (default:
+        `processes.default_memory`, half the machine's), at least
+        `processes.MIN_MEMORY`.
+    processes : int, default `processes.DEFAULT_PROCESSES`
+        Processes and threads they may run at once.
 
     Examples
     --------
@@ -103,21 +116,30 @@ class ChildRunner:
 
     def __init__(self, ctx='cpu', small=True, steps=SMALL_STEPS,
                  timeout=DEFAULT_TIMEOUT, grace=GRACE, notebooks=False,
-                 environ=None):
+                 environ=None, memory=None, processes=DEFAULT_PROCESSES):
         if timeout is not None and not 0 <= timeout <= MAX_TIMEOUT:
             raise ValueError(f'timeout must be a number of seconds from 0 '
                              f'to {MAX_TIMEOUT:g} (a week; 0 for no '
                              f'limit), got {timeout!r}')
+        memory = default_memory() if memory is None else memory
+        if not (isinstance(memory, int) and memory >= MIN_MEMORY):
+            raise ValueError(f'memory must be a number of bytes of at '
+                             f'least {MIN_MEMORY}, got {memory!r}')
+        if not (isinstance(processes, int)
+                and MIN_PROCESSES <= processes <= MAX_PROCESSES):
+            raise ValueError(f'processes must be an integer from '
+                             f'{MIN_PROCESSES} to {MAX_PROCESSES}, got '
+                             f'{processes!r}')
         self.ctx, self.steps, self.notebooks = str(ctx), steps, notebooks
         self.timeout = timeout or None
         self.grace = grace
+        self.memory, self.processes = memory, processes
         self.hooks = HooksSeen(bool(small))
         self._environ = dict(os.environ if environ is None else environ)
-        self.directory = tempfile.mkdtemp(prefix='d2l-bert-cells-')
+        self.directory = None  # the current child's; a new one for each
         self._process = self._conn = None
         self._ran = []  # sources run in the current child, to run again
         self._lost = None  # why the last child ended, until the next cell
-        self._seen = {}  # pid -> start time of the processes cells started
         self._busy = False  # a cell is running (a Ctrl-C came meanwhile)
 
     def __enter__(self):
@@ -147,9 +169,10 @@ class ChildRunner:
             return self._ended(notes)
         if reply is None:
             return self._stopped(notes)
-        self._remember_descendants()
         self.hooks.used |= set(reply.pop('used'))
-        stopped = reply.pop('stopped')
+        stopped, limit = reply.pop('stopped'), reply.pop('limit')
+        if limit is not None:
+            return self._limited(limit, notes)
         result = CellResult(**reply)
         if not stopped:
             self._ran.append(source)  # a cell stopped is not run again
@@ -158,16 +181,19 @@ class ChildRunner:
 
     def close(self):
         """End the child (at once if a cell is running: a Ctrl-C came
-        while it ran) and remove its directory."""
+        while it ran); its supervisor removes its directory."""
         self._stop_child(polite=not self._busy)
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
     # --- the child's life ---------------------------------------------------
 
     def _start(self):
         """Start a child; run again the cells the last one ran.  Return
         notes that say so."""
-        ours, theirs = Pipe()
+        self._conn, theirs = Pipe()
+        self.directory = os.path.join(
+            tempfile.gettempdir(), f'd2l-bert-cells-{os.urandom(6).hex()}')
         env = dict(self._environ, TMPDIR=self.directory)
         env[SMALL_ENV] = '1' if self.hooks.small else '0'
         root = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -175,15 +201,19 @@ class ChildRunner:
         code = (f'import sys; sys.path.insert(0, {root!r}); '
                 'from d2l_bert.chapter.editions.child import serve; '
                 f'serve({theirs.fileno()})')
-        self._process = subprocess.Popen(
-            [sys.executable, '-c', code], cwd=self.directory, env=env,
-            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-            stdout=2, start_new_session=True)
-        theirs.close()
-        self._conn = ours
+        try:
+            self._process = Supervised(
+                [sys.executable, '-c', code], folder=self.directory,
+                memory=self.memory, processes=self.processes, env=env,
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=2)
+        finally:
+            theirs.close()
         self._send(dict(ctx=self.ctx, small=self.hooks.small,
                         steps=self.steps, timeout=self.timeout,
-                        notebooks=self.notebooks))
+                        notebooks=self.notebooks,
+                        limits=self._process.limits,
+                        groups=self._process.groups))
         if self._receive(START_TIMEOUT) is None:
             self._stop_child()
             raise RuntimeError('the process that runs the cells did not '
@@ -206,19 +236,12 @@ class ChildRunner:
         return [f'{lost}; this one ran in a new process, after the '
                 f'{len(again)} cells that ran before were run there again']
 
-    def _remember_descendants(self):
-        """Note the processes below the child after a cell, to end them
-        even if the child ends first (its orphans then leave its tree)."""
-        if self._process is None:
-            return
-        for pid in descendants(self._process.pid):
-            started = _start_time(pid)
-            if started is not None:
-                self._seen[pid] = started
-
     def _ended(self, notes):
         """The child ended while it ran a cell."""
         code = self._process.wait() if self._process else None
+        limit = self._process.limit if self._process else None
+        if limit is not None:
+            return self._limited(limit, notes)
         self._stop_child()
         how = (f'signal {-code}' if code is not None and code < 0
                else f'exit status {code}')
@@ -237,20 +260,27 @@ class ChildRunner:
             f'(--timeout) and did not stop; its process was ended',
             seconds=self.timeout + self.grace, notes=notes)
 
+    def _limited(self, limit, notes):
+        """The cell reached the limit `limit` ('memory' or 'processes')."""
+        self._stop_child()
+        self._lost = 'the cell before reached a limit, and its processes ' \
+            'were ended'
+        if limit == 'memory':
+            reached = (f"the cells' memory limit, {size_text(self.memory)} "
+                       '(--memory)')
+        else:
+            reached = (f"the cells' limit of {self.processes} processes "
+                       'and threads (--processes)')
+        return CellResult(
+            'failed', '', f'the cell reached {reached}, and its processes '
+            f'were ended; give a larger --{limit} to raise it', notes=notes)
+
     def _stop_child(self, polite=False):
-        """End the child and every process of its session."""
+        """End the child and every process below it (its supervisor
+        does, and removes its directory)."""
         process, conn = self._process, self._conn
         self._process = self._conn = None
         self._busy = False
-        if process is not None and process.poll() is None:
-            # First what the cells started, in any session: the child
-            # is their subreaper, so they are all below it while it lives
-            end_descendants(process.pid)
-        # and those seen below a child that has ended since
-        for pid, started in self._seen.items():
-            if _start_time(pid) == started:
-                _signal(pid, signal.SIGKILL)
-        self._seen = {}
         if conn is not None:
             conn.close()  # a child waiting for a request ends on its own
         if process is None:
@@ -260,10 +290,7 @@ class ChildRunner:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        process.end()
         process.wait()
 
     def _send(self, message):
@@ -276,100 +303,12 @@ class ChildRunner:
         return json.loads(self._conn.recv_bytes())
 
 
-# --- the processes the cells start -------------------------------------------
-
-def children_of():
-    """``{parent pid: [child pids]}`` of every process, from Linux's
-    /proc (empty elsewhere)."""
-    tree = {}
-    try:
-        entries = os.listdir('/proc')
-    except OSError:
-        return tree
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f'/proc/{entry}/stat') as f:
-                # The command's name, in parentheses, may hold spaces
-                parent = int(f.read().rsplit(')', 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        tree.setdefault(parent, []).append(int(entry))
-    return tree
-
-
-def descendants(pid):
-    """The pids of every process below `pid` (none without /proc)."""
-    tree, found, todo = children_of(), [], [pid]
-    while todo:
-        kids = tree.get(todo.pop(), [])
-        found += kids
-        todo += kids
-    return found
-
-
-def end_descendants(pid):
-    """Stop (SIGSTOP) every process below `pid`, again until no new one
-    appears (a process forking meanwhile), then kill them (SIGKILL).
-
-    Returns
-    -------
-    list of int
-        Their pids.
-    """
-    seen = []
-    for _ in range(20):
-        new = [p for p in descendants(pid) if p not in seen]
-        if not new:
-            break
-        for p in new:
-            _signal(p, signal.SIGSTOP)
-        seen += new
-    for p in seen:
-        _signal(p, signal.SIGKILL)
-    return seen
-
-
-def _start_time(pid):
-    """When `pid` started (clock ticks after boot), telling it from a
-    later process given the same pid; None if it is gone."""
-    try:
-        with open(f'/proc/{pid}/stat') as f:
-            return int(f.read().rsplit(')', 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _signal(pid, signum):
-    try:
-        os.kill(pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def become_subreaper():
-    """Make this process the parent of its orphaned descendants (Linux's
-    ``PR_SET_CHILD_SUBREAPER``): a process a cell starts in a session of
-    its own, or that double-forks, stays below it, where
-    `end_descendants` finds it.  Elsewhere it does nothing."""
-    if not sys.platform.startswith('linux'):
-        return False
-    import ctypes
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        return False
-
-
 # --- in the child ------------------------------------------------------------
 
 def serve(fd):
     """The child's loop: run each cell the pipe `fd` brings, answer with
     its result, until the pipe closes."""
-    conn = Connection(fd)
-    become_subreaper()
+    conn, pid = Connection(fd), os.getpid()
     config = json.loads(conn.recv_bytes())
     # before `mxnet` is imported: the parent's choices, from the
     # environment it passed on
@@ -388,9 +327,26 @@ def serve(fd):
         except EOFError:
             return
         result, stopped = _run(runner, request['code'], config['timeout'])
+        if os.getpid() != pid:   # a copy that a cell's `os.fork()` made
+            os._exit(1)
         reply = dict(vars(result), used=sorted(runner.hooks.used),
-                     stopped=stopped)
+                     stopped=stopped, limit=_limit(result, config))
         conn.send_bytes(json.dumps(reply).encode())
+
+
+def _limit(result, config):
+    """The limit the cell reached ('memory' or 'processes'), if it did:
+    a cgroup's, or a resource limit's (a `MemoryError`, a fork refused)."""
+    reached = limit_reached(config['groups'])
+    error, how = result.error or '', config['limits']
+    if reached is None and how['memory'] == 'RLIMIT_DATA' and \
+            error.startswith('MemoryError'):
+        reached = 'memory'
+    if reached is None and how['processes'] == 'RLIMIT_NPROC' and \
+            error.startswith('BlockingIOError') and \
+            'fork' in (result.traceback or ''):
+        reached = 'processes'
+    return reached
 
 
 def _run(runner, source, timeout):

@@ -13,6 +13,7 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
+from .cells import EditionError, read_text
 from .markdown import parse_markdown
 
 
@@ -561,9 +562,8 @@ class _LayoutOracle:
         self.sources, self.cells = [], {}
         for path in paths:
             try:
-                with open(path, encoding='utf-8') as f:
-                    edition = parse_markdown(f.read(), path)
-            except (OSError, UnicodeDecodeError):
+                edition = parse_markdown(read_text(path), path)
+            except EditionError:
                 continue
             self.sources.append(os.path.basename(path))
             for cell in edition.cells:
