@@ -142,7 +142,7 @@ def checkpoint_state(path):
     """``(meta, params, adam)`` of a checkpoint: its meta data, the
     parameters by name and Adam's moments (mean, variance) by parameter
     name, as NumPy arrays."""
-    from d2l_bert.data.ndarray_file import read_ndarrays
+    from d2l_bert.data.ndarray_bytes import read_ndarrays
     with zipfile.ZipFile(path) as z:
         meta = json.loads(z.read('meta.json'))
         params = read_ndarrays(z.read('model.params'))

@@ -19,7 +19,7 @@ import pytest
 from mxnet import gluon, init
 
 from d2l_bert import BERTModel
-from d2l_bert.data.ndarray_file import read_ndarrays
+from d2l_bert.data.ndarray_bytes import read_ndarrays
 from d2l_bert.runs import checkpoints as C
 from d2l_bert.runs import pretraining as T
 from d2l_bert.runs.checkpoint_meta import ResumeError
