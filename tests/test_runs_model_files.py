@@ -133,8 +133,8 @@ def test_a_vocab_json_of_another_model_is_named(saved_model, tmp_path):
         vocab.idx_to_token + ['heron', 'egret', 'stork']))
     with pytest.raises(ValueError, match=(
             f'^{model_dir}: vocab.json has {len(vocab) + 3} tokens but '
-            f'pretrained.params embeds {len(vocab)} \(its encoder\.token_'
-            f'embedding\.weight has shape \({len(vocab)}, 32\)\): the two '
+            rf'pretrained.params embeds {len(vocab)} \(its encoder\.token_'
+            rf'embedding\.weight has shape \({len(vocab)}, 32\)\): the two '
             'files are not of one model$')):
         M.load_pretrained(model_dir)
 

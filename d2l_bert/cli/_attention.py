@@ -44,9 +44,9 @@ def add_arguments(parser):
              '(an existing FILE is replaced only with --overwrite)')
     group.add_argument('--layers', type=numbers, metavar='0,2,5',
                        help='with --attention: the blocks to draw '
-                            '(default all, thinned for a long text)')
+                            '(default: all, thinned for a long text)')
     group.add_argument('--heads', type=numbers, metavar='0,1',
-                       help='with --attention: the heads to draw (default '
+                       help='with --attention: the heads to draw (default: '
                             'all, thinned for a long text)')
 
 
