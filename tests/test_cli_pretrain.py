@@ -593,3 +593,19 @@ def test_a_worker_gets_every_pretraining_option(tmp_path):
                .choices['pretrain']._actions if a.dest != 'help'}
     assert options == set(pretrain_command.FORWARDED) | set(
         pretrain_command.JOB_OPTIONS)
+
+
+@pytest.mark.parametrize('config', ['zero', 'fifo', 'huge', 'step'])
+def test_the_step_of_a_saved_model_is_read_bounded(tmp_path, config):
+    (tmp_path / pretrain_command.MODEL_FILE).write_bytes(b'')
+    path = tmp_path / 'config.json'
+    if config == 'zero':
+        os.symlink('/dev/zero', path)
+    elif config == 'fifo':
+        os.mkfifo(path)  # opened for reading, it would wait for a writer
+    elif config == 'huge':
+        path.write_text(' ' * (2 << 20) + '{}')
+    else:
+        path.write_text(json.dumps({'pretraining': {'num_steps': 7}}))
+    assert pretrain_command._model_step(str(tmp_path)) == (
+        7 if config == 'step' else None)

@@ -300,12 +300,14 @@ def _model_step(out):
     """The step the model in `out` was saved at (None: no model, or
     one whose config.json does not say)."""
     import json
+    from ..data.bounded import read_bounded
+    from ..data.model_dir import CONFIG_FILE, MAX_CONFIG_BYTES
     if not os.path.isfile(os.path.join(out, MODEL_FILE)):
         return None
-    try:
-        with open(os.path.join(out, 'config.json')) as f:
-            return int(json.load(f)['pretraining']['num_steps'])
-    except (OSError, ValueError, KeyError, TypeError):
+    try:  # a config.json too large, or not a file, says no step
+        data = read_bounded(os.path.join(out, CONFIG_FILE), MAX_CONFIG_BYTES)
+        return int(json.loads(data)['pretraining']['num_steps'])
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
 
 
