@@ -76,12 +76,14 @@ def main(argv=None):
     # OpenMP threads that sleep soon, OpenBLAS's AVX-512 kernels where the
     # CPU has them
     from ..threads import set_threads
+    from ._setup import ensure_mxnet
     args.threads = set_threads(getattr(args, 'num_threads', None))
-    module = importlib.import_module(args._module)
     prog = f'd2l-bert {args._name}'
     for note in above_processors(args):
         print(f'{prog}: {note}', file=sys.stderr)
     try:
+        ensure_mxnet(prog)  # where pip installed d2l-bert alone
+        module = importlib.import_module(args._module)
         return module.main(args)
     except (UsageError, RunError) as e:
         print(f'{prog}: error: {one_line(e)}', file=sys.stderr)
