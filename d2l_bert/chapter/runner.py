@@ -13,7 +13,11 @@ everything else, so cells of both naming generations run
 (``d2l.EncoderBlock`` and ``d2l.TransformerEncoderBlock``).  A cell that
 imports d2l itself (``from d2l import mxnet as d2l``, ``import d2l``) gets
 that same module: the namespace's `__import__` answers those two imports,
-and only them.
+and only them.  An edition's own ``#@save`` definitions are its `d2l`:
+after the cell that makes them, the shim answers them first
+(`own_definitions`).  While a cell runs, Parameters that cells written
+for MXNet 2.0's Gluon assign as block attributes are entered in their
+blocks (`gluon2`).
 
 Data and long training go through `DataHooks`: WikiText-2 is read from the
 embedded corpus, data loaders use no worker process, and, at small sizes,
@@ -285,7 +289,10 @@ class DataHooks:
     corpus (the book's address no longer serves WikiText-2),
     ``d2l.get_dataloader_workers()`` is 0, and
     ``d2l.try_all_gpus()`` gives ``[cpu(0)]`` on a machine without a GPU,
-    as its docstring promises (d2l 1.0.3 returns an empty list).  At
+    as its docstring promises (d2l 1.0.3 returns an empty list).
+    ``d2l.DATA_HUB`` is the cells' own copy of the data hub's, and
+    ``d2l.download`` fetches its entries, with a stand-in for WikiText-2
+    in parquet (`edition_data`).  At
     small sizes with a cap, ``d2l.train_ch13`` trains one epoch on
     `SMALL_BATCHES` batches of at most `SMALL_BATCH` examples cut from the
     first batch, and tests on one such batch (d2l's loop divides by a
