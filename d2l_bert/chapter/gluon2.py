@@ -28,7 +28,7 @@ adapted.
 import contextlib
 import weakref
 
-#: The `note:` line of an edition whose blocks got this hook
+#: What the report's notes say of an edition whose blocks got this hook
 NOTE = ('MXNet 2.0 Gluon: Parameters assigned as block attributes '
         '(gluon.Parameter) were entered in their blocks\' parameters, '
         'which MXNet 1.9.1\'s initialize() and collect_params() read (it '
