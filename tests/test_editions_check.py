@@ -1,12 +1,17 @@
 """Checking editions: cells run in order, outputs held to the book's."""
+import contextlib
 import os
+import re
 import shutil
 import tempfile
 
 import pytest
 
 import excerpts
-from d2l_bert.chapter import book_outputs, editions
+from d2l_bert import dataset
+from d2l_bert.chapter import book_outputs, edition_data, editions, gluon2
+from d2l_bert.chapter import runner as runner_module
+from d2l_bert.data import hub
 from d2l_bert.chapter.editions import read_edition
 from d2l_bert.chapter.notebooks import calls_settings
 from d2l_bert.chapter.runner import DataHooks, Runner
@@ -243,3 +248,120 @@ def test_fine_tuning_excerpt_from_the_dataset_on_runs_and_matches(
     assert report.cells[-1].output.startswith('loss ')
     assert 'd2l.train_ch13 trained 1 epoch on 5 batches of at most 8 ' \
         'examples' in report.notes
+
+
+# --- editions written their own way -------------------------------------------
+
+def test_mxnet_2_gluon_edition_runs_every_cell_and_compares_sec_bert():
+    report = check(fixture('gluon2.md'))
+    assert report.summary_line() == \
+        '12 cells, 12 ran, 5 outputs documented: 5 compared, 0 shown'
+    assert report.ok
+    assert report.notes == [gluon2.NOTE]
+    # the edition's BERTEncoder, whose parameter is entered in its block
+    assert re.fullmatch(r"\['bertencoder\d+_pos_embedding'\]\n",
+                        report.cells[-1].output)
+
+
+def test_mxnet_2_gluon_edition_fails_as_reported_without_the_hook(
+        monkeypatch):
+    monkeypatch.setattr(runner_module.gluon2, 'parameters_as_attributes',
+                        lambda used: contextlib.nullcontext())
+    report = check(fixture('gluon2.md'))
+    assert report.cells[3].error.startswith(
+        "RuntimeError: Parameter 'pos_embedding' has not been initialized")
+    assert report.summary.get('compared') == 0
+    assert gluon2.NOTE not in report.notes
+
+
+@pytest.fixture
+def offline_data(tmp_path, monkeypatch):
+    """No network, and a data folder of the test's own."""
+    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
+    monkeypatch.setenv('D2L_BERT_OFFLINE', '1')
+    return tmp_path
+
+
+OWN_READ_WIKI = ("d2l._read_wiki: the edition's own #@save definition "
+                 "(d2l-bert's is not used)")
+
+
+def _check_small(path):
+    return editions.check_edition(read_edition(path),
+                                  Runner(hooks=DataHooks(small=True)))
+
+
+def test_own_read_wiki_edition_runs_on_a_parquet_stand_in(
+        offline_data, monkeypatch):
+    if edition_data.parquet_engine() is None:
+        pytest.skip('pandas has no parquet engine here (pyarrow, '
+                    'fastparquet)')
+    # were the package's _read_wiki run, this would fail
+    monkeypatch.setattr(dataset, '_read_wiki', _never)
+    report = _check_small(fixture('own-wiki.md'))
+    assert report.summary_line() == \
+        '6 cells, 6 ran, 3 outputs documented: 2 compared, 1 shown'
+    assert OWN_READ_WIKI in report.notes
+    stood_in = [n for n in report.notes if 'WikiText-2 in parquet' in n]
+    assert stood_in == [
+        'train-00000-of-00001.parquet (WikiText-2 in parquet) stood in for '
+        'by the train lines of a corpus of 100 generated articles (small '
+        "sizes) in a parquet file's text column (1,408 rows)"]
+    written = offline_data / 'stand-ins' / 'wikitext-2-parquet' / 'small'
+    assert [p.name for p in written.iterdir()] == [
+        'train-00000-of-00001.parquet']
+    # the edition's DATA_HUB entry stayed the cells' own
+    assert 'wikitext-2-train.parquet' not in hub.DATA_HUB
+
+
+def test_own_read_wiki_edition_without_a_parquet_engine_says_what_to_install(
+        offline_data, monkeypatch):
+    monkeypatch.setattr(edition_data, 'parquet_engine', lambda: None)
+    monkeypatch.setattr(dataset, '_read_wiki', _never)
+    report = _check_small(fixture('own-wiki.md'))
+    assert [c.status for c in report.cells] == [
+        'ran', 'ran', 'failed', 'ran', 'failed', 'failed']
+    assert report.cells[2].error.endswith(
+        'its stand-in, WikiText-2 in a parquet file, needs pyarrow or '
+        'fastparquet, and neither is installed: pip install fastparquet')
+    assert ("WikiText-2's parquet stand-in not made: pandas writes and reads "
+            'parquet with pyarrow or fastparquet, and neither is installed '
+            '(pip install fastparquet)') in report.notes
+    assert OWN_READ_WIKI in report.notes
+
+
+def _never(*args, **kwargs):
+    raise AssertionError("the package's _read_wiki ran for the edition's")
+
+
+def test_package_function_calls_the_editions_own_definition(offline_data):
+    runner = Runner(hooks=DataHooks(small=True))
+    runner.run('#@save\ndef _read_wiki(data_dir=None):\n'
+               '    return [["the edition", "its own"]] * 2')
+    result = runner.run('d2l.load_data_wiki.__globals__["_read_wiki"]()')
+    assert result.output == "[['the edition', 'its own'], " \
+        "['the edition', 'its own']]\n"
+    assert ("d2l.load_data_wiki (d2l_bert's) calls the edition's "
+            "_read_wiki, as in the edition's d2l") in runner.hooks.used
+    # the package's module is as it was
+    assert dataset._read_wiki.__module__ == 'd2l_bert.dataset'
+
+
+def test_tab_lines_naming_several_frameworks_are_mxnets_too(tmp_path):
+    edition = read_edition(fixture('tabs.md'))
+    assert [c.frameworks for c in edition.cells][6:] == [
+        ('mxnet', 'pytorch'), editions.FRAMEWORKS, ('pytorch', 'mxnet'),
+        ('mxnet', 'pytorch', 'tensorflow'), ('pytorch', 'tensorflow')]
+    report = check(fixture('tabs.md'))
+    assert report.summary_line() == \
+        '9 cells, 9 ran, 5 outputs documented: 5 compared, 0 shown'
+    # the same cells in a notebook, which reads their tab lines too
+    import nbformat
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(':label:`sec_bert`')] + [
+        nbformat.v4.new_code_cell(c.code) for c in edition.cells])
+    path = tmp_path / 'tabs.ipynb'
+    path.write_text(nbformat.writes(notebook))
+    report = check(str(path))
+    assert report.summary_line() == \
+        '9 cells, 9 ran, 5 outputs documented: 5 compared, 0 shown'

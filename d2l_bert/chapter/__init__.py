@@ -2,6 +2,9 @@
 
 - `runner`: runs a chapter's code cells in one namespace, as a notebook
   would, with the book's `d2l` resolved to this package first;
+- `gluon2`, `own_definitions`, `edition_data`: what the runner does for
+  editions written their own way (MXNet 2.0's Gluon, their own
+  ``#@save`` definitions and downloads);
 - `book_outputs`: what the book prints for each cell, to check outputs
   against;
 - `saved_cells`: the notebooks' ``#@save`` cells and the package, one

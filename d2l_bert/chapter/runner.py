@@ -13,7 +13,11 @@ everything else, so cells of both naming generations run
 (``d2l.EncoderBlock`` and ``d2l.TransformerEncoderBlock``).  A cell that
 imports d2l itself (``from d2l import mxnet as d2l``, ``import d2l``) gets
 that same module: the namespace's `__import__` answers those two imports,
-and only them.
+and only them.  An edition's own ``#@save`` definitions are its `d2l`:
+after the cell that makes them, the shim answers them first
+(`own_definitions`).  While a cell runs, Parameters that cells written
+for MXNet 2.0's Gluon assign as block attributes are entered in their
+blocks (`gluon2`).
 
 Data and long training go through `DataHooks`: WikiText-2 is read from the
 embedded corpus, data loaders use no worker process, and, at small sizes,
@@ -41,7 +45,9 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
+from . import edition_data, gluon2
 from .notebooks import BOOK_SNLI_PAIRS, SMALL_ENV, small_sizes
+from .own_definitions import rebound, saved_names
 from ..views.pyplot import settle_backend
 
 #: Modules of this package that are tools, not book sections
@@ -188,15 +194,40 @@ class D2LShim(types.ModuleType):
         Section modules of this package that could not be imported.
     """
 
-    def __init__(self, overrides=None):
+    def __init__(self, overrides=None, used=None):
         super().__init__('d2l', 'd2l_bert first, then d2l 1.0.3')
         names, failed = package_names()
         object.__setattr__(self, '_package', names)
         object.__setattr__(self, '_overrides', dict(overrides or {}))
         object.__setattr__(self, 'met', {})
         object.__setattr__(self, 'failed_modules', failed)
+        # the edition's own ``#@save`` definitions (`save`), and where the
+        # notes on them go
+        object.__setattr__(self, 'saved', {})
+        object.__setattr__(self, '_used', set() if used is None else used)
+
+    def save(self, names, namespace):
+        """Enter the edition's ``#@save`` definitions `names`, as bound in
+        `namespace`: ``d2l.NAME`` answers them from now on
+        (`own_definitions`)."""
+        for name in names:
+            if name in namespace:
+                self.saved[name] = namespace[name]
 
     def _resolve(self, name):
+        if name in self.saved:
+            if name in self._package or hasattr(_real_d2l(), name):
+                self._used.add(f"d2l.{name}: the edition's own #@save "
+                               "definition (d2l-bert's is not used)")
+            return self.saved[name], 'edition'
+        value, origin = self._resolve_ours(name)
+        value, calls = rebound(value, self.saved)
+        if calls:
+            self._used.add(f"d2l.{name} ({origin}'s) calls the edition's "
+                           f"{', '.join(calls)}, as in the edition's d2l")
+        return value, origin
+
+    def _resolve_ours(self, name):
         if name in self._overrides:
             return self._overrides[name], 'hook'
         if name in self._package:
@@ -206,7 +237,7 @@ class D2LShim(types.ModuleType):
             return getattr(real, name), 'd2l 1.0.3'
         if name in RENAMED_0_17:
             new = RENAMED_0_17[name]
-            value, _ = self._resolve(new)
+            value, _ = self._resolve_ours(new)
             return value, f'0.17 name of {new}'
         raise AttributeError(
             f"module 'd2l' has no attribute {name!r} (neither d2l_bert nor "
@@ -221,7 +252,7 @@ class D2LShim(types.ModuleType):
 
     def __dir__(self):
         return sorted(set(dir(_real_d2l())) | set(self._package)
-                      | set(self._overrides))
+                      | set(self._overrides) | set(self.saved))
 
 
 class _D2LPackage(types.ModuleType):
@@ -258,7 +289,10 @@ class DataHooks:
     corpus (the book's address no longer serves WikiText-2),
     ``d2l.get_dataloader_workers()`` is 0, and
     ``d2l.try_all_gpus()`` gives ``[cpu(0)]`` on a machine without a GPU,
-    as its docstring promises (d2l 1.0.3 returns an empty list).  At
+    as its docstring promises (d2l 1.0.3 returns an empty list).
+    ``d2l.DATA_HUB`` is the cells' own copy of the data hub's, and
+    ``d2l.download`` fetches its entries, with a stand-in for WikiText-2
+    in parquet (`edition_data`).  At
     small sizes with a cap, ``d2l.train_ch13`` trains one epoch on
     `SMALL_BATCHES` batches of at most `SMALL_BATCH` examples cut from the
     first batch, and tests on one such batch (d2l's loop divides by a
@@ -273,6 +307,8 @@ class DataHooks:
         self.small = small_sizes() if small is None else bool(small)
         self.steps = steps
         self.used = set()  # short descriptions of the hooks that acted
+        from ..data import hub
+        self.data_hub = dict(hub.DATA_HUB)
         # the cells' namespace (`Runner` sets it), where `train_ch13`
         # reads what the fine-tuning notebook's settings chose
         self.namespace = {}
@@ -282,7 +318,11 @@ class DataHooks:
         """
         hooks = {'get_dataloader_workers': self._no_workers,
                  'download_extract': self._download_extract,
-                 'try_all_gpus': self._try_all_gpus}
+                 'try_all_gpus': self._try_all_gpus,
+                 # the cells' own: an edition's entries stay its own
+                 'DATA_HUB': self.data_hub,
+                 'download': functools.partial(edition_data.download,
+                                               self.data_hub, self.used)}
         hooks['train_ch13'] = self._train_ch13
         return hooks
 
@@ -342,7 +382,8 @@ class DataHooks:
             return corpus.DATA_DIR
         from .. import finetuning  # noqa: F401  (registers its stand-ins)
         from ..data.hub import download_extract
-        return download_extract(name, folder)
+        target, _ = edition_data.hub_entry(self.data_hub, name)
+        return download_extract(target, folder)
 
     def shrink(self, source):
         """At small sizes, `source` with the code of `SMALL_CODE` replaced
@@ -705,7 +746,7 @@ class Runner:
         self.ctx = ctx
         self.hooks = hooks if hooks is not None else DataHooks()
         names, _ = package_names()
-        self.d2l = D2LShim(self.hooks.overrides(names))
+        self.d2l = D2LShim(self.hooks.overrides(names), self.hooks.used)
         package = _D2LPackage(self.d2l)
         cell_builtins = dict(vars(builtins))
         cell_builtins['__import__'] = functools.partial(_import, package)
@@ -744,6 +785,11 @@ class Runner:
                     stack.enter_context(self.ctx)
                 if self.hooks.small:
                     stack.enter_context(small_wikitext_stand_in())
+                stack.enter_context(
+                    gluon2.parameters_as_attributes(self.hooks.used))
+                # the edition's ``#@save`` definitions, made or not
+                stack.callback(self.d2l.save, saved_names(source),
+                               self.namespace)
                 exec(body, self.namespace)
                 if last is not None:
                     value = eval(last, self.namespace)

@@ -139,22 +139,49 @@ def _join(text):
     return ''.join(text) if isinstance(text, list) else str(text)
 
 
+def read_tab(code):
+    """The frameworks a cell's ``#@tab`` line names, if it has one.
+
+    The line is the cell's first that is not blank.  ``#@tab all`` names
+    every framework of `FRAMEWORKS`; a list (``#@tab mxnet, pytorch,
+    tensorflow``) names each of its frameworks, so the cell belongs to
+    each of them, MXNet's run included.
+
+    Returns
+    -------
+    names : list of str or None
+        The names as written (``['mxnet', 'pytorch']``); None without a
+        ``#@tab`` line.
+    frameworks : tuple of str
+        What the cell belongs to; empty when a name is unknown.
+    finding : str or None
+        Why the line cannot be read (an unknown or missing name).
+    """
+    first = next((line for line in code.split('\n') if line.strip()), '')
+    m = _TAB.match(first)
+    if not m:
+        return None, (), None
+    names = [n for n in re.split(r'[\s,]+', m.group(1).strip().lower())
+             if n]
+    unknown = [n for n in names if n not in FRAMEWORKS + ('all',)]
+    if unknown or not names:
+        return names, (), (
+            f"unknown tab {', '.join(unknown) or '(empty)'!r} in "
+            f"{first.strip()!r} (known: {', '.join(FRAMEWORKS)}, all)")
+    return names, FRAMEWORKS if 'all' in names else tuple(names), None
+
+
 def _assign_tabs(edition, default_tab):
     tagged_mxnet_alone = False
     for cell in edition.cells:
-        first = cell.code.split('\n', 1)[0]
-        m = _TAB.match(first)
-        if not m:
+        names, frameworks, finding = read_tab(cell.code)
+        if names is None:
             continue
-        names = [n for n in re.split(r'[\s,]+', m.group(1).strip()) if n]
-        unknown = [n for n in names if n not in FRAMEWORKS + ('all',)]
-        if unknown or not names:
-            cell.finding = cell.finding or (
-                f"unknown tab {', '.join(unknown) or '(empty)'!r} in "
-                f"{first.strip()!r} (known: {', '.join(FRAMEWORKS)}, all)")
+        if finding:
+            cell.finding = cell.finding or finding
             cell.frameworks = ()
             continue
-        cell.frameworks = FRAMEWORKS if 'all' in names else tuple(names)
+        cell.frameworks = frameworks
         if names == ['mxnet']:
             tagged_mxnet_alone = True
         cell.tagged = True

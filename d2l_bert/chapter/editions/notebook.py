@@ -2,7 +2,9 @@
 
 Every code cell of a ``.ipynb`` file is an MXNet cell, except the hosted
 set-up cell (`hosted.is_setup_cell`), which installs and is no part of
-the section; what a cell prints and the plain text of its results are
+the section, and a cell whose ``#@tab`` line (a notebook made from the
+book's sources) names other frameworks only (`markdown.read_tab`: a
+cell of ``#@tab mxnet, pytorch`` or ``#@tab all`` is MXNet's too); what a cell prints and the plain text of its results are
 the output it documents.  The file is read by `nbformat`, so a notebook
 of any version is read as version 4; a file that is not a valid notebook
 is an `EditionError` that names the file and says what is wrong.
@@ -13,6 +15,7 @@ import warnings
 
 from ..hosted import is_setup_cell
 from .cells import _LABEL_MD, Cell, Edition, EditionError, _section_label
+from .markdown import read_tab
 
 
 def parse_notebook(text, path='<notebook>'):
@@ -27,6 +30,10 @@ def parse_notebook(text, path='<notebook>'):
         if raw.cell_type != 'code' or is_setup_cell(raw.source):
             continue
         cell = Cell(raw.source, ('mxnet',), line=index)
+        names, frameworks, finding = read_tab(raw.source)
+        if names is not None:  # a notebook of the book's sources
+            cell.frameworks, cell.finding = frameworks, finding
+            cell.tagged = True
         if raw.outputs:
             cell.output = _notebook_output(raw.outputs)
         edition.cells.append(cell)
