@@ -215,6 +215,18 @@ def our_cgroups():
     return found
 
 
+def cgroups_left(before):
+    """The cgroups of `our_cgroups` made since `before` whose supervisor
+    has ended: what a run left behind.  A cgroup whose supervisor (the
+    PID in its name) still runs belongs to a run going on, another
+    pytest worker's, and one that went since `before` was such a run's."""
+    def ended(path):
+        pid = int(os.path.basename(path)[len(supervision.CGROUP_PREFIX):]
+                  .split('-')[0])
+        return not os.path.exists(f'/proc/{pid}')
+    return {path for path in our_cgroups() - before if ended(path)}
+
+
 @contextlib.contextmanager
 def pids_limit(count):
     """Yield a `preexec_fn` that holds a process, and all it starts, to

@@ -20,8 +20,8 @@ import pytest
 
 from d2l_bert import processes as P
 
-from processes import left_behind, marked, needs_proc, our_cgroups, \
-    pids_limit, wait_for
+from processes import cgroups_left, left_behind, marked, needs_proc, \
+    our_cgroups, pids_limit, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -85,7 +85,7 @@ def mark():
 def no_cgroup_left():
     before = our_cgroups()
     yield
-    assert our_cgroups() == before
+    assert cgroups_left(before) == set()
 
 
 def test_what_a_command_started_ends_when_it_exits(mark, tmp_path):
