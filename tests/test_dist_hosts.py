@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 import zipfile
 
@@ -256,6 +257,25 @@ def test_killed_processes_on_a_host_end_the_job(hosts, corpus, tmp_path):
     assert not [n for n in os.listdir(out) if n.endswith('.tmp')]
 
 
+def without_d2l_bert_there(python):
+    """The start of a ``d2l-bert`` command line run by `python`, a Python
+    with no d2l-bert, that has this checkout and the suite's site-packages
+    (their .pth files too: MXNet's NumPy hook) in its own process only:
+    the launcher runs the scheduler, which imports mxnet, and ssh gives
+    the machines `python` alone."""
+    version = subprocess.run(
+        [python, '-c', 'import sys; print(sys.version_info[:2])'],
+        capture_output=True, text=True, timeout=60).stdout.strip()
+    if version != str(sys.version_info[:2]):
+        pytest.skip(f'{python} is Python {version}, not this one\'s '
+                    f'{sys.version_info[:2]}: it cannot use its packages')
+    packages = sysconfig.get_paths()['purelib']
+    start = (f'import site, sys; site.addsitedir({packages!r}); '
+             f'sys.path.insert(0, {ROOT!r}); import runpy; '
+             "runpy.run_module('d2l_bert', run_name='__main__')")
+    return [python, '-c', start]
+
+
 @pytest.mark.parametrize('hosts_line, python, expected', [
     # No machine has .99: nothing answers
     ('10.231.0.99', None, r'line 1: cannot reach 10\.231\.0\.99 on port 22 '
@@ -265,7 +285,8 @@ def test_killed_processes_on_a_host_end_the_job(hosts, corpus, tmp_path):
      r'line 1: nobody@10\.231\.0\.12: ssh refused the login '
      r'\(.*Permission denied.*\): check the user and that your key is in '
      r'its authorized_keys$'),
-    # Another Python, without d2l-bert (the launcher finds it on PYTHONPATH)
+    # Another Python, without d2l-bert there (the launcher is given this
+    # checkout and the suite's site-packages, `without_d2l_bert_there`)
     ('10.231.0.12', '/usr/bin/python3',
      r"line 1: 10\.231\.0\.12: /usr/bin/python3 there has no d2l-bert "
      r"\(.*No module named 'd2l_bert.*\): install it into the same "
@@ -279,7 +300,7 @@ def test_a_host_that_cannot_run_the_job_is_one_line_before_training(
     argv = processes.d2l_bert('pretrain', '--hosts', path, '--out',
                               tmp_path / 'out')
     if python:
-        argv = ['env', f'PYTHONPATH={ROOT}', python] + argv[1:]
+        argv = without_d2l_bert_there(python) + argv[3:]
     done = subprocess.run(hosts.argv(1, argv), capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2
