@@ -253,6 +253,8 @@ def fake_checkout(tmp_path, monkeypatch):
     monkeypatch.setattr(run, 'pip', lambda vpy, args: calls.append(args))
     monkeypatch.setattr(run, 'compile_loops',
                         lambda vpy: calls.append(['compile loops']))
+    monkeypatch.setattr(run, 'compile_packages',
+                        lambda vpy: calls.append(['compile packages']))
     monkeypatch.setattr(run, 'install_mxnet_hook',
                         lambda vpy: calls.append(['mxnet hook']))
     monkeypatch.setattr(run, 'NO_DEPS',
@@ -268,7 +270,8 @@ def expected_installs(run, root):
         calls.append(['install', '--no-compile', '--no-deps', '-r',
                       run.NO_DEPS])
     return calls + [['install', '--no-deps', '-e', str(root)],
-                    ['mxnet hook'], ['compile loops']]
+                    ['compile packages'], ['mxnet hook'],
+                    ['compile loops']]
 
 
 def test_set_up_installs_the_lock_then_skips_until_it_changes(
@@ -476,6 +479,27 @@ def test_ci_script_runs_the_readme_test_command():
     assert 'python3 run.py test' in script
     with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
         assert 'python3 run.py test' in f.read()
+
+
+def test_set_up_byte_compiles_the_venvs_packages(monkeypatch, tmp_path,
+                                                  capsys):
+    """Where PYTHONDONTWRITEBYTECODE is set nothing else writes them."""
+    run = load_run_py()
+    package = tmp_path / 'site' / 'pkg'
+    package.mkdir(parents=True)
+    (package / 'mod.py').write_text('X = 1\n')
+    (package / 'broken.py').write_text('def (:\n')  # not ours to report
+    monkeypatch.setattr(run.subprocess, 'check_output',
+                        lambda command, universal_newlines: str(
+                            tmp_path / 'site') + '\n')
+    monkeypatch.setenv('PYTHONDONTWRITEBYTECODE', '1')
+    run.compile_packages(sys.executable)
+    compiled = [p.name.split('.')[0] for p in
+                (package / '__pycache__').iterdir()]
+    assert compiled == ['mod']
+    out = capsys.readouterr().out
+    assert re.fullmatch(r'run\.py: byte-compiled the packages in \d+ s\n',
+                        out)
 
 
 @pytest.mark.parametrize('status, says', [
