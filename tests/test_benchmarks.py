@@ -199,6 +199,18 @@ def test_minilm_sorting_benchmark_runs():
     assert re.search(r'^sorting by length: \d+\.\d\dx faster$', out, re.M)
 
 
+def test_data_benchmark_builds_the_same_examples_both_ways():
+    out = _bench('bench_data_wiki.py', '--repeats', '1', '--paragraphs',
+                 '150')
+    found = re.search(r'^book pipeline at max_len 64: (\d+) examples, '
+                      r'(\d+) arrays$', out, re.M)
+    assert found, out
+    examples, count = int(found[1]), int(found[2])
+    assert examples > 100 and count == 7 * examples
+    assert re.search(r'^speed-up of quick_arrays: \d+\.\d\dx; fields '
+                     r'that differ: none; ', out, re.M), out
+
+
 def test_finetune_step_benchmark_compares_equal_classifiers():
     out = _bench('bench_finetune_step.py', '--batch-size', '4',
                  '--repeats', '1')

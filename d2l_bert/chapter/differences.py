@@ -36,6 +36,16 @@ COMMON = (
      'the book, where `d2l` holds the saved cells'),
 )
 
+#: Said of the two notebooks that build the book's pretraining data
+QUICK_ARRAYS = (
+    'The imports cell calls `quick_arrays()` (`d2l_bert.fast`): from then '
+    "on, `np.array` of a Python list for the CPU writes the new array's "
+    "memory at once, the same arrays as MXNet's.",
+    "MXNet waits on its engine before each copy, and the book's "
+    '`_pad_bert_inputs` makes seven small arrays an example (193,487 for '
+    'the embedded corpus): the data cell runs several times faster '
+    '(`benchmarks/bench_data_wiki.py`); remove the call for MXNet\'s own')
+
 #: By notebook: (what, why) pairs beyond `COMMON`
 DIFFERENCES = {
     'bert.ipynb': (
@@ -58,11 +68,13 @@ DIFFERENCES = {
          'the book\'s download is dead, and a classroom may be offline; '
          'the vocabulary and the numbers it gives are not the book\'s '
          '(they are shown, not compared)'),
+        QUICK_ARRAYS,
     ),
     'bert-pretraining.ipynb': (
         ('`load_data_wiki` reads the embedded corpus where WikiText-2 '
          'cannot be downloaded, as in the dataset section.',
          "the book's download is dead"),
+        QUICK_ARRAYS,
         ('`try_all_gpus` is `d2l_bert.devices.try_all_gpus`.',
          "d2l 1.0.3's returns an empty list without a GPU, on which "
          '`initialize(ctx=devices)` fails; this one returns `[cpu()]`, as '

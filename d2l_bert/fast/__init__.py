@@ -25,16 +25,19 @@ graph, with a compiled MLM loss (`step`).
 For the dataset section, `pad_bert_inputs_stacked` pads the examples of
 `runs.wiki_data.load_pretraining_data` into stacked arrays (its `pad`
 argument), the same numbers as the book's lists of arrays, built much
-faster (`dataset`).
+faster (`dataset`).  For the book's own pipeline, `quick_arrays()` makes
+`mxnet.np.array` fill a small host list's array without waiting on
+MXNet's engine, the same arrays (`arrays`).
 
 Nothing here changes the book's classes; they stay the twins' test
 oracle (`tests/test_fast_blocks.py`, `tests/test_fast_step.py`,
-`tests/test_fast_dataset.py`).
+`tests/test_fast_dataset.py`, `tests/test_fast_arrays.py`).
 """
 from mxnet import autograd, gluon, np
 
 from . import _ops
 from ._ops import describe as describe_loops  # noqa: F401
+from .arrays import quick_arrays  # noqa: F401
 from .blocks import (FastBERTClassifier, FastBERTEncoder,  # noqa: F401
                      FastBERTModel, _Checked)
 from .dataset import pad_bert_inputs_stacked  # noqa: F401
