@@ -39,6 +39,7 @@ def array(object, dtype=None, ctx=None):  # noqa: A002 (MXNet's names)
     Parameters
     ----------
     object : list, tuple, int, float or bool, or what MXNet's takes
+        The values, nested as the array's shape.
     dtype : data-type, optional
         As MXNet's: float32 where not given.
     ctx : mxnet.Context, optional
