@@ -313,6 +313,50 @@ def _nvidia_smi():
     return done.stdout if done.returncode == 0 else None
 
 
+class ChangedPackages(RuntimeError):
+    """The set-up changed the version of an installed package: `changed`
+    says each (``'numpy 2.1.0 -> 1.26.4'``)."""
+
+    def __init__(self, changed):
+        super().__init__(f'the set-up changed installed packages: '
+                         f'{", ".join(changed)}')
+        self.changed = changed
+
+
+def add_missing(before):
+    """Install what the chapter runs on and does not import here, then
+    write MXNet's NumPy hook where it is needed: the set-up of a hosted
+    kernel (`set_up`) and of a command (`d2l_bert.cli._setup`).
+
+    Parameters
+    ----------
+    before : dict
+        `versions()` before, each of which must stay.
+
+    Returns
+    -------
+    installed : list of str
+        The requirements installed (`install_missing`).
+    wrote : bool
+        Whether the hook was written (`prepare_mxnet`).
+
+    Raises
+    ------
+    RuntimeError
+        If pip fails.
+    ChangedPackages
+        If an installed package's version changed.
+    OSError
+        If the hook cannot be written.
+    """
+    installed = install_missing(before)
+    wrote = prepare_mxnet()
+    changed = changed_versions(before, versions())
+    if changed:
+        raise ChangedPackages(changed)
+    return installed, wrote
+
+
 def set_up(start=None, alone=False, nvidia_smi=None):
     """Make this kernel ready for the chapter; say so in one line.
 
@@ -329,17 +373,13 @@ def set_up(start=None, alone=False, nvidia_smi=None):
     Raises
     ------
     RuntimeError
-        If pip fails, or if an installed package's version changed.
+        If pip fails, or if an installed package's version changed
+        (`ChangedPackages`).
     """
     start = time.time() if start is None else start
     before = versions()
-    installed = install_missing(before)
-    wrote = prepare_mxnet()
+    installed, wrote = add_missing(before)
     set_threads_quietly()
-    changed = changed_versions(before, versions())
-    if changed:
-        raise RuntimeError(f'the set-up changed installed packages: '
-                           f'{", ".join(changed)}')
     if alone:
         installed = [f'd2l-bert=={before.get("d2l-bert", "?")}'] + installed
     if installed or wrote:

@@ -46,30 +46,31 @@ def ensure_mxnet(prog):
     """
     from ..chapter import hosted
     needed = missing()
-    if needed:
-        print(f'{prog}: this Python ({sys.executable}) lacks what the '
-              f'chapter runs on; adding {", ".join(needed)}, changing no '
-              'installed package...', file=sys.stderr, flush=True)
-        start, before = time.time(), hosted.versions()
-        try:
-            hosted.install_missing(before)
-        except RuntimeError as e:
-            raise RunError(f'could not add {", ".join(needed)}: '
-                           f'{_last_line(e)}; {BY_HAND}') from None
-        changed = hosted.changed_versions(before, hosted.versions())
-        if changed:
-            raise RunError(f'adding {", ".join(needed)} changed installed '
-                           f'packages: {", ".join(changed)}')
-        print(f'{prog}: added {", ".join(needed)} in '
-              f'{time.time() - start:.0f} s', file=sys.stderr, flush=True)
+    start, wrote = time.time(), False
     try:
-        if hosted.prepare_mxnet():
-            from ..mxnet_compat import pth_path
-            print(f'{prog}: wrote {pth_path()}, so that MXNet 1.9.1 imports '
-                  'with this NumPy', file=sys.stderr, flush=True)
+        if needed:
+            print(f'{prog}: this Python ({sys.executable}) lacks what the '
+                  f'chapter runs on; adding {", ".join(needed)}, changing '
+                  'no installed package...', file=sys.stderr, flush=True)
+            _, wrote = hosted.add_missing(hosted.versions())
+            print(f'{prog}: added {", ".join(needed)} in '
+                  f'{time.time() - start:.0f} s', file=sys.stderr,
+                  flush=True)
+        else:
+            wrote = hosted.prepare_mxnet()
+    except hosted.ChangedPackages as e:
+        raise RunError(f'adding {", ".join(needed)} changed installed '
+                       f'packages: {", ".join(e.changed)}') from None
+    except RuntimeError as e:
+        raise RunError(f'could not add {", ".join(needed)}: '
+                       f'{_last_line(e)}; {BY_HAND}') from None
     except OSError as e:  # a site-packages this user may not write
         raise RunError(f'cannot write the hook that lets MXNet import with '
                        f'this NumPy: {one_line(str(e))}; {BY_HAND}') from None
+    if wrote:
+        from ..mxnet_compat import pth_path
+        print(f'{prog}: wrote {pth_path()}, so that MXNet 1.9.1 imports '
+              'with this NumPy', file=sys.stderr, flush=True)
 
 
 def _last_line(error):
