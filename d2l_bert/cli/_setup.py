@@ -46,7 +46,7 @@ def ensure_mxnet(prog):
     """
     from ..chapter import hosted
     needed = missing()
-    start, wrote = time.time(), False
+    start = time.time()
     try:
         if needed:
             print(f'{prog}: this Python ({sys.executable}) lacks what the '

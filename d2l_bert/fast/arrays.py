@@ -60,8 +60,7 @@ def array(object, dtype=None, ctx=None):  # noqa: A002 (MXNet's names)
                          else dtype)
     except Exception as e:  # as MXNet's function says it
         raise TypeError(str(e)) from None
-    if host.dtype not in DTYPES or host.dtype != onp.dtype(
-            onp.float32 if dtype is None else dtype):
+    if host.dtype not in DTYPES:
         return ORIGINAL(object, dtype=dtype, ctx=ctx)
     out = mnp.empty(host.shape, dtype=host.dtype, ctx=ctx)
     if host.nbytes:
