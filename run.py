@@ -540,7 +540,7 @@ def compile_packages(vpy):
     compiles a module it imports only in memory where
     PYTHONDONTWRITEBYTECODE is set (many images set it), so without
     this every command compiled MXNet, d2l and what they import again:
-    4 s to import them, against 1.7 s compiled, on a Zen 3 core."""
+    4 s to import them, against 1.7 s compiled, on a Xeon core."""
     start = time.time()
     folders = subprocess.check_output(
         [vpy, '-c', 'import sysconfig; p = sysconfig.get_paths(); '

@@ -48,7 +48,8 @@ def test_a_host_value_gives_mxnets_array(value, dtype, ctx):
 
 
 @pytest.mark.parametrize('value, dtype', [
-    (onp.arange(3), None), (np.arange(3), None), ([1, 0], bool),
+    (onp.arange(3), None), (np.arange(3), None),
+    (mx.nd.array([1, 2]), None), ([1, 0], bool),
     ([1, 2], 'bool'), ([1, 2], 'float32')])
 def test_what_is_not_a_host_list_for_the_cpu_is_mxnets_to_make(
         monkeypatch, value, dtype):

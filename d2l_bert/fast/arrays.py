@@ -21,7 +21,6 @@ import numpy as onp
 from mxnet import context
 from mxnet import numpy as mnp
 from mxnet.base import _LIB, check_call
-from mxnet.ndarray import NDArray
 
 #: MXNet's own `mxnet.np.array`, which `quick_arrays` replaces
 ORIGINAL = mnp.array
@@ -52,8 +51,8 @@ def array(object, dtype=None, ctx=None):  # noqa: A002 (MXNet's names)
     """
     if ctx is None:
         ctx = context.current_context()
-    if (ctx.device_type != 'cpu' or hasattr(object, 'dtype')
-            or isinstance(object, (mnp.ndarray, NDArray, onp.ndarray))):
+    # arrays of every kind (MXNet's, NumPy's) have a dtype: MXNet's own
+    if ctx.device_type != 'cpu' or hasattr(object, 'dtype'):
         return ORIGINAL(object, dtype=dtype, ctx=ctx)
     try:
         host = onp.array(object, dtype=onp.float32 if dtype is None
