@@ -482,13 +482,14 @@ def test_ci_script_runs_the_readme_test_command():
 
 
 def test_set_up_byte_compiles_the_venvs_packages(monkeypatch, tmp_path,
-                                                  capsys):
+                                                  capfd):
     """Where PYTHONDONTWRITEBYTECODE is set nothing else writes them."""
     run = load_run_py()
     package = tmp_path / 'site' / 'pkg'
     package.mkdir(parents=True)
     (package / 'mod.py').write_text('X = 1\n')
     (package / 'broken.py').write_text('def (:\n')  # not ours to report
+    (package / 'warns.py').write_text("x = 1 is not ''\n")  # nor this
     monkeypatch.setattr(run.subprocess, 'check_output',
                         lambda command, universal_newlines: str(
                             tmp_path / 'site') + '\n')
@@ -496,10 +497,11 @@ def test_set_up_byte_compiles_the_venvs_packages(monkeypatch, tmp_path,
     run.compile_packages(sys.executable)
     compiled = [p.name.split('.')[0] for p in
                 (package / '__pycache__').iterdir()]
-    assert compiled == ['mod']
-    out = capsys.readouterr().out
+    assert sorted(compiled) == ['mod', 'warns']
+    out, err = capfd.readouterr()
     assert re.fullmatch(r'run\.py: byte-compiled the packages in \d+ s\n',
                         out)
+    assert err == ''
 
 
 @pytest.mark.parametrize('status, says', [
