@@ -1,5 +1,6 @@
 """Tests of d2l_bert/data/bounded.py: a small file read whole, only if it
 is a regular file within its limit."""
+import json
 import os
 
 import pytest
@@ -51,3 +52,15 @@ def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError,
                        match=rf'^{tmp_path}/config.json is missing$'):
         read_bounded(str(tmp_path / 'config.json'), 100)
+
+
+def test_json_nested_past_the_limit_is_refused_on_every_python():
+    from d2l_bert.data.bounded import MAX_JSON_DEPTH, json_value
+    deepest = '[' * MAX_JSON_DEPTH + ']' * MAX_JSON_DEPTH
+    assert json_value(deepest) == json.loads(deepest)
+    for text in ('[' * (MAX_JSON_DEPTH + 1) + ']' * (MAX_JSON_DEPTH + 1),
+                 '{"a": ' * 5000 + '1' + '}' * 5000):
+        with pytest.raises(ValueError, match='^nested too deeply$'):
+            json_value(text)
+    with pytest.raises(ValueError, match='Expecting value'):
+        json_value('{"a": }')

@@ -301,7 +301,8 @@ def marker_calls(marker):
     return [
         (Calls(os.system, f'touch {marker}'), f'{os.name}.system'),
         (Calls(exec, touch), 'builtins.exec'),
-        (Calls(open, str(marker), 'w'), 'io.open'),
+        # pickle names it by its module: `io` before 3.13, `_io` since
+        (Calls(open, str(marker), 'w'), f'{open.__module__}.open'),
         (Calls(subprocess.Popen, ['touch', str(marker)]),
          'subprocess.Popen'),
         # hidden in a state MXNet's own pickle would hold

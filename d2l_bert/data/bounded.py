@@ -62,3 +62,31 @@ def read_bounded(path, limit, error=ValueError):
         raise error(f'{path} holds more than the {limit:,} bytes such a '
                     f'file may hold: it is not the file it should be')
     return data
+
+
+#: The deepest nesting a settings file may have (theirs is 3 at most);
+#: Python before 3.13 refuses a few thousand levels, 3.13 reads them
+MAX_JSON_DEPTH = 100
+
+
+def json_value(text):
+    """The JSON value of `text`, nested at most `MAX_JSON_DEPTH` deep.
+
+    Raises
+    ------
+    ValueError
+        If `text` is not JSON, or is nested deeper (the message is then
+        ``'nested too deeply'`` on every Python).
+    """
+    import json
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError('nested too deeply') from None
+    level = [value]
+    for _ in range(MAX_JSON_DEPTH):
+        level = [item for v in level if isinstance(v, (dict, list))
+                 for item in (v.values() if isinstance(v, dict) else v)]
+        if not level:
+            return value
+    raise ValueError('nested too deeply')

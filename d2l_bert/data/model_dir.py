@@ -14,14 +14,13 @@ and shapes are read and checked against the file's size (`read_params`)
 and against the model (`check_params_fit`) before MXNet reads them.
 A damaged file is refused in one line that names it and the cause.
 """
-import json
 import os
 import re
 
 import mxnet as mx
 import numpy as onp
 
-from .bounded import read_bounded
+from .bounded import json_value, read_bounded
 from .ndarray_file import NDArrayFileError, read_arrays
 
 PARAMS_FILE, VOCAB_FILE, CONFIG_FILE = ('pretrained.params', 'vocab.json',
@@ -124,12 +123,10 @@ def _read_json(path, limit, hint):
     """The JSON value of the file `path`, read up to `limit` bytes."""
     data = read_bounded(path, limit)
     try:
-        return json.loads(data.decode('utf-8'))
-    except (ValueError, RecursionError) as e:  # decoding errors included
-        cause = 'nested too deeply' if isinstance(e, RecursionError) \
-            else str(e)
-        raise ValueError(f'{path} is not valid JSON ({cause}); '
-                         f'{hint}') from None
+        return json_value(data.decode('utf-8'))
+    except ValueError as e:  # decoding errors included
+        raise ValueError(f'{path} is not valid JSON ({e}); {hint}') \
+            from None
 
 
 def _check_config_types(path, config):

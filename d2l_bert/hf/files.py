@@ -19,7 +19,7 @@ import os
 
 import numpy as onp
 
-from ..data.bounded import check_regular, read_bounded
+from ..data.bounded import check_regular, json_value, read_bounded
 from ..data.hub import file_hash
 
 
@@ -261,11 +261,9 @@ def read_json(path, kind=dict):
     `CheckpointError` otherwise."""
     data = read_bounded(path, MAX_SETTINGS_BYTES, CheckpointError)
     try:
-        content = json.loads(data.decode('utf-8'))
-    except (ValueError, RecursionError) as e:  # decoding errors included
-        cause = 'nested too deeply' if isinstance(e, RecursionError) else e
-        raise CheckpointError(f'{path} is not valid JSON: {cause}') \
-            from None
+        content = json_value(data.decode('utf-8'))
+    except ValueError as e:  # decoding errors included
+        raise CheckpointError(f'{path} is not valid JSON: {e}') from None
     if not isinstance(content, kind):
         names = {dict: 'a JSON object', list: 'a JSON list'}
         raise CheckpointError(f'{path} must hold {names[kind]}, got '

@@ -37,6 +37,7 @@ import numpy as onp
 from mxnet.util import is_np_array, is_np_shape
 
 from ..data.atomic import atomic_write, sigterm_after, write_failure
+from ..data.bounded import json_value
 from ..data.ndarray_bytes import NDArrayFileError, file_size, read_ndarrays
 from .checkpoint_meta import (CHECKPOINT_VERSION, MAX_DEVICES,
                               ResumeError, check_meta, get_rng_states,
@@ -269,12 +270,10 @@ def _read_json(path, z):
     data = _read_member(path, z, 'meta.json', MAX_META_BYTES,
                         'a meta.json may take', 'the checkpoint is damaged')
     try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as e:
-        reason = e if isinstance(e, ValueError) else 'nested too deeply'
+        return json_value(data)
+    except ValueError as e:
         raise ResumeError(f'{path}: meta.json is not valid JSON '
-                          f'({reason}); the checkpoint is damaged') \
-            from None
+                          f'({e}); the checkpoint is damaged') from None
 
 
 def _check_config(path, saved, config):
