@@ -24,6 +24,10 @@ a host key, a client key and its own configuration in ``--state``
 as this user, and ``d2l-bert`` finds that command in ``D2L_BERT_SSH``,
 which ``run`` sets.  The file system is the machine's: every host sees
 the same Python environment at the same path, and the same folders.
+Logins to a host skip this user's shell start-up files (``~/.bashrc``
+and the like are empty in its sshd's mount namespace): a machine's own
+start-up that waits, such as pyenv's rehash on a lock a killed login
+left, would otherwise be timed as the launcher's.
 
 ``up`` first removes what an earlier ``up`` left, and removes what it
 made when it fails or is interrupted; ``down`` removes the namespaces
@@ -37,6 +41,7 @@ when they are missing.
 import argparse
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -53,6 +58,8 @@ NEEDS = {'ip': 'iproute2', 'tc': 'iproute2', 'sshd': 'openssh-server',
          'ssh': 'openssh-client', 'ssh-keygen': 'openssh-client',
          'taskset': 'util-linux'}
 SBIN = ('/usr/sbin', '/sbin', '/usr/local/sbin')
+#: The shell's start-up files in a home folder, which logins to a host skip
+START_FILES = ('.bashrc', '.bash_profile', '.bash_login', '.profile')
 
 
 class ClusterError(RuntimeError):
@@ -266,8 +273,14 @@ class Cluster:
                     # A session whose client fell silent ends in 6 s
                     'ClientAliveInterval 2\nClientAliveCountMax 3\n'
                     'MaxStartups 100\nMaxSessions 100\n')
-        _run('taskset', '-c', ','.join(map(str, cpus)), which('sshd'),
-             '-f', config, '-E', os.path.join(folder, 'sshd.log'),
+        sshd = [which('taskset'), '-c', ','.join(map(str, cpus)),
+                which('sshd'), '-f', config, '-E',
+                os.path.join(folder, 'sshd.log')]
+        # `ip netns exec` gives the sshd a mount namespace of its own: the
+        # start-up files are hidden there, and nowhere else
+        hide = [f'mount --bind /dev/null {shlex.quote(p)} && '
+                for p in start_files()]
+        _run('sh', '-c', ''.join(hide) + 'exec ' + shlex.join(sshd),
              netns=self.netns(i))
         pid_file = os.path.join(folder, 'sshd.pid')
         deadline = time.monotonic() + 10
@@ -328,6 +341,13 @@ class Cluster:
             shutil.rmtree(self.state)
             removed.append(self.state)
         return removed
+
+
+def start_files():
+    """This user's shell start-up files (of `START_FILES`) that exist."""
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    return [p for p in (os.path.join(home, n) for n in START_FILES)
+            if os.path.isfile(p)]
 
 
 def _shape(device, link, delay, netns):

@@ -130,6 +130,24 @@ def workers_seen(cluster):
     return seen
 
 
+def test_logins_skip_this_machines_start_up_files_and_only_there(hosts):
+    # Non-empty here, so that a login seeing them empty tells
+    files = [p for p in C.start_files() if os.path.getsize(p)]
+    if not files:
+        pytest.skip('no shell start-up file with content in this home '
+                    'folder to hide')
+    sizes = ' '.join(f'$(wc -c < {p})' for p in files)
+    done = subprocess.run(
+        hosts.argv(1, hosts.ssh_command.split() + [HOST_2, f'echo {sizes}']),
+        capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ['0'] * len(files)
+    # Hidden in the hosts' sshd only: not mounted over in this namespace
+    with open('/proc/self/mountinfo') as f:
+        mounted = [line.split()[4] for line in f]
+    assert not set(files) & set(mounted)
+
+
 def test_two_hosts_give_the_numbers_of_two_workers_on_one_machine(
         hosts, corpus, tmp_path):
     steps = ['--steps', 3, '--corpus', corpus, *JOB_ARGS]
