@@ -417,12 +417,18 @@ def test_fast_classifier_equals_the_books(tiny_batch, kernels):
 
 
 @pytest.mark.parametrize('kernels', KERNELS)
-@pytest.mark.parametrize('lengths', [[12, 7, 9], [3, 0, 1], None],
-                         ids=['valid', 'length-0', 'no-valid-lens'])
+@pytest.mark.parametrize('lengths', [[12, 7, 9], [3, 0, 1], [5, 7, 3],
+                                     None],
+                         ids=['valid', 'length-0', 'shorter-layout',
+                              'no-valid-lens'])
 def test_packed_classifier_gives_the_books_scores_and_gradients(
-        tiny_batch, kernels, lengths):
+        tiny_batch, kernels, lengths, monkeypatch):
     """The twin encodes the valid tokens only (a length of 0: all of
-    its sequence's); the scores and every gradient are the book's."""
+    its sequence's); the scores and every gradient are the book's.  At
+    lengths of at most 7 of 12, the attention reads a layout of 8
+    positions (a `LENGTH_STEP` of 4)."""
+    from d2l_bert.fast import step
+    monkeypatch.setattr(step, 'LENGTH_STEP', 4)
     if lengths and 0 in lengths and not kernels:
         pytest.skip("MXNet's operators mask by addition: a sequence of "
                     "length 0 differs from the book's uniform weights "

@@ -94,8 +94,13 @@ TOKEN_MULTIPLES = [1, 8, 1024]
                          list(zip(ROW_MULTIPLES, TOKEN_MULTIPLES)))
 @pytest.mark.parametrize('devices', DEVICES)
 @pytest.mark.parametrize('kernels', KERNELS)
+@pytest.mark.parametrize('length_step', [16, 4])
 def test_one_graph_step_equals_the_books_losses_and_gradients(
-        devices, kernels, row_multiple, token_multiple):
+        devices, kernels, row_multiple, token_multiple, length_step,
+        monkeypatch):
+    """With a `LENGTH_STEP` of 4, a shard without the sequence of 12
+    attends in a layout of 4 or 8 positions of 12."""
+    monkeypatch.setattr(step_module, 'LENGTH_STEP', length_step)
     net = model_on(devices)
     loss = gluon.loss.SoftmaxCELoss()
     shards = [gluon.utils.split_and_load(a, devices, even_split=False)
@@ -190,19 +195,39 @@ def test_packed_tokens_are_the_valid_ones_and_the_predicted_ones():
     3 + 4 + 3 tokens, rounded up to 12 with token (0, 0)."""
     valid_lens = np.array([3, 0, 1], dtype='float32')
     rows = np.array([[0, 1, 2, 2], [1, 3, 0, 2]], dtype='int32')  # (2, K)
-    pack, positions, unpack, query_lens, cls_rows, mlm_rows = [
+    pack, positions, unpack, kept_rows, query_lens, cls_rows, mlm_rows = [
         a.asnumpy().tolist() for a in step_module.packed_tokens(
             valid_lens, rows, 3, 4, multiple=4)]
     assert pack == [0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 0, 0]
     assert query_lens == [3, 4, 3]
     assert positions == [0, 1, 2, 0, 1, 2, 3, 0, 1, 2, 0, 0]
     assert cls_rows == [0, 3, 7]
-    # position (0, 3) is left out: it reads example 0's <cls> row
-    assert unpack == [0, 1, 2, 0, 3, 4, 5, 6, 7, 8, 9, 7]
+    # position (0, 3) is left out: it reads example 0's <cls> row; the
+    # attention's layout is all of T (a length of 0 attends to every key)
+    assert unpack == [[0, 1, 2, 0], [3, 4, 5, 6], [7, 8, 9, 7]]
+    assert kept_rows == pack
     assert mlm_rows == [1, 6, 7, 9]
     # at most B*T rows, whatever the multiple
     assert step_module.packed_tokens(valid_lens, rows, 3, 4,
                                      multiple=1024)[0].shape == (12,)
+
+
+def test_the_attention_reads_the_longest_packed_sequence_rounded_up():
+    """Lengths 3, 17 and 5 of T = 40: S = 17 rounded up to 32, so the
+    attention's layout leaves out 8 positions of padding of every
+    sequence; its rows are the packed rows' places there."""
+    no_rows = np.zeros((2, 0), dtype='int32')
+    arrays = step_module.packed_tokens(
+        np.array([3, 17, 5], dtype='float32'), no_rows, 3, 40, multiple=1)
+    pack, positions, unpack, kept_rows = [a.asnumpy() for a in arrays[:4]]
+    assert step_module.LENGTH_STEP == 16
+    assert unpack.shape == (3, 32) and pack.shape == (25,)
+    assert unpack[0].tolist() == [0, 1, 2] + [0] * 29        # <cls> of 0
+    assert unpack[1].tolist() == list(range(3, 20)) + [3] * 15
+    assert unpack[2].tolist() == list(range(20, 25)) + [20] * 27
+    # each packed row, read back from the layout, is itself
+    assert unpack.reshape(-1)[kept_rows].tolist() == list(range(25))
+    assert (kept_rows % 32).tolist() == positions.tolist()
 
 
 def test_the_step_packs_a_batchs_valid_tokens():

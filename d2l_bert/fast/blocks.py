@@ -576,15 +576,16 @@ class FastBERTClassifier(_Checked):
             return super().forward(tokens_X, segments_X, valid_lens_x)
         no_rows = mx.np.zeros((2, 0), dtype='int32',
                               ctx=valid_lens_x.ctx)          # (2, 0)
-        pack, positions, unpack, query_lens, cls_rows, _ = packed_tokens(
-            valid_lens_x, no_rows, *tokens_X.shape, self.token_multiple)
+        pack, positions, unpack, kept_rows, query_lens, cls_rows, _ = \
+            packed_tokens(valid_lens_x, no_rows, *tokens_X.shape,
+                          self.token_multiple)
         return super().forward(
             tokens_X, segments_X, valid_lens_x, pack, positions, unpack,
-            queries_read(self.encoder, query_lens), cls_rows)
+            kept_rows, queries_read(self.encoder, query_lens), cls_rows)
 
     def hybrid_forward(self, F, tokens_X, segments_X, valid_lens_x=None,
                        pack=None, positions=None, unpack=None,
-                       query_lens=None, cls_rows=None):
+                       kept_rows=None, query_lens=None, cls_rows=None):
         """Encode (the packed tokens, given `packed_tokens`'s arrays),
         then classify the `<cls>` encoding; (B, C)."""
         if pack is None:
@@ -594,5 +595,5 @@ class FastBERTClassifier(_Checked):
         from .step import encode_packed
         cls = encode_packed(F, self.encoder, tokens_X, segments_X,
                             valid_lens_x, pack, positions, unpack,
-                            query_lens, cls_rows)            # (B, H)
+                            kept_rows, query_lens, cls_rows)  # (B, H)
         return self.output(self.hidden(cls))                 # (B, C)

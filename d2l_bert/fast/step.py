@@ -26,7 +26,10 @@ The encoder likewise runs its position-wise layers (the projections, the
 feed-forward networks, AddNorm) on the tokens the losses depend on only
 (`packed_tokens`): each sequence's positions below its valid length,
 packed into N rows (N rounded up to a multiple of `token_multiple`).
-The attention reads them in the book's (B, T) layout, in which the
+The attention reads them in the book's layout cut to the longest packed
+sequence, (B, S) with S the longest rounded up to a multiple of
+`LENGTH_STEP` (the positions past S are padding of every sequence, whose
+keys have weight exactly 0 and whose queries nothing reads), in which the
 padded positions' keys have weight exactly 0; the heads read `<cls>` and
 the predicted positions, all valid.  So a padded position's encoding
 changes no loss, its gradient is exactly 0, and leaving it out changes no
@@ -42,7 +45,8 @@ Dimension key used in the shape comments:
 B: batch size, T: sequence length, H: num_hiddens, V: vocab_size, P:
 predicted positions per sequence, K: the predictions with a weight (a
 multiple of `row_multiple`), N: the packed tokens (a multiple of
-`token_multiple`), D: the input size of a projection
+`token_multiple`), S: the attention's length (at most T), D: the input
+size of a projection
 """
 import mxnet as mx
 import numpy as onp
@@ -54,6 +58,10 @@ from .blocks import _param
 
 #: The default multiple of the packed tokens' count (`packed_tokens`)
 TOKEN_MULTIPLE = 1024
+#: The attention's length S is the longest packed sequence rounded up to
+#: a multiple of this (`packed_tokens`; each new S costs the graph a
+#: memory plan)
+LENGTH_STEP = 16
 from .loss import is_plain_softmax_ce
 
 
@@ -106,8 +114,8 @@ class FastBatchLoss(nn.HybridBlock):
             pred_positions_X, mlm_weights_X, mlm_Y)
         tokens = packed_tokens(valid_lens_x, rows, *tokens_X.shape,
                                self.token_multiple)
-        tokens = tokens[:3] + (queries_read(self.net.encoder, tokens[3]),) \
-            + tokens[4:]
+        tokens = tokens[:4] + (queries_read(self.net.encoder, tokens[4]),) \
+            + tokens[5:]
         return super().forward(tokens_X, segments_X, valid_lens_x, *tokens,
                                weights, labels, nsp_y)
 
@@ -147,17 +155,17 @@ class FastBatchLoss(nn.HybridBlock):
                 mx.np.array(labels, dtype='int32', ctx=ctx))     # (K,)
 
     def hybrid_forward(self, F, tokens_X, segments_X, valid_lens_x, pack,
-                       positions, unpack, query_lens, cls_rows, mlm_rows,
-                       mlm_weights, mlm_Y, nsp_y):
+                       positions, unpack, kept_rows, query_lens, cls_rows,
+                       mlm_rows, mlm_weights, mlm_Y, nsp_y):
         """`BERTModel`'s forward pass on the packed tokens
-        (`packed_tokens`'s six arrays; `query_lens` None where no
+        (`packed_tokens`'s seven arrays; `query_lens` None where no
         attention is compiled), its MLM head on the K weighted
         predictions, and both losses; returns ``(mlm_l, nsp_l, mlm_l +
         nsp_l)``, each of shape ()."""
         net = self.net
         valid_lens = valid_lens_x.reshape(-1)                # (B,)
         X = encode_packed(F, net.encoder, tokens_X, segments_X,
-                          valid_lens, pack, positions, unpack,
+                          valid_lens, pack, positions, unpack, kept_rows,
                           query_lens)                        # (N, H)
         # The NSP classifier reads the encoding of `<cls>`, at position 0
         cls = F.np.take(X, cls_rows, axis=0)                 # (B, H)
@@ -202,9 +210,14 @@ def packed_tokens(valid_lens, rows, B, T, multiple):
         The index of each packed row in the batch's B*T positions.
     positions : ndarray, int32, shape (N,)
         Each packed row's position in its sequence.
-    unpack : ndarray, int32, shape (B*T,)
-        The packed row of each position; a position left out gets its
-        sequence's `<cls>` row (its key is masked, its query unread).
+    unpack : ndarray, int32, shape (B, S)
+        The packed row of each of a sequence's first S positions (S: the
+        longest sequence's packed positions rounded up to a multiple of
+        `LENGTH_STEP`, at most T), the attention's layout; a position left
+        out gets its sequence's `<cls>` row (its key is masked, its query
+        unread).
+    kept_rows : ndarray, int32, shape (N,)
+        The index of each packed row in that layout's B*S positions.
     query_lens : ndarray, int32, shape (B,)
         How many of each sequence's positions are packed, its first ones:
         the queries whose attention output is read.
@@ -226,12 +239,15 @@ def packed_tokens(valid_lens, rows, B, T, multiple):
     packed_row = onp.full(B * T, -1, 'int64')                # (B*T,)
     packed_row[pack[:n]] = onp.arange(n)
     cls_rows = packed_row[onp.arange(B) * T]                 # (B,)
-    unpack = onp.where(packed_row >= 0, packed_row,
-                       onp.repeat(cls_rows, T))              # (B*T,)
     mlm_rows = packed_row[examples * T + positions]          # (K,)
+    S = min(T, -(-int(lens.max()) // LENGTH_STEP) * LENGTH_STEP)
+    packed_row = packed_row.reshape(B, T)[:, :S]             # (B, S)
+    unpack = onp.where(packed_row >= 0, packed_row,
+                       cls_rows[:, None])                    # (B, S)
+    kept_rows = pack // T * S + pack % T                     # (N,)
     return tuple(mx.np.array(a, dtype='int32', ctx=ctx)
-                 for a in (pack, pack % T, unpack, lens, cls_rows,
-                           mlm_rows))
+                 for a in (pack, pack % T, unpack, kept_rows, lens,
+                           cls_rows, mlm_rows))
 
 
 def queries_read(encoder, query_lens):
@@ -243,11 +259,12 @@ def queries_read(encoder, query_lens):
 
 
 def encode_packed(F, encoder, tokens, segments, valid_lens, pack,
-                  positions, unpack, query_lens, cls_rows=None):
+                  positions, unpack, kept_rows, query_lens, cls_rows=None):
     """The twin encoder's `hybrid_forward` on the packed tokens only.
 
     `tokens`, `segments` (B, T), `valid_lens` (B,), and `pack`,
-    `positions` (N,), `unpack` (B*T,) and `query_lens` (B,) from
+    `positions`, `kept_rows` (N,), `unpack` (B, S) and `query_lens` (B,)
+    from
     `packed_tokens` -> the encodings of the packed tokens, (N, H): the
     rows of the book's `encoded_X` (B, T, H) at `pack`.  Given
     `cls_rows` (B,) from `packed_tokens`, the encodings of `<cls>` only,
@@ -265,15 +282,15 @@ def encode_packed(F, encoder, tokens, segments, valid_lens, pack,
         X = encoder.embedding_dropout(encoder.embedding_norm(X))  # (N, H)
     last = len(encoder.blks) - 1
     for i, blk in enumerate(encoder.blks):
-        X = _packed_block(F, blk, X, tokens, valid_lens, pack, unpack,
+        X = _packed_block(F, blk, X, valid_lens, unpack, kept_rows,
                           query_lens, cls_rows if i == last else None)
     return X                                         # (N, H) or (B, H)
 
 
-def _packed_block(F, blk, X, like, valid_lens, pack, unpack, query_lens,
+def _packed_block(F, blk, X, valid_lens, unpack, kept_rows, query_lens,
                   cls_rows=None):
     """`FastTransformerEncoderBlock` on packed rows, `X` (N, D) -> (N, H);
-    the attention in the (B, T) layout of `like` (B, T), the compiled one
+    the attention in the (B, S) layout of `unpack`, the compiled one
     on the packed queries only (`query_lens`).  Given `cls_rows` (B,),
     the rows of `<cls>` only, (B, H), its query alone computed."""
     attention = blk.attention
@@ -281,20 +298,18 @@ def _packed_block(F, blk, X, like, valid_lens, pack, unpack, query_lens,
         query_lens = F.np.ones_like(valid_lens)              # (B,)
 
     def unpacked(Z):                                         # (N, C)
-        Z = F.np.take(Z, unpack, axis=0)                     # (B*T, C)
-        return F.npx.reshape_like(Z, like, lhs_begin=0, lhs_end=1,
-                                  rhs_begin=0, rhs_end=2)    # (B, T, C)
+        return F.np.take(Z, unpack, axis=0)                  # (B, S, C)
 
-    def kept(Z):                                             # (B, T, C)
+    def kept(Z):                                             # (B, S, C)
         if cls_rows is not None:
             return Z[:, 0, :]                                # (B, C)
-        Z = F.npx.reshape(Z, (-5, -2))                       # (B*T, C)
-        return F.np.take(Z, pack, axis=0)                    # (N, C)
+        Z = F.npx.reshape(Z, (-5, -2))                       # (B*S, C)
+        return F.np.take(Z, kept_rows, axis=0)               # (N, C)
 
     if attention.kernels:
         qkv = attention.qkv(F, X)                            # (N, 3*H)
         O = attention._compiled_attention(F, unpacked(qkv), valid_lens,
-                                          query_lens)        # (B, T, H)
+                                          query_lens)        # (B, S, H)
         O = attention.W_o(kept(O))                           # (N or B, H)
     else:
         O = kept(attention(unpacked(X), valid_lens))         # (N or B, H)
