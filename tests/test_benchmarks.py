@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -468,3 +469,60 @@ def test_the_gemm_has_the_mlm_output_layers_shape_or_the_rows_given(
                 f'D2L_BERT_BENCH_GEMM_ROWS must be a positive number of '
                 f'rows, got {bad!r}')):
             _common.gemm_shape()
+
+
+def test_notebook_benchmark_times_each_cell_on_both_sides():
+    out = _bench('bench_notebooks.py', 'bert.ipynb', '--small', '--no-gemm',
+                 '--against', 'HEAD')
+    import nbformat
+    nb = nbformat.read(os.path.join(ROOT, 'notebooks', 'bert.ipynb'), 4)
+    code = [c for c in nb.cells if c.cell_type == 'code']
+    table = out[out.index('\nbert.ipynb\n'):].splitlines()[2:]
+    assert re.match(r'  cell +HEAD +ours$', table[0]), out
+    rows = [line for line in table[2:] if re.search(r'\d s +\d', line)]
+    assert len(rows) == len(code), out
+    peaks = [float(g) for g in re.findall(
+        r'peak Pss, kernel and children +([\d.]+) GB +([\d.]+) GB',
+        out)[0]]
+    # a kernel with MXNet imported holds a few hundred MB
+    assert all(0.1 < peak < 4 for peak in peaks), out
+    assert 'error' not in out
+
+
+def test_notebook_benchmark_refuses_a_notebook_it_does_not_have():
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'benchmarks',
+                                      'bench_notebooks.py'), 'bert.ipnb'],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        "bench_notebooks.py: error: notebook 'bert.ipnb': no such file in "
+        'notebooks/; one of bert.ipynb, bert-dataset.ipynb, '
+        'bert-pretraining.ipynb, natural-language-inference-bert.ipynb')
+
+
+def test_notebook_benchmark_samples_the_memory_of_the_processes_below():
+    sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
+    try:
+        import bench_notebooks
+    finally:
+        sys.path.remove(os.path.join(ROOT, 'benchmarks'))
+    # a child holding 200 MB, touched page by page
+    child = subprocess.Popen([sys.executable, '-c',
+                              'import sys, time\n'
+                              'b = bytearray(200 << 20)\n'
+                              'print(flush=True)\n'
+                              'time.sleep(60)'], stdout=subprocess.PIPE)
+    try:
+        child.stdout.readline()
+        assert child.pid in bench_notebooks.descendants(os.getpid())
+        sampler = bench_notebooks.MemorySampler(every=0.05)
+        sampler.start()
+        time.sleep(0.5)
+        sampler.stop()
+    finally:
+        child.kill()
+        child.wait()
+    assert 200 << 20 <= sampler.peak_pss < 300 << 20
+    assert 200 << 20 <= sampler.peak_rss < 300 << 20
+    assert sampler.peak_between(0, 1) == 0          # no sample in 1970
