@@ -8,7 +8,8 @@ its packages installed first (`tests/fixtures/hosted/*.txt`, which say
 where the versions come from), and a Jupyter kernel that imports NumPy
 when it starts.  Each notebook is copied alone into an empty folder and
 executed from its first cell, which installs d2l-bert from a wheel of
-this checkout (`D2L_BERT_SOURCE`), at small sizes.
+this checkout (`D2L_BERT_SOURCE`), at small sizes; the kernel gets none
+of this machine's ``PIP_*`` settings and a HOME of the platform's own.
 
 The simulated Colab (Python 3.13) runs with the suite; the simulated
 Kaggle (Python 3.12) runs in CI (``CI=true``) or with
@@ -367,8 +368,14 @@ class Platform:
         client = nbclient.NotebookClient(
             nb, timeout=900, kernel_name=self.name, allow_errors=True,
             resources={'metadata': {'path': str(folder)}})
+        # None of this machine's pip settings (a version check turned
+        # off, its indexes) and a HOME of the platform's own: its caches
+        # start empty, as a new runtime's
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(('PYTHON', 'VIRTUAL_ENV'))}
+               if not k.startswith(('PYTHON', 'VIRTUAL_ENV', 'PIP_'))}
+        home = self.folder / 'home'
+        home.mkdir(exist_ok=True)
+        env['HOME'] = str(home)
         kernels = {'JUPYTER_PATH': str(self.folder / 'jupyter')}
         # the kernel's spec is looked up in this process's environment
         try:
