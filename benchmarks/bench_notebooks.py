@@ -112,10 +112,10 @@ class MemorySampler(threading.Thread):
 
     def peak_between(self, start, end):
         """The highest summed Pss sampled from `start` to `end` (epoch
-        seconds; the sample after `end` included), 0 if none."""
+        seconds; the sample after `end` included), None if none."""
         inside = [pss for when, pss in self.samples
                   if start <= when <= end + self.every]
-        return max(inside, default=0)
+        return max(inside, default=None)
 
     def stop(self):
         self._done.set()
@@ -233,7 +233,7 @@ def run_notebook(name, package, small):
     said = [out.get('text', '') for out in nb.cells[-1].outputs]
     vocab = int(''.join(said).split()[-1]) if said else 0
     cells = [(seconds, first, sampler.peak_between(start, end)
-              if start else 0) for seconds, start, end, first
+              if start else None) for seconds, start, end, first
              in cell_times(nb)[:-1]]
     return dict(cells=cells, whole=whole, vocab=vocab,
                 pss=sampler.peak_pss, rss=sampler.peak_rss, errors=errors)
@@ -262,7 +262,8 @@ def report(name, runs, best):
             # the run of median whole time stands for its side
             cells = _median_run(runs[side])['cells']
             seconds, _, peak = cells[i] if i < len(cells) else (None,) * 3
-            row.append(f'{seconds:>9.1f} s {peak / 2 ** 30:>6.2f} GB'
+            memory = f'{peak / 2 ** 30:>6.2f} GB' if peak else f'{"-":>9}'
+            row.append(f'{seconds:>9.1f} s {memory}'
                        if seconds is not None else f'{"-":>22}')
         print(f'  {first[:44]:<44}' + ''.join(row))
     lines = [('whole, from the first cell',

@@ -72,16 +72,62 @@ def test_fast_model_equals_the_book_model(tiny_batch, kernels,
     twin = fast.accelerate(net, kernels=kernels)
     head_grads = [np.random.normal(size=s)
                   for s in [(3, 12, 32), (3, 3, 99), (3, 2)]]
+    # Recording, with valid lengths, the twin packs the tokens: a padded
+    # position of `encoded_X` (none is predicted here) is not computed,
+    # and nothing of the book reads it; no gradient flows from there
+    lengths = valid_lens.asnumpy() if with_valid_lens else onp.full(3, 12)
+    kept = onp.arange(12)[None, :] < lengths[:, None]        # (B, T)
+    head_grads[0] = head_grads[0] * np.array(kept[:, :, None])
     book_out, book_grads = outputs_and_grads(net, batch, head_grads)
     fast_out, fast_grads = outputs_and_grads(twin, batch, head_grads)
     for a, b in zip(fast_out, book_out):
         assert a.shape == b.shape
+    assert_close(fast_out[0].asnumpy()[kept], book_out[0].asnumpy()[kept])
+    for a, b in zip(fast_out[1:], book_out[1:]):
         assert_close(a, b)
+    # ... it holds its sequence's <cls> encoding
+    encoded = fast_out[0].asnumpy()
+    for b, t in zip(*onp.nonzero(~kept)):
+        assert (encoded[b, t] == encoded[b, 0]).all()
     assert sorted(fast_grads) == sorted(book_grads)
     for name in book_grads:
         # W_k's bias has a zero gradient in exact arithmetic (a softmax
         # ignores a constant added to every score): only rounding is left
         assert_close(fast_grads[name], book_grads[name], GRADIENTS)
+
+
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_fast_model_outside_training_computes_every_position(tiny_batch,
+                                                             kernels):
+    net = tiny_model()
+    randomize(net)
+    twin = fast.accelerate(net, kernels=kernels)
+    for ours, theirs in zip(twin(*tiny_batch), net(*tiny_batch)):
+        assert_close(ours, theirs)
+
+
+def test_the_twin_packs_the_books_training_calls_only(tiny_batch,
+                                                      monkeypatch):
+    from d2l_bert.fast import step
+    seen = []
+    original = step.packed_tokens
+
+    def recording(*args, **kwargs):
+        arrays = original(*args, **kwargs)
+        seen.append(arrays[0].shape)
+        return arrays
+    monkeypatch.setattr(step, 'packed_tokens', recording)
+    twin = blocks.FastBERTModel(tiny_model(), kernels=False,
+                                token_multiple=1)
+    tokens, segments, valid_lens, pred_positions = tiny_batch
+    twin(tokens, segments, valid_lens, pred_positions)
+    with autograd.record():
+        twin(tokens, segments, None, pred_positions)
+        twin(tokens, segments, valid_lens, None)
+    assert seen == []
+    with autograd.record():
+        twin(tokens, segments, valid_lens, pred_positions)
+    assert seen == [(28,)]                   # 12 + 7 + 9 of 3 * 12
 
 
 def test_distinct_positions_name_each_pair_once():

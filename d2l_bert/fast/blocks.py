@@ -21,7 +21,10 @@ arithmetic runs:
   position, and the book computes its scores again for each repeat;
 - the classifier, whose scores read only `<cls>`, encodes the valid
   tokens only (`step.packed_tokens`), as the pretraining step does, and
-  its last block only `<cls>`.
+  its last block only `<cls>`; the model, called while autograd records
+  with valid lengths and predicted positions (the book's `train_bert`),
+  encodes the valid and the predicted tokens only, and fills the other
+  positions of `encoded_X`, which no loss reads, with `<cls>`'s.
 
 Whether the compiled loops run (``kernels``) is decided once, when a twin
 is built (`d2l_bert.fast.accelerate` decides for the whole model); each
@@ -373,6 +376,11 @@ class FastMaskLM(nn.HybridBlock):
         """`X` (B, T, H), `rows` (2, K), `copies` (B, P) -> the scores
         with their first two axes merged, (B*P, V) (`MLMScores`)."""
         masked_X = F.npx.gather_nd(X, rows)                  # (K, H)
+        return self.scores(F, masked_X, copies)              # (B*P, V)
+
+    def scores(self, F, masked_X, copies):
+        """The MLP on the K distinct encodings `masked_X` (K, H), each
+        row of scores copied where `copies` (B, P) names it; (B*P, V)."""
         scores = self.mlp(masked_X)                          # (K, V)
         copies = F.npx.reshape(copies, (-1,))                # (B*P,)
         return F.np.take(scores, copies, axis=0)             # (B*P, V)
@@ -467,19 +475,33 @@ class FastBERTModel(_Checked):
     ``(encoded_X, mlm_Y_hat, nsp_Y_hat)``, `mlm_Y_hat` None without
     `pred_positions`.
 
+    Called while autograd records, with `valid_lens` and
+    `pred_positions`, as the book's `train_bert` calls it, the encoder
+    runs on the tokens the losses depend on only, packed, as the command
+    line's step does (`step.packed_tokens`, `step.encode_packed`): the
+    valid ones and the predicted ones.  The scores and their gradients
+    are the book's, within float32 rounding; in `encoded_X`, a position
+    past its sequence's valid length (and past its predictions) holds
+    its sequence's `<cls>` encoding, which nothing of the book reads.
+    Called otherwise, every position is computed, as the book's.
+
     Parameters
     ----------
     net : BERTModel
         The book's model, whose blocks the twin holds.
     kernels : bool
         Use the compiled loops (else MXNet's operators).
+    token_multiple : int, default `step.TOKEN_MULTIPLE`
+        The packed tokens' number is rounded up to a multiple of this.
     """
-    def __init__(self, net, kernels):
+    def __init__(self, net, kernels, token_multiple=None):
         super().__init__()
+        from .step import TOKEN_MULTIPLE   # (step imports this module)
         self.encoder = FastBERTEncoder(net.encoder, kernels)
         self.hidden = net.hidden
         self.mlm = FastMaskLM(net.mlm, kernels)
         self.nsp = FastNextSentencePred(net.nsp)
+        self.token_multiple = token_multiple or TOKEN_MULTIPLE
 
     def forward(self, tokens, segments, valid_lens=None,
                 pred_positions=None):
@@ -490,12 +512,18 @@ class FastBERTModel(_Checked):
         if isinstance(tokens, mx.sym.Symbol):
             positions = pred_positions or ()
         else:
+            packing = (valid_lens is not None and pred_positions is not None
+                       and mx.autograd.is_recording())
             self._prepare(self.encoder, tokens, segments, valid_lens,
-                          [valid_lens, pred_positions])
+                          [valid_lens, pred_positions, packing or None])
             positions = ()
             if pred_positions is not None:
                 check_pred_positions(pred_positions, *tokens.shape)
                 positions = distinct_positions(pred_positions)
+            if packing:
+                # the rows are read from the packed encodings instead
+                positions = (None, positions[1]) + self._packed(
+                    valid_lens, positions[0], tokens.shape)
         with warnings.catch_warnings():
             # Without `pred_positions` the graph leaves `mlm` out, as it
             # should; Gluon's warning about unused parameters would confuse
@@ -517,13 +545,36 @@ class FastBERTModel(_Checked):
         mlm_Y_hat = MLMScores.view(mlm_Y_hat, *pred_positions.shape)
         return encoded_X, mlm_Y_hat, nsp_Y_hat             # mlm: (B, P, V)
 
+    def _packed(self, valid_lens, rows, shape):
+        """`packed_tokens`'s arrays for the K distinct `rows` (2, K),
+        `query_lens` None where no attention is compiled."""
+        from .step import packed_tokens, queries_read
+        arrays = packed_tokens(valid_lens, rows, *shape,
+                               self.token_multiple, book_layout=True)
+        return arrays[:4] + (queries_read(self.encoder, arrays[4]),) + \
+            arrays[5:]
+
     def hybrid_forward(self, F, tokens, segments, valid_lens=None,
-                       rows=None, copies=None):
+                       rows=None, copies=None, pack=None, positions=None,
+                       unpack=None, kept_rows=None, query_lens=None,
+                       cls_rows=None, mlm_rows=None, book_rows=None):
         """`rows` (2, K) and `copies` (B, P): `distinct_positions` of the
-        book's `pred_positions`.  Returns ``encoded_X`` (B, T, H),
-        ``mlm_Y_hat`` (B*P, V) (left out without `rows`; `forward`
-        hands out its (B, P, V) view) and
-        ``nsp_Y_hat`` (B, 2)."""
+        book's `pred_positions`; `pack` to `book_rows`: `packed_tokens`'s
+        arrays for those rows, when packing.  Returns ``encoded_X`` (B,
+        T, H), ``mlm_Y_hat`` (B*P, V) (left out without `rows`;
+        `forward` hands out its (B, P, V) view) and ``nsp_Y_hat`` (B,
+        2)."""
+        if pack is not None:
+            from .step import encode_packed
+            X = encode_packed(F, self.encoder, tokens, segments, valid_lens,
+                              pack, positions, unpack, kept_rows,
+                              query_lens)                    # (N, H)
+            encoded_X = F.np.take(X, book_rows, axis=0)      # (B, T, H)
+            cls = F.np.take(X, cls_rows, axis=0)             # (B, H)
+            nsp_Y_hat = self.nsp(self.hidden(cls))           # (B, 2)
+            masked_X = F.np.take(X, mlm_rows, axis=0)        # (K, H)
+            mlm_Y_hat = self.mlm.scores(F, masked_X, copies)  # (B*P, V)
+            return encoded_X, mlm_Y_hat, nsp_Y_hat
         encoded_X = self.encoder(tokens, segments, valid_lens)  # (B, T, H)
         # The NSP classifier reads the encoding of `<cls>`, at position 0
         nsp_Y_hat = self.nsp(self.hidden(encoded_X[:, 0, :]))  # (B, 2)

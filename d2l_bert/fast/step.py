@@ -38,7 +38,9 @@ sentence pairs fill 46% of `max_len` on average.  The compiled attention
 likewise computes the queries of the packed positions only (each
 sequence's first `query_lens`), as nothing reads the others' outputs.
 The book's model still computes every position (its `encoded_X` holds
-them all), and the twin of `accelerate` too.
+them all); the twin of `accelerate` packs likewise under the book's own
+`train_bert` (called while autograd records, with valid lengths and
+predicted positions), and computes every position otherwise.
 
 Dimension key used in the shape comments:
 
@@ -185,7 +187,7 @@ class FastBatchLoss(nn.HybridBlock):
         return mlm_l, nsp_l, mlm_l + nsp_l
 
 
-def packed_tokens(valid_lens, rows, B, T, multiple):
+def packed_tokens(valid_lens, rows, B, T, multiple, book_layout=False):
     """The tokens the losses depend on, packed: each sequence's positions
     below its valid length (all T for a length of 0, whose attention the
     book spreads over every position; and up to its last predicted
@@ -203,6 +205,8 @@ def packed_tokens(valid_lens, rows, B, T, multiple):
         N, the number of packed rows, is rounded up to a multiple of
         this (at most B*T); the extra rows repeat token (0, 0) and are
         read by nothing.
+    book_layout : bool, default False
+        Also return `book_rows`.
 
     Returns
     -------
@@ -225,6 +229,9 @@ def packed_tokens(valid_lens, rows, B, T, multiple):
         The packed row of each sequence's position 0.
     mlm_rows : ndarray, int32, shape (K,)
         The packed row of each prediction of `rows`.
+    book_rows : ndarray, int32, shape (B, T)
+        With `book_layout`: the packed row of each of the book's B*T
+        positions, `<cls>`'s for one left out.
     """
     ctx = rows.ctx
     lens = onp.rint(valid_lens.asnumpy().reshape(-1)).astype('int64')
@@ -241,13 +248,13 @@ def packed_tokens(valid_lens, rows, B, T, multiple):
     cls_rows = packed_row[onp.arange(B) * T]                 # (B,)
     mlm_rows = packed_row[examples * T + positions]          # (K,)
     S = min(T, -(-int(lens.max()) // LENGTH_STEP) * LENGTH_STEP)
-    packed_row = packed_row.reshape(B, T)[:, :S]             # (B, S)
-    unpack = onp.where(packed_row >= 0, packed_row,
-                       cls_rows[:, None])                    # (B, S)
+    book_rows = onp.where(packed_row >= 0, packed_row,
+                          onp.repeat(cls_rows, T)).reshape(B, T)  # (B, T)
+    unpack = book_rows[:, :S]                                # (B, S)
     kept_rows = pack // T * S + pack % T                     # (N,)
-    return tuple(mx.np.array(a, dtype='int32', ctx=ctx)
-                 for a in (pack, pack % T, unpack, kept_rows, lens,
-                           cls_rows, mlm_rows))
+    arrays = (pack, pack % T, unpack, kept_rows, lens, cls_rows, mlm_rows)
+    return tuple(mx.np.array(a, dtype='int32', ctx=ctx) for a in
+                 arrays + ((book_rows,) if book_layout else ()))
 
 
 def queries_read(encoder, query_lens):
