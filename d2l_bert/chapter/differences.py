@@ -81,7 +81,8 @@ DIFFERENCES = {
          "d2l's docstring says"),
         ('One added cell, `net, loss = accelerate(net), accelerate(loss)`, '
          "runs the book's model as d2l-bert's fast twin, with the same "
-         'parameters.',
+         'parameters; under `train_bert` its encoder leaves out the padded '
+         'positions, which no loss reads.',
          "the book's blocks are slow on a CPU; remove the cell to train "
          'them as they are. The losses are not the same numbers: the twin '
          'draws other dropout masks, and sums in another order'),
