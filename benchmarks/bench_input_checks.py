@@ -32,7 +32,7 @@ def main():
     from mxnet import np, npx
 
     from d2l_bert import BERTModel, checks, fast
-    from d2l_bert.fast import blocks
+    from d2l_bert.fast import blocks, models
 
     npx.set_np()  # as the book's first cell does
 
@@ -41,7 +41,7 @@ def main():
 
     def set_checks(on):
         # `check_inputs`'s hooks and the fast twins call the same two
-        for module in (checks, blocks):
+        for module in (checks, blocks, models):
             for name in names:
                 setattr(module, name, originals[name] if on
                         else (lambda *a, **k: None))

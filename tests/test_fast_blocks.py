@@ -16,7 +16,7 @@ from mxnet import autograd, gluon, init, np
 from d2l_bert import fast
 from d2l_bert.attention import MultiHeadAttention
 from d2l_bert.bert import BERTEncoder, BERTModel
-from d2l_bert.fast import _ops, blocks
+from d2l_bert.fast import _ops, blocks, models
 from d2l_bert.finetuning import BERTClassifier
 from d2l_bert.pretraining import _get_batch_loss_bert, train_bert
 from d2l_bert.runs.seeding import seed_everything
@@ -108,16 +108,15 @@ def test_fast_model_outside_training_computes_every_position(tiny_batch,
 
 def test_the_twin_packs_the_books_training_calls_only(tiny_batch,
                                                       monkeypatch):
-    from d2l_bert.fast import step
     seen = []
-    original = step.packed_tokens
+    original = models.packed_tokens
 
     def recording(*args, **kwargs):
         arrays = original(*args, **kwargs)
         seen.append(arrays[0].shape)
         return arrays
-    monkeypatch.setattr(step, 'packed_tokens', recording)
-    twin = blocks.FastBERTModel(tiny_model(), kernels=False,
+    monkeypatch.setattr(models, 'packed_tokens', recording)
+    twin = models.FastBERTModel(tiny_model(), kernels=False,
                                 token_multiple=1)
     tokens, segments, valid_lens, pred_positions = tiny_batch
     twin(tokens, segments, valid_lens, pred_positions)
@@ -252,7 +251,7 @@ def test_accelerate_takes_a_model_class_defined_again():
         pass
     net = BERTModel(**TINY)
     net.initialize()
-    assert isinstance(fast.accelerate(net), blocks.FastBERTModel)
+    assert isinstance(fast.accelerate(net), models.FastBERTModel)
 
 
 def test_fast_model_checks_its_inputs(tiny_batch):
@@ -456,7 +455,7 @@ def test_fast_classifier_equals_the_books(tiny_batch, kernels):
     tokens, segments, valid_lens, _ = tiny_batch
     expected = net((tokens, segments, valid_lens))
     twin = fast.accelerate(net, kernels=kernels)
-    assert isinstance(twin, blocks.FastBERTClassifier)
+    assert isinstance(twin, models.FastBERTClassifier)
     assert_close(twin((tokens, segments, valid_lens)), expected)
     assert sorted(twin._collect_params_with_prefix()) == sorted(
         net._collect_params_with_prefix())
@@ -507,18 +506,17 @@ def test_packed_classifier_gives_the_books_scores_and_gradients(
 
 def test_packed_classifier_encodes_only_the_valid_tokens(tiny_batch,
                                                          monkeypatch):
-    from d2l_bert.fast import step
     seen = []
-    original = step.packed_tokens
+    original = models.packed_tokens
 
     def recording(*args):
         arrays = original(*args)
         seen.append(arrays[0].shape)
         return arrays
-    monkeypatch.setattr(step, 'packed_tokens', recording)
+    monkeypatch.setattr(models, 'packed_tokens', recording)
     net = BERTClassifier(tiny_model())
     net.output.initialize()
-    twin = blocks.FastBERTClassifier(net, kernels=False, token_multiple=1)
+    twin = models.FastBERTClassifier(net, kernels=False, token_multiple=1)
     tokens, segments = tiny_batch[:2]
     twin((tokens, segments, np.array([12, 7, 9], dtype='float32')))
     assert seen == [(28,)]                   # 12 + 7 + 9 of 3 * 12

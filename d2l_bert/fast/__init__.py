@@ -38,11 +38,11 @@ from mxnet import autograd, gluon, np
 from . import _ops
 from ._ops import describe as describe_loops  # noqa: F401
 from .arrays import quick_arrays  # noqa: F401
-from .blocks import (FastBERTClassifier, FastBERTEncoder,  # noqa: F401
-                     FastBERTModel, _Checked)
+from .blocks import FastBERTEncoder, _Checked  # noqa: F401
 from .dataset import pad_bert_inputs_stacked  # noqa: F401
 from .inference import InferenceBERT, inference  # noqa: F401
 from .loss import FastSoftmaxCELoss, accelerate_loss  # noqa: F401
+from .models import FastBERTClassifier, FastBERTModel  # noqa: F401
 from .step import FastBatchLoss, batch_loss  # noqa: F401
 
 #: The kinds of model `accelerate` takes, by the children they have (a

@@ -3,7 +3,7 @@
 `_get_batch_loss_bert` (sec_bert-pretraining) runs the model, then the
 MLM and NSP losses, as separate calls.  `FastBatchLoss` computes the same
 three losses for one shard as one hybridized graph around the fast twin
-(`blocks.FastBERTModel`): reshaping the MLM scores (B, P, V) copies
+(`models.FastBERTModel`): reshaping the MLM scores (B, P, V) copies
 nothing, no buffer is allocated again at each step, and on the CPU the
 MLM loss's forward and backward passes are compiled loops
 (`_ops.softmax_ce`).  `d2l-bert pretrain` trains with it.
