@@ -385,27 +385,3 @@ def test_notebooks_get_small_sizes_from_the_environment():
     assert DataHooks(small=True).notebook_environment() == {
         'D2L_BERT_SMALL': '1'}
     assert DataHooks(small=False).notebook_environment() == {}
-
-def test_cells_make_host_arrays_quickly_and_leave_mxnets_function(run):
-    from mxnet import numpy as mnp
-    from d2l_bert.fast import arrays
-    assert mnp.array is arrays.ORIGINAL
-    result = run('from mxnet import np\n'
-                 'x = np.array([[1, 2], [3, 4]], dtype="int32")\n'
-                 'print(np.array.__module__, x.dtype, x.tolist())')
-    assert result.output == "d2l_bert.fast.arrays int32 [[1, 2], [3, 4]]\n"
-    assert mnp.array is arrays.ORIGINAL
-    # a failing cell gives it back too
-    assert run('raise ValueError("x")').status == 'failed'
-    assert mnp.array is arrays.ORIGINAL
-
-
-def test_a_cell_leaves_quick_arrays_on_where_they_were_before(run):
-    from mxnet import numpy as mnp
-    from d2l_bert.fast import arrays
-    arrays.quick_arrays()
-    try:
-        run('x = 1')
-        assert mnp.array is arrays.array
-    finally:
-        arrays.undo()

@@ -456,20 +456,6 @@ def small_wikitext_stand_in():
         hub.STAND_INS['wikitext-2'] = before
 
 
-@contextlib.contextmanager
-def quick_arrays_in_cell():
-    """While in this context, `mxnet.np.array` is
-    `d2l_bert.fast.quick_arrays`'s (the same arrays, a host list's
-    without a wait on MXNet's engine); MXNet's own again after it."""
-    from ..fast.arrays import quick_arrays, undo
-    changed = quick_arrays()
-    try:
-        yield
-    finally:
-        if changed:
-            undo()
-
-
 def seed_small_run():
     """Seed every random generator (Python's, NumPy's, MXNet's) with
     `SMALL_SEED`, so that a small run gives the same numbers each time."""
@@ -799,8 +785,6 @@ class Runner:
                     stack.enter_context(self.ctx)
                 if self.hooks.small:
                     stack.enter_context(small_wikitext_stand_in())
-                # the book's data pipeline makes 193,487 small arrays
-                stack.enter_context(quick_arrays_in_cell())
                 stack.enter_context(
                     gluon2.parameters_as_attributes(self.hooks.used))
                 # the edition's ``#@save`` definitions, made or not
