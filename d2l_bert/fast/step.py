@@ -27,10 +27,9 @@ feed-forward networks, AddNorm) on the tokens the losses depend on only
 (`packed_tokens`): each sequence's positions below its valid length,
 packed into N rows (N rounded up to a multiple of `token_multiple`).
 The attention reads them in the book's layout cut to the longest packed
-sequence, (B, S) with S the longest rounded up to a multiple of
-`LENGTH_STEP` (the positions past S are padding of every sequence, whose
-keys have weight exactly 0 and whose queries nothing reads), in which the
-padded positions' keys have weight exactly 0; the heads read `<cls>` and
+sequence, (B, S) with S rounded up to a multiple of `LENGTH_STEP` (the
+positions past S are padding in every sequence), in which the padded
+positions' keys have weight exactly 0; the heads read `<cls>` and
 the predicted positions, all valid.  So a padded position's encoding
 changes no loss, its gradient is exactly 0, and leaving it out changes no
 number: it saves half of the blocks' arithmetic in the book's data, whose
