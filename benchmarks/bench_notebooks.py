@@ -31,6 +31,7 @@ the book's arithmetic (every padded position,
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -232,8 +233,8 @@ def run_notebook(name, package, small):
               if out.output_type == 'error']
     said = [out.get('text', '') for out in nb.cells[-1].outputs]
     vocab = int(''.join(said).split()[-1]) if said else 0
-    cells = [(seconds, first, sampler.peak_between(start, end)
-              if start else None) for seconds, start, end, first
+    cells = [(seconds, first, sampler.peak_between(began, ended)
+              if began else None) for seconds, began, ended, first
              in cell_times(nb)[:-1]]
     return dict(cells=cells, whole=whole, vocab=vocab,
                 pss=sampler.peak_pss, rss=sampler.peak_rss, errors=errors)
@@ -279,7 +280,7 @@ def report(name, runs, best):
         shares = [[gemm_share(r, best) for r in runs[s]] for s in sides]
         if all(None not in s for s in shares):
             print(f'  {"train_bert, share of the best GEMM":<44}'
-                  + ''.join(f'{_median(s):>22.0%}' for s in shares))
+                  + ''.join(f'{statistics.median(s):>22.0%}' for s in shares))
     for side in sides:
         for r in runs[side]:
             for error in r['errors']:
@@ -288,12 +289,6 @@ def report(name, runs, best):
 
 def _median_run(runs):
     return sorted(runs, key=lambda r: r['whole'])[(len(runs) - 1) // 2]
-
-
-def _median(values):
-    values = sorted(values)
-    n = len(values)
-    return (values[n // 2] + values[(n - 1) // 2]) / 2
 
 
 def main(argv=None):

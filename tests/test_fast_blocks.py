@@ -16,7 +16,7 @@ from mxnet import autograd, gluon, init, np
 from d2l_bert import fast
 from d2l_bert.attention import MultiHeadAttention
 from d2l_bert.bert import BERTEncoder, BERTModel
-from d2l_bert.fast import _ops, blocks, models
+from d2l_bert.fast import _ops, blocks, models, step
 from d2l_bert.finetuning import BERTClassifier
 from d2l_bert.pretraining import _get_batch_loss_bert, train_bert
 from d2l_bert.runs.seeding import seed_everything
@@ -109,13 +109,13 @@ def test_fast_model_outside_training_computes_every_position(tiny_batch,
 def test_the_twin_packs_the_books_training_calls_only(tiny_batch,
                                                       monkeypatch):
     seen = []
-    original = models.packed_tokens
+    original = step.packed_tokens
 
     def recording(*args, **kwargs):
         arrays = original(*args, **kwargs)
         seen.append(arrays[0].shape)
         return arrays
-    monkeypatch.setattr(models, 'packed_tokens', recording)
+    monkeypatch.setattr(step, 'packed_tokens', recording)
     twin = models.FastBERTModel(tiny_model(), kernels=False,
                                 token_multiple=1)
     tokens, segments, valid_lens, pred_positions = tiny_batch
@@ -472,7 +472,6 @@ def test_packed_classifier_gives_the_books_scores_and_gradients(
     its sequence's); the scores and every gradient are the book's.  At
     lengths of at most 7 of 12, the attention reads a layout of 8
     positions (a `LENGTH_STEP` of 4)."""
-    from d2l_bert.fast import step
     monkeypatch.setattr(step, 'LENGTH_STEP', 4)
     if lengths and 0 in lengths and not kernels:
         pytest.skip("MXNet's operators mask by addition: a sequence of "
@@ -507,13 +506,13 @@ def test_packed_classifier_gives_the_books_scores_and_gradients(
 def test_packed_classifier_encodes_only_the_valid_tokens(tiny_batch,
                                                          monkeypatch):
     seen = []
-    original = models.packed_tokens
+    original = step.packed_tokens
 
     def recording(*args):
         arrays = original(*args)
         seen.append(arrays[0].shape)
         return arrays
-    monkeypatch.setattr(models, 'packed_tokens', recording)
+    monkeypatch.setattr(step, 'packed_tokens', recording)
     net = BERTClassifier(tiny_model())
     net.output.initialize()
     twin = models.FastBERTClassifier(net, kernels=False, token_multiple=1)

@@ -24,8 +24,7 @@ import mxnet as mx
 from ..checks import check_pred_positions
 from .blocks import (FastBERTEncoder, FastMaskLM, FastNextSentencePred,
                      MLMScores, _Checked, distinct_positions)
-from .step import TOKEN_MULTIPLE, encode_packed, packed_tokens, \
-    queries_read
+from .step import TOKEN_MULTIPLE, encode_packed, packed_inputs
 
 
 class FastBERTModel(_Checked):
@@ -79,8 +78,9 @@ class FastBERTModel(_Checked):
                 positions = distinct_positions(pred_positions)
             if packing:
                 # the rows are read from the packed encodings instead
-                positions = (None, positions[1]) + self._packed(
-                    valid_lens, positions[0], tokens.shape)
+                positions = (None, positions[1]) + packed_inputs(
+                    self.encoder, valid_lens, positions[0], tokens.shape,
+                    self.token_multiple, book_layout=True)
         with warnings.catch_warnings():
             # Without `pred_positions` the graph leaves `mlm` out, as it
             # should; Gluon's warning about unused parameters would confuse
@@ -101,14 +101,6 @@ class FastBERTModel(_Checked):
         encoded_X, mlm_Y_hat, nsp_Y_hat = outputs        # mlm: (B*P, V)
         mlm_Y_hat = MLMScores.view(mlm_Y_hat, *pred_positions.shape)
         return encoded_X, mlm_Y_hat, nsp_Y_hat             # mlm: (B, P, V)
-
-    def _packed(self, valid_lens, rows, shape):
-        """`packed_tokens`'s arrays for the K distinct `rows` (2, K),
-        `query_lens` None where no attention is compiled."""
-        arrays = packed_tokens(valid_lens, rows, *shape,
-                               self.token_multiple, book_layout=True)
-        return arrays[:4] + (queries_read(self.encoder, arrays[4]),) + \
-            arrays[5:]
 
     def hybrid_forward(self, F, tokens, segments, valid_lens=None,
                        rows=None, copies=None, pack=None, positions=None,
@@ -180,12 +172,11 @@ class FastBERTClassifier(_Checked):
             return super().forward(tokens_X, segments_X, valid_lens_x)
         no_rows = mx.np.zeros((2, 0), dtype='int32',
                               ctx=valid_lens_x.ctx)          # (2, 0)
-        pack, positions, unpack, kept_rows, query_lens, cls_rows, _ = \
-            packed_tokens(valid_lens_x, no_rows, *tokens_X.shape,
-                          self.token_multiple)
-        return super().forward(
-            tokens_X, segments_X, valid_lens_x, pack, positions, unpack,
-            kept_rows, queries_read(self.encoder, query_lens), cls_rows)
+        arrays = packed_inputs(self.encoder, valid_lens_x, no_rows,
+                               tokens_X.shape, self.token_multiple)
+        # all but `mlm_rows`, which no prediction needs here
+        return super().forward(tokens_X, segments_X, valid_lens_x,
+                               *arrays[:-1])
 
     def hybrid_forward(self, F, tokens_X, segments_X, valid_lens_x=None,
                        pack=None, positions=None, unpack=None,

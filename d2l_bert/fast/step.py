@@ -113,10 +113,8 @@ class FastBatchLoss(nn.HybridBlock):
         check_pred_positions(pred_positions_X, *tokens_X.shape)
         rows, weights, labels = self.weighted_predictions(
             pred_positions_X, mlm_weights_X, mlm_Y)
-        tokens = packed_tokens(valid_lens_x, rows, *tokens_X.shape,
-                               self.token_multiple)
-        tokens = tokens[:4] + (queries_read(self.net.encoder, tokens[4]),) \
-            + tokens[5:]
+        tokens = packed_inputs(self.net.encoder, valid_lens_x, rows,
+                               tokens_X.shape, self.token_multiple)
         return super().forward(tokens_X, segments_X, valid_lens_x, *tokens,
                                weights, labels, nsp_y)
 
@@ -254,6 +252,15 @@ def packed_tokens(valid_lens, rows, B, T, multiple, book_layout=False):
     arrays = (pack, pack % T, unpack, kept_rows, lens, cls_rows, mlm_rows)
     return tuple(mx.np.array(a, dtype='int32', ctx=ctx) for a in
                  arrays + ((book_rows,) if book_layout else ()))
+
+
+def packed_inputs(encoder, valid_lens, rows, shape, multiple,
+                  book_layout=False):
+    """`packed_tokens`'s arrays as a twin's graph takes them: its
+    `query_lens` None where `encoder`'s attention is not compiled
+    (`queries_read`).  `shape` is the batch's (B, T)."""
+    arrays = packed_tokens(valid_lens, rows, *shape, multiple, book_layout)
+    return arrays[:4] + (queries_read(encoder, arrays[4]),) + arrays[5:]
 
 
 def queries_read(encoder, query_lens):
