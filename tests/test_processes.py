@@ -65,10 +65,15 @@ while True:
     chunks.append(b'\\1' * (64 << 20))
 '''
 
+# A refused fork does not end it (an uncaught BlockingIOError would, and
+# the command's own status 1 could then come before the supervisor's kill)
 FORK_BOMB = '''
 import os
 while True:
-    os.fork()
+    try:
+        os.fork()
+    except OSError:
+        pass
 '''
 
 
