@@ -31,7 +31,7 @@ import pytest
 
 from d2l_bert.chapter import book_outputs, editions, hosted
 from d2l_bert.chapter.saved_cells import BEYOND_BOOK, NOTEBOOK_DIR, NOTEBOOKS
-from helpers import find_python
+from helpers import find_python, make_venv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, 'tests', 'fixtures', 'hosted')
@@ -88,8 +88,7 @@ def run_set_up_cell(tmp_path, source, **env):
     """The set-up cell run by the Python of a fresh venv (where d2l_bert
     is missing) with `source` as `SOURCE_ENV`, as root when we are root,
     with pip's own settings of this machine removed."""
-    import venv
-    venv.create(str(tmp_path / 'venv'), with_pip=True)
+    make_venv(tmp_path / 'venv')
     cell = tmp_path / 'cell.py'
     cell.write_text(hosted.setup_cell())
     clean = {k: v for k, v in os.environ.items() if not k.startswith(

@@ -5,13 +5,13 @@ import os
 import socket
 import subprocess
 import sys
-import venv
 
 import pytest
 
 from d2l_bert.chapter import hosted
 from d2l_bert.cli import _setup
 from d2l_bert.cli._args import RunError
+from helpers import make_venv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -78,7 +78,7 @@ def test_an_installed_package_that_would_change_is_named(without_mxnet,
 def test_offline_in_a_fresh_python_the_command_is_one_line(tmp_path):
     # A venv with nothing but pip, and pip's index a closed port: the
     # command says what it tried and what to run, and makes no --out
-    venv.create(str(tmp_path / 'venv'), with_pip=True)
+    make_venv(tmp_path / 'venv')
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         closed = s.getsockname()[1]

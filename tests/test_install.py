@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from helpers import make_venv
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADING = '## Adding d2l-bert to an environment that has NumPy 2'
 
@@ -51,22 +53,6 @@ def locked_numpy():
         return re.search(r'^numpy==(\S+)$', f.read(), re.M).group(1)
 
 
-def make_venv(python, venv):
-    """A venv with pip; where `python` has no ensurepip (Debian without
-    python3-venv), without it, and this environment's pip installs pip
-    into it."""
-    made = subprocess.run([python, '-m', 'venv', str(venv)], timeout=300,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    if made.returncode == 0:
-        return
-    shutil.rmtree(str(venv))
-    subprocess.run([python, '-m', 'venv', '--without-pip', str(venv)],
-                   check=True, timeout=300)
-    subprocess.run([sys.executable, '-m', 'pip', '-q', '--python',
-                    str(venv / 'bin' / 'python'), 'install', 'pip'],
-                   check=True, timeout=300)
-
-
 def test_the_docs_give_three_lines_that_keep_numpy():
     commands = docs_commands()
     assert len(commands) == 3
@@ -98,7 +84,7 @@ def test_the_docs_lines_add_d2l_bert_to_a_numpy2_environment(tmp_path):
     if python is None:
         pytest.skip('no Python 3.12 or later here to make the environment')
     venv = tmp_path / 'venv'
-    make_venv(python, venv)
+    make_venv(venv, python)
     pip = [str(venv / 'bin' / 'python'), '-m', 'pip', '-q']
     numpy_version = locked_numpy()
     subprocess.run(pip + ['install', '--no-compile',
