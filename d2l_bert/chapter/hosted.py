@@ -92,7 +92,8 @@ def source(environ=None):
 QUIET_PIP = {'PIP_ROOT_USER_ACTION': 'ignore',
              'PIP_DISABLE_PIP_VERSION_CHECK': '1'}
 
-#: How the set-up cell ends when pip fails, before pip's last line
+#: How the set-up cell ends when pip fails, before pip's last ``ERROR``
+#: line (newer pips print hints after it)
 FAILED_LINE = ("d2l-bert set-up: pip failed (no network? on Kaggle, turn "
                "on the notebook's Internet setting): ")
 
@@ -123,10 +124,10 @@ def setup_cell():
         "'--retries', '1',\n"
         "                          source], env=quiet, capture_output=True,"
         " text=True)\n"
-        "    if pip.returncode:  # one line: what failed, and what to do\n"
-        f"        sys.exit({said}\n"
-        "                 + (pip.stderr.strip().splitlines() or ['?'])[-1])"
-        "\n"
+        "    if pip.returncode:  # one line: pip's error, and what to do\n"
+        "        error = [e for e in pip.stderr.splitlines() if e[:5] == "
+        "'ERROR'] or '?'\n"
+        f"        sys.exit({said} + error[-1])\n"
         "    importlib.invalidate_caches()\n"
         "from d2l_bert.chapter.hosted import set_up; set_up(start, alone)")
 
