@@ -63,6 +63,9 @@ def test_heads_divide_num_hiddens(tmp_path):
     (lambda a: dict(a, **{'encoder.pos_embedding': mx.np.zeros((16, 32))}),
      r": encoder\.pos_embedding has shape \(16, 32\); a BERTModel's is "
      r'\(1, max_len, num_hiddens\)$'),
+    (lambda a: dict(a, **{'encoder.pos_embedding': mx.np.zeros((512,))}),
+     r": encoder\.pos_embedding has shape \(512,\); a BERTModel's is "
+     r'\(1, max_len, num_hiddens\)$'),
     (lambda a: dict(a, **{'encoder.token_embedding.weight':
                           mx.np.zeros((99, 32, 1))}),
      r": encoder\.token_embedding\.weight has shape \(99, 32, 1\); a "
@@ -79,7 +82,7 @@ def test_heads_divide_num_hiddens(tmp_path):
      r' holds 45 arrays without names \(saved from a list, as '
      r'`mx\.nd\.save\(file, \[\.\.\.\]\)` does\), not the named parameters'
      r' of a model \(`net\.save_parameters`\)$'),
-], ids=['2-D positions', '3-D tokens', 'positions (3, L, H)', 'no FFN',
+], ids=['2-D positions', '1-D positions', '3-D tokens', 'positions (3, L, H)', 'no FFN',
         'a list'])
 def test_shapes_that_are_not_a_bertmodels_are_named(params_file, tmp_path,
                                                      change, message):

@@ -92,8 +92,9 @@ def source(environ=None):
 QUIET_PIP = {'PIP_ROOT_USER_ACTION': 'ignore',
              'PIP_DISABLE_PIP_VERSION_CHECK': '1'}
 
-#: How the set-up cell ends when pip fails, before pip's last ``ERROR``
-#: line (newer pips print hints after it)
+#: How the set-up cell ends when pip fails, before pip's last error lines:
+#: ``ERROR: ...``, or pip 26's ``× ...`` and its ``╰─> cause`` (the hints
+#: that follow them are left out)
 FAILED_LINE = ("d2l-bert set-up: pip failed (no network? on Kaggle, turn "
                "on the notebook's Internet setting): ")
 
@@ -104,7 +105,7 @@ def setup_cell():
     where pip fails it ends with one line (`FAILED_LINE`)."""
     quiet = ',\n'.join(f"{' ' * 17}{k}='{v}'"
                         for k, v in QUIET_PIP.items()).lstrip()
-    said = f"\n{' ' * 17}".join(repr(part) for part in _pieces(
+    failed = f"\n{' ' * 17}".join(repr(part) for part in _pieces(
         FAILED_LINE, 60))
     return (
         "# Set-up where this notebook runs alone (Colab, Kaggle, Studio "
@@ -125,9 +126,9 @@ def setup_cell():
         "                          source], env=quiet, capture_output=True,"
         " text=True)\n"
         "    if pip.returncode:  # one line: pip's error, and what to do\n"
-        "        error = [e for e in pip.stderr.splitlines() if e[:5] == "
-        "'ERROR'] or '?'\n"
-        f"        sys.exit({said} + error[-1])\n"
+        "        said = [e for e in pip.stderr.splitlines() if e[:1] in "
+        "('E', '\u00d7', '\u2570')]\n"
+        f"        sys.exit({failed} + ' '.join(said[-2:]))\n"
         "    importlib.invalidate_caches()\n"
         "from d2l_bert.chapter.hosted import set_up; set_up(start, alone)")
 
