@@ -616,3 +616,50 @@ def test_a_long_signature_lists_one_parameter_a_line(built_docs):
     assert multi_line > 10, 'no multi-line signature: the pattern is stale'
     long = [(name, len(text)) for name, text in found if len(text) > 79]
     assert not long, f'one-line signatures over 79 characters: {long}'
+
+
+def docs_workflow():
+    import yaml
+    with open(os.path.join(ROOT, '.github', 'workflows', 'docs.yml')) as f:
+        workflow = yaml.safe_load(f)
+    # YAML 1.1 reads the key `on` as True
+    workflow['on'] = workflow.pop(True, workflow.get('on'))
+    return workflow
+
+
+def test_the_docs_workflow_builds_on_main_and_deploys_to_pages():
+    workflow = docs_workflow()
+    assert workflow['on']['push'] == {'branches': ['main']}
+    assert workflow['permissions'] == {'contents': 'read', 'pages': 'write',
+                                       'id-token': 'write'}
+    build, deploy = workflow['jobs']['build'], workflow['jobs']['deploy']
+    runs = [step['run'] for step in build['steps'] if 'run' in step]
+    assert runs == ['python3 run.py docs']
+    uses = [step['uses'].split('@')[0] for step in build['steps']
+            if 'uses' in step]
+    assert uses == ['actions/checkout', 'actions/setup-python',
+                    'actions/cache', 'actions/configure-pages',
+                    'actions/upload-pages-artifact']
+    upload = build['steps'][-1]
+    assert upload['with'] == {'path': 'docs/_build/html'}
+    assert deploy['needs'] == 'build'
+    assert deploy['environment']['name'] == 'github-pages'
+    assert [s['uses'].split('@')[0] for s in deploy['steps']] == [
+        'actions/deploy-pages']
+
+
+def test_the_docs_workflow_caches_what_the_chapter_cache_is_keyed_by():
+    # `chapter.execute.cache_key`: the notebook, d2l_bert/ and the lock
+    # of the Python that runs the build
+    workflow = docs_workflow()
+    build = workflow['jobs']['build']
+    [python] = [s['with']['python-version'] for s in build['steps']
+                if s.get('uses', '').startswith('actions/setup-python')]
+    [cache] = [s for s in build['steps']
+               if s.get('uses', '').startswith('actions/cache')]
+    assert cache['with']['path'] == 'docs/_build/.chapter-cache'
+    lock = 'requirements/py%s.txt' % python.replace('.', '')
+    assert os.path.isfile(os.path.join(ROOT, lock))
+    assert cache['with']['key'] == (
+        "chapter-${{ hashFiles('notebooks/*.ipynb', 'd2l_bert/**', "
+        f"'{lock}') }}}}")
