@@ -475,3 +475,32 @@ def test_a_lone_notebook_prints_the_books_outputs(platform, executed,
     assert len(expected) == sum(e.label == edition.label and e.mode !=
                                 'shown' for e in book_outputs.DOCUMENTED)
     assert verdicts == expected
+
+
+def test_in_a_kernel_at_the_default_sizes_loaders_start_no_worker(
+        monkeypatch):
+    import builtins
+    from d2l import mxnet as d2l
+    from d2l_bert.chapter import notebooks
+    monkeypatch.setattr(builtins, 'get_ipython', object, raising=False)
+    monkeypatch.delenv(notebooks.SMALL_ENV, raising=False)
+    # set, then unset: so that the test's end removes what in_kernel sets
+    monkeypatch.setenv(notebooks.SNLI_PAIRS_ENV, '1')
+    monkeypatch.delenv(notebooks.SNLI_PAIRS_ENV)
+    monkeypatch.setattr(d2l, 'get_dataloader_workers',
+                        d2l.get_dataloader_workers)
+    assert d2l.get_dataloader_workers() == 4
+    hosted.in_kernel()
+    assert d2l.get_dataloader_workers() == 0
+    assert os.environ[notebooks.SNLI_PAIRS_ENV] == str(
+        notebooks.CHAPTER_SNLI_PAIRS)
+
+
+def test_outside_a_kernel_nothing_is_changed(monkeypatch):
+    import builtins
+    from d2l import mxnet as d2l
+    monkeypatch.delattr(builtins, 'get_ipython', raising=False)
+    monkeypatch.setattr(d2l, 'get_dataloader_workers',
+                        d2l.get_dataloader_workers)
+    hosted.in_kernel()
+    assert d2l.get_dataloader_workers() == 4

@@ -46,6 +46,17 @@ QUICK_ARRAYS = (
     'the embedded corpus): the data cell runs several times faster '
     '(`benchmarks/bench_data_wiki.py`); remove the call for MXNet\'s own')
 
+#: Said of the three notebooks whose data go through d2l's loaders
+NO_LOADER_WORKERS = (
+    "In a notebook, `d2l.get_dataloader_workers()` is 0 "
+    "(`d2l_bert.chapter.runner.no_loader_workers`, called by the set-up "
+    "cell): the data loaders read the batches in the kernel's own "
+    "process, as `d2l-bert chapter` does.",
+    "d2l's 4 worker processes each copy the pages of the dataset they read "
+    "(0.85 GB more at the pretraining notebook's peak, past a 2 GB Binder "
+    "runtime), and on 2 cores they take the training's; the notebook runs "
+    "faster without them (`benchmarks/bench_notebooks.py`)")
+
 #: By notebook: (what, why) pairs beyond `COMMON`
 DIFFERENCES = {
     'bert.ipynb': (
@@ -69,12 +80,14 @@ DIFFERENCES = {
          'the vocabulary and the numbers it gives are not the book\'s '
          '(they are shown, not compared)'),
         QUICK_ARRAYS,
+        NO_LOADER_WORKERS,
     ),
     'bert-pretraining.ipynb': (
         ('`load_data_wiki` reads the embedded corpus where WikiText-2 '
          'cannot be downloaded, as in the dataset section.',
          "the book's download is dead"),
         QUICK_ARRAYS,
+        NO_LOADER_WORKERS,
         ('`try_all_gpus` is `d2l_bert.devices.try_all_gpus`.',
          "d2l 1.0.3's returns an empty list without a GPU, on which "
          '`initialize(ctx=devices)` fails; this one returns `[cpu()]`, as '
@@ -106,6 +119,7 @@ DIFFERENCES = {
          'pairs in batches of 512'),
         ('`try_all_gpus` is `d2l_bert.devices.try_all_gpus`.',
          "d2l 1.0.3's returns an empty list without a GPU"),
+        NO_LOADER_WORKERS,
         ('`SNLIBERTDataset._preprocess` opens its pool with `with '
          'multiprocessing.Pool(4) as pool:`; the book leaves it open.',
          'so that the four worker processes end with the cell'),

@@ -401,17 +401,19 @@ def in_kernel():
 
     The fine-tuning section reads the first `CHAPTER_SNLI_PAIRS` SNLI
     pairs of each split (`SNLI_PAIRS_ENV`, unless the user set it; all
-    549,367 take hours on a CPU), and at small sizes (`SMALL_ENV`) the
-    cells run as the chapter runner runs them
+    549,367 take hours on a CPU), d2l's data loaders start no worker
+    process (`runner.no_loader_workers`), and at small sizes
+    (`SMALL_ENV`) the cells run as the chapter runner runs them
     (`runner.small_sizes_in_kernel`).  Outside IPython, nothing.
     """
     import builtins
     if not hasattr(builtins, 'get_ipython'):
         return
     from .notebooks import CHAPTER_SNLI_PAIRS, SNLI_PAIRS_ENV, small_sizes
+    from .runner import no_loader_workers, small_sizes_in_kernel
     os.environ.setdefault(SNLI_PAIRS_ENV, str(CHAPTER_SNLI_PAIRS))
+    no_loader_workers()
     if small_sizes():
-        from .runner import small_sizes_in_kernel
         small_sizes_in_kernel(builtins.get_ipython())
 
 

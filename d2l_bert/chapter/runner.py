@@ -471,8 +471,10 @@ def small_sizes_in_kernel(shell=None):
     `SMALL_CODE` is replaced before it runs, ``train_bert(...)`` step
     counts are capped to `SMALL_STEPS`, the random generators are
     seeded, a small corpus stands in for WikiText-2 (`small_wikitext`),
-    and d2l's data loaders start no worker process.  The set-up cell calls it when `D2L_BERT_SMALL` is set; a
-    cell whose code was replaced prints what was, first.
+    and d2l's data loaders start no worker process
+    (`no_loader_workers`).  The set-up cell calls it when
+    `D2L_BERT_SMALL` is set; a cell whose code was replaced prints what
+    was, first.
 
     Parameters
     ----------
@@ -508,15 +510,27 @@ def small_sizes_in_kernel(shell=None):
     # as its object is collected, at once)
     from ..data import hub
     hub.STAND_INS['wikitext-2'] = small_wikitext
-    # No loader processes, as in the chapter runner: their temporary
-    # folders (pymp-*) outlive a kernel that is shut down
-    from d2l import mxnet as d2l
-    d2l.get_dataloader_workers = _no_dataloader_workers
+    no_loader_workers()
     return True
 
 
+def no_loader_workers():
+    """Make d2l's data loaders in this kernel start no worker process, as
+    in the chapter runner (`DataHooks`): ``d2l.get_dataloader_workers()``
+    is 0.
+
+    Each of d2l's 4 workers, forked from the kernel, copies the pages of
+    the dataset's arrays that it reads (0.85 GB more in the pretraining
+    notebook), their temporary folders (pymp-*) outlive a kernel that is
+    shut down, and on a 2-core runtime they take the cores the training
+    needs.
+    """
+    from d2l import mxnet as d2l
+    d2l.get_dataloader_workers = _no_dataloader_workers
+
+
 def _no_dataloader_workers():
-    """d2l's `get_dataloader_workers` in a kernel at small sizes: 0."""
+    """d2l's `get_dataloader_workers` in a d2l-bert kernel: 0."""
     return 0
 
 
