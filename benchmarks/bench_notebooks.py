@@ -21,7 +21,7 @@ the two sides taking turns notebook by notebook.
 
 Memory is the sum of the proportional set sizes (``Pss`` of
 ``/proc/PID/smaps_rollup``, pages shared between processes counted once)
-of the kernel and every process under it, sampled every 0.1 s: close to
+of the kernel and every process under it, sampled every 0.5 s: close to
 what a container's memory limit charges; the kernel's own largest
 resident size is printed beside it.  For the cell that runs the book's
 ``train_bert``, the share of this machine's best float32 GEMM is that of
@@ -92,7 +92,10 @@ class MemorySampler(threading.Thread):
     and the peak resident size of any one of them, sampled until
     `stop`."""
 
-    def __init__(self, pid=None, every=0.1):
+    # Every 0.5 s, not more often: reading smaps_rollup walks the
+    # kernel's page tables under its memory lock, and sampled every 0.1 s
+    # the pretraining notebook's `train_bert` ran about a tenth slower
+    def __init__(self, pid=None, every=0.5):
         super().__init__(daemon=True)
         self.pid, self.every = pid or os.getpid(), every
         self.peak_pss = self.peak_rss = 0

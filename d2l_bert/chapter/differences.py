@@ -57,6 +57,14 @@ NO_LOADER_WORKERS = (
     "runtime), and on 2 cores they take the training's; the notebook runs "
     "faster without them (`benchmarks/bench_notebooks.py`)")
 
+#: Said of the two notebooks that train with d2l's `Animator` drawing
+PACED_ANIMATOR = (
+    "d2l's `Animator` shows its figure at most once every 2 s "
+    "(`d2l_bert.views.animator.PacedAnimator`, set by the set-up cell); "
+    "every point is drawn, and the figure the cell ends with is d2l's.",
+    "d2l's shows the whole figure again after every point, about 0.1 s "
+    "each in a notebook: 5 of the pretraining cell's 20 s")
+
 #: By notebook: (what, why) pairs beyond `COMMON`
 DIFFERENCES = {
     'bert.ipynb': (
@@ -88,6 +96,7 @@ DIFFERENCES = {
          "the book's download is dead"),
         QUICK_ARRAYS,
         NO_LOADER_WORKERS,
+        PACED_ANIMATOR,
         ('`try_all_gpus` is `d2l_bert.devices.try_all_gpus`.',
          "d2l 1.0.3's returns an empty list without a GPU, on which "
          '`initialize(ctx=devices)` fails; this one returns `[cpu()]`, as '
@@ -95,7 +104,9 @@ DIFFERENCES = {
         ('One added cell, `net, loss = accelerate(net), accelerate(loss)`, '
          "runs the book's model as d2l-bert's fast twin, with the same "
          'parameters; under `train_bert` its encoder leaves out the padded '
-         'positions, which no loss reads.',
+         'positions, which no loss reads. The set-up cell has started '
+         'compiling its loops in two processes of their own '
+         '(`d2l_bert.fast.warm`), so that this cell finds them compiled.',
          "the book's blocks are slow on a CPU; remove the cell to train "
          'them as they are. The losses are not the same numbers: the twin '
          'draws other dropout masks, and sums in another order'),
@@ -120,11 +131,13 @@ DIFFERENCES = {
         ('`try_all_gpus` is `d2l_bert.devices.try_all_gpus`.',
          "d2l 1.0.3's returns an empty list without a GPU"),
         NO_LOADER_WORKERS,
+        PACED_ANIMATOR,
         ('`SNLIBERTDataset._preprocess` opens its pool with `with '
          'multiprocessing.Pool(4) as pool:`; the book leaves it open.',
          'so that the four worker processes end with the cell'),
         ('One added cell, `net = accelerate(net)`, runs the classifier as '
-         "d2l-bert's fast twin, with the same parameters.",
+         "d2l-bert's fast twin, with the same parameters; its loops compile "
+         'in two processes started by the set-up cell (`d2l_bert.fast.warm`).',
          "the book's blocks are slow on a CPU; remove the cell to train "
          'them as they are'),
     ),

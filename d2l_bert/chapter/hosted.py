@@ -402,7 +402,10 @@ def in_kernel():
     The fine-tuning section reads the first `CHAPTER_SNLI_PAIRS` SNLI
     pairs of each split (`SNLI_PAIRS_ENV`, unless the user set it; all
     549,367 take hours on a CPU), d2l's data loaders start no worker
-    process (`runner.no_loader_workers`), and at small sizes
+    process (`runner.no_loader_workers`), d2l's `Animator` shows its
+    figure at most once every 2 s (`views.animator.PacedAnimator`), the
+    fast layer's loops compile in a child process while the cells before
+    `accelerate` run (`fast.warm`), and at small sizes
     (`SMALL_ENV`) the cells run as the chapter runner runs them
     (`runner.small_sizes_in_kernel`).  Outside IPython, nothing.
     """
@@ -411,8 +414,13 @@ def in_kernel():
         return
     from .notebooks import CHAPTER_SNLI_PAIRS, SNLI_PAIRS_ENV, small_sizes
     from .runner import no_loader_workers, small_sizes_in_kernel
+    from d2l import mxnet as d2l
+    from ..fast import warm
+    from ..views.animator import PacedAnimator
     os.environ.setdefault(SNLI_PAIRS_ENV, str(CHAPTER_SNLI_PAIRS))
+    warm.start()
     no_loader_workers()
+    d2l.Animator = PacedAnimator
     if small_sizes():
         small_sizes_in_kernel(builtins.get_ipython())
 

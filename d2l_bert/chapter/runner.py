@@ -521,7 +521,7 @@ def no_loader_workers():
 
     Each of d2l's 4 workers, forked from the kernel, copies the pages of
     the dataset's arrays that it reads (0.85 GB more in the pretraining
-    notebook), their temporary folders (pymp-*) outlive a kernel that is
+    notebook), their temporary folders (``pymp-*``) outlive a kernel that is
     shut down, and on a 2-core runtime they take the cores the training
     needs.
     """
