@@ -477,30 +477,59 @@ def test_a_lone_notebook_prints_the_books_outputs(platform, executed,
     assert verdicts == expected
 
 
-def test_in_a_kernel_at_the_default_sizes_loaders_start_no_worker(
+class FakeShell:
+    """What `in_kernel` uses of IPython's shell: its events."""
+
+    def __init__(self):
+        from IPython.core.events import EventManager, available_events
+        self.events = EventManager(self, available_events)
+
+    def run(self, code):
+        info = type('Info', (), {'raw_cell': code})()
+        self.events.trigger('pre_run_cell', info)
+
+
+def test_in_a_kernel_at_the_default_sizes_the_chapters_settings_apply(
         monkeypatch):
     import builtins
     from d2l import mxnet as d2l
     from d2l_bert.chapter import notebooks
-    monkeypatch.setattr(builtins, 'get_ipython', object, raising=False)
+    from d2l_bert.fast import warm
+    from d2l_bert.views.animator import PacedAnimator
+    shell = FakeShell()
+    monkeypatch.setattr(builtins, 'get_ipython', lambda: shell,
+                        raising=False)
     monkeypatch.delenv(notebooks.SMALL_ENV, raising=False)
     # set, then unset: so that the test's end removes what in_kernel sets
     monkeypatch.setenv(notebooks.SNLI_PAIRS_ENV, '1')
     monkeypatch.delenv(notebooks.SNLI_PAIRS_ENV)
-    monkeypatch.setattr(d2l, 'get_dataloader_workers',
-                        d2l.get_dataloader_workers)
+    for name in ('get_dataloader_workers', 'Animator'):
+        monkeypatch.setattr(d2l, name, getattr(d2l, name))
+    started = []
+    monkeypatch.setattr(warm, 'start', lambda: started.append(1))
     assert d2l.get_dataloader_workers() == 4
     hosted.in_kernel()
     assert d2l.get_dataloader_workers() == 0
+    assert d2l.Animator is PacedAnimator
     assert os.environ[notebooks.SNLI_PAIRS_ENV] == str(
         notebooks.CHAPTER_SNLI_PAIRS)
+    # the loops compile from the first cell that names accelerate, once
+    # (IPython sets builtins.get_ipython only while a cell runs)
+    monkeypatch.delattr(builtins, 'get_ipython')
+    shell.run('from mxnet import np')
+    assert started == []
+    shell.run('from d2l_bert.fast import accelerate')
+    shell.run('net = accelerate(net)')
+    assert started == [1]
 
 
 def test_outside_a_kernel_nothing_is_changed(monkeypatch):
     import builtins
     from d2l import mxnet as d2l
     monkeypatch.delattr(builtins, 'get_ipython', raising=False)
-    monkeypatch.setattr(d2l, 'get_dataloader_workers',
-                        d2l.get_dataloader_workers)
+    for name in ('get_dataloader_workers', 'Animator'):
+        monkeypatch.setattr(d2l, name, getattr(d2l, name))
+    book_animator = d2l.Animator
     hosted.in_kernel()
     assert d2l.get_dataloader_workers() == 4
+    assert d2l.Animator is book_animator

@@ -104,8 +104,8 @@ DIFFERENCES = {
         ('One added cell, `net, loss = accelerate(net), accelerate(loss)`, '
          "runs the book's model as d2l-bert's fast twin, with the same "
          'parameters; under `train_bert` its encoder leaves out the padded '
-         'positions, which no loss reads. The set-up cell has started '
-         'compiling its loops in two processes of their own '
+         'positions, which no loss reads. Its loops have been compiling '
+         'since the imports cell, in two processes of their own '
          '(`d2l_bert.fast.warm`), so that this cell finds them compiled.',
          "the book's blocks are slow on a CPU; remove the cell to train "
          'them as they are. The losses are not the same numbers: the twin '
@@ -137,7 +137,7 @@ DIFFERENCES = {
          'so that the four worker processes end with the cell'),
         ('One added cell, `net = accelerate(net)`, runs the classifier as '
          "d2l-bert's fast twin, with the same parameters; its loops compile "
-         'in two processes started by the set-up cell (`d2l_bert.fast.warm`).',
+         'in two processes from the imports cell on (`d2l_bert.fast.warm`).',
          "the book's blocks are slow on a CPU; remove the cell to train "
          'them as they are'),
     ),

@@ -404,8 +404,9 @@ def in_kernel():
     549,367 take hours on a CPU), d2l's data loaders start no worker
     process (`runner.no_loader_workers`), d2l's `Animator` shows its
     figure at most once every 2 s (`views.animator.PacedAnimator`), the
-    fast layer's loops compile in a child process while the cells before
-    `accelerate` run (`fast.warm`), and at small sizes
+    fast layer's loops start compiling in processes of their own before
+    the first cell that names `accelerate` (`fast.warm`), and at small
+    sizes
     (`SMALL_ENV`) the cells run as the chapter runner runs them
     (`runner.small_sizes_in_kernel`).  Outside IPython, nothing.
     """
@@ -415,14 +416,32 @@ def in_kernel():
     from .notebooks import CHAPTER_SNLI_PAIRS, SNLI_PAIRS_ENV, small_sizes
     from .runner import no_loader_workers, small_sizes_in_kernel
     from d2l import mxnet as d2l
-    from ..fast import warm
     from ..views.animator import PacedAnimator
+    shell = builtins.get_ipython()
     os.environ.setdefault(SNLI_PAIRS_ENV, str(CHAPTER_SNLI_PAIRS))
-    warm.start()
     no_loader_workers()
     d2l.Animator = PacedAnimator
+    if hasattr(shell, 'events'):
+        shell.events.register('pre_run_cell', _WarmBeforeAccelerate(shell))
     if small_sizes():
-        small_sizes_in_kernel(builtins.get_ipython())
+        small_sizes_in_kernel(shell)
+
+
+class _WarmBeforeAccelerate:
+    """Before the first cell of `shell` whose code names `accelerate` (the
+    imports cell of the notebooks that train the fast twin), start
+    compiling the fast layer's loops in processes of their own
+    (`fast.warm`), once; the other notebooks compile nothing."""
+
+    def __init__(self, shell):
+        self.shell = shell
+
+    def __call__(self, info):
+        if 'accelerate' not in (getattr(info, 'raw_cell', '') or ''):
+            return
+        self.shell.events.unregister('pre_run_cell', self)
+        from ..fast import warm
+        warm.start()
 
 
 def _named(requirement):

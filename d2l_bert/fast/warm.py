@@ -2,13 +2,13 @@
 
 In a fresh runtime numba's cache is empty, and the first `accelerate`
 compiles the seven loops of `_ops._smoke_test`: about 5 s of one core,
-which the notebook would wait for.  `start()`, called by the notebooks'
-set-up cell (`chapter.hosted.in_kernel`), compiles them in two child
-processes (`_smoke.PARTS`, one each) into numba's cache while the
-student runs the cells before `accelerate` (imports, data, model):
-about 3 s on 2 cores.  `_ops.available()` calls `wait()`
-before its own smoke test, which then loads the loops from the cache.
-Where the cache is warm the children only load them, and end.
+which the notebook would wait for.  `start()`, called before the first
+cell that names `accelerate` (`chapter.hosted.in_kernel` sets that up),
+compiles them in two child processes (`_smoke.PARTS`, one each) into
+numba's cache while the student runs the cells before `accelerate`
+(imports, data, model): about 3 s on 2 cores.  `_ops.available()` calls
+`wait()` before its own smoke test, which then loads the loops from the
+cache.  Where the cache is warm the children only load them, and end.
 
 Two children per process at most, which end when their compile does (a
 few seconds, whether their parent runs on or not); `wait` is bounded and
