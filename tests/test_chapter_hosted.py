@@ -494,7 +494,7 @@ def test_in_a_kernel_at_the_default_sizes_the_chapters_settings_apply(
     import builtins
     from d2l import mxnet as d2l
     from d2l_bert.chapter import notebooks
-    from d2l_bert.fast import warm
+    from d2l_bert import fast
     from d2l_bert.views.animator import PacedAnimator
     shell = FakeShell()
     monkeypatch.setattr(builtins, 'get_ipython', lambda: shell,
@@ -506,7 +506,7 @@ def test_in_a_kernel_at_the_default_sizes_the_chapters_settings_apply(
     for name in ('get_dataloader_workers', 'Animator'):
         monkeypatch.setattr(d2l, name, getattr(d2l, name))
     started = []
-    monkeypatch.setattr(warm, 'start', lambda: started.append(1))
+    monkeypatch.setattr(fast, 'compile_ahead', lambda: started.append(1))
     assert d2l.get_dataloader_workers() == 4
     hosted.in_kernel()
     assert d2l.get_dataloader_workers() == 0

@@ -431,7 +431,7 @@ class _WarmBeforeAccelerate:
     """Before the first cell of `shell` whose code names `accelerate` (the
     imports cell of the notebooks that train the fast twin), start
     compiling the fast layer's loops in processes of their own
-    (`fast.warm`), once; the other notebooks compile nothing."""
+    (`fast.compile_ahead`), once; the other notebooks compile nothing."""
 
     def __init__(self, shell):
         self.shell = shell
@@ -440,8 +440,8 @@ class _WarmBeforeAccelerate:
         if 'accelerate' not in (getattr(info, 'raw_cell', '') or ''):
             return
         self.shell.events.unregister('pre_run_cell', self)
-        from ..fast import warm
-        warm.start()
+        from ..fast import compile_ahead
+        compile_ahead()
 
 
 def _named(requirement):

@@ -29,13 +29,18 @@ faster (`dataset`).  For the book's own pipeline, `quick_arrays()` makes
 `mxnet.np.array` fill a small host list's array without waiting on
 MXNet's engine, the same arrays (`arrays`).
 
+`compile_ahead()` starts compiling the CPU loops in processes of their
+own, so that a later `accelerate` loads them from numba's cache (the
+notebooks' kernels call it before the first cell that names
+`accelerate`; `warm`).
+
 Nothing here changes the book's classes; they stay the twins' test
 oracle (`tests/test_fast_blocks.py`, `tests/test_fast_step.py`,
 `tests/test_fast_dataset.py`, `tests/test_fast_arrays.py`).
 """
 from mxnet import autograd, gluon, np
 
-from . import _ops
+from . import _ops, warm
 from ._ops import describe as describe_loops  # noqa: F401
 from .arrays import quick_arrays  # noqa: F401
 from .blocks import FastBERTEncoder, _Checked  # noqa: F401
@@ -101,6 +106,14 @@ def accelerate(net, kernels=None, check=True):
 
 
 _warned_late_import = False
+
+
+def compile_ahead():
+    """Start compiling the compiled loops in processes of their own
+    (`warm.start`), so that the first `accelerate` loads them from
+    numba's cache; nothing where ``D2L_BERT_KERNELS=0`` turns them off.
+    Returns whether the compile started."""
+    return not _ops._disabled() and warm.start()
 
 
 def warn_late_import():

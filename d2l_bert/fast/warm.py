@@ -3,7 +3,8 @@
 In a fresh runtime numba's cache is empty, and the first `accelerate`
 compiles the seven loops of `_ops._smoke_test`: about 5 s of one core,
 which the notebook would wait for.  `start()`, called before the first
-cell that names `accelerate` (`chapter.hosted.in_kernel` sets that up),
+cell that names `accelerate` (`fast.compile_ahead`, which
+`chapter.hosted.in_kernel` sets up),
 compiles them in two child processes (`_smoke.PARTS`, one each) into
 numba's cache while the student runs the cells before `accelerate`
 (imports, data, model): about 3 s on 2 cores.  `_ops.available()` calls
@@ -46,11 +47,11 @@ load('d2l_bert.fast._smoke', sys.argv[2]).run(loops, sys.argv[3:])
 
 def start():
     """Start compiling the loops in child processes, unless they were
-    started, or the kernels are off (``D2L_BERT_KERNELS=0``) or numba is
-    missing; return whether children run."""
+    started or numba is missing; return whether children run
+    (`fast.compile_ahead` calls it where the kernels are on)."""
     import importlib.util
-    if _child or os.environ.get('D2L_BERT_KERNELS', '1') == '0':
-        return bool(_child)
+    if _child:
+        return True
     if importlib.util.find_spec('numba') is None:
         return False
     folder = os.path.dirname(os.path.abspath(__file__))
