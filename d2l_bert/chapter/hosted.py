@@ -405,10 +405,9 @@ def in_kernel():
     process (`runner.no_loader_workers`), d2l's `Animator` shows its
     figure at most once every 2 s (`views.animator.PacedAnimator`), the
     fast layer's loops start compiling in processes of their own before
-    the first cell that names `accelerate` (`fast.warm`), and at small
-    sizes
-    (`SMALL_ENV`) the cells run as the chapter runner runs them
-    (`runner.small_sizes_in_kernel`).  Outside IPython, nothing.
+    the first cell that names `accelerate` (`fast.compile_ahead`), and at
+    small sizes (`SMALL_ENV`) the cells run as the chapter runner runs
+    them (`runner.small_sizes_in_kernel`).  Outside IPython, nothing.
     """
     import builtins
     if not hasattr(builtins, 'get_ipython'):
