@@ -53,7 +53,6 @@ from mxnet.base import _LIB, check_call
 
 from . import warm
 
-_state = threading.local()
 _pool = None
 _pool_lock = threading.Lock()
 #: The outcome of each smoke test run in this process, by what it tests
