@@ -8,6 +8,7 @@ the memory of the kernel and its children.
     python benchmarks/bench_notebooks.py bert-pretraining.ipynb
     python benchmarks/bench_notebooks.py --against HEAD~3   # in turns
     python benchmarks/bench_notebooks.py --small            # a quick look
+    python benchmarks/bench_notebooks.py --platform colab   # simulated
 
 Each run copies the notebook into an empty folder and gives its kernel
 (this interpreter's ``python3`` kernel) a fresh HOME, data folder, numba
@@ -40,6 +41,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
+import _platform  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOKS = ['bert.ipynb', 'bert-dataset.ipynb', 'bert-pretraining.ipynb',
@@ -64,7 +66,15 @@ def parse_args(argv=None):
                    help='D2L_BERT_SMALL=1: small sizes, to try the script')
     p.add_argument('--no-gemm', action='store_true',
                    help="skip measuring the machine's best GEMM")
+    p.add_argument('--platform', choices=_platform.PLATFORMS, default=None,
+                   help='run on a simulated hosted platform (its Python '
+                        'and packages; the set-up cell installs d2l-bert '
+                        'from a wheel of this checkout, and MXNet and d2l '
+                        'from PyPI, in every notebook)')
     args = p.parse_args(argv)
+    if args.platform and args.against:
+        p.error('--platform and --against: give one of them (a platform '
+                'runs this checkout only)')
     for name in args.notebooks:
         if not os.path.isfile(os.path.join(ROOT, 'notebooks', name)):
             p.error(f'notebook {name!r}: no such file in notebooks/; '
@@ -205,8 +215,9 @@ def kernel_env(folder, package=None, small=False):
     return env
 
 
-def run_notebook(name, package, small):
-    """Run notebook `name` once, cold; its cells' times, the whole time,
+def run_notebook(name, package, small, platform=None):
+    """Run notebook `name` once, cold (on `platform`, a
+    `_platform.Platform`, if given); its cells' times, the whole time,
     the memory peaks, the vocabulary's size and the errors."""
     import nbclient
     import nbformat
@@ -218,18 +229,29 @@ def run_notebook(name, package, small):
                            as_version=4)
         nb.cells.append(nbformat.v4.new_code_cell(PROBE))
         client = nbclient.NotebookClient(
-            nb, timeout=1800, kernel_name='python3', allow_errors=True,
+            nb, timeout=1800, allow_errors=True,
+            kernel_name=platform.name if platform else 'python3',
             resources={'metadata': {'path': work}})
+        env = kernel_env(folder, package, small)
+        found = dict(os.environ)
+        if platform:
+            env.update(platform.env())
+            # the kernel's spec is looked up in this process's environment
+            os.environ['JUPYTER_PATH'] = platform.jupyter
         sampler = MemorySampler()
         sampler.start()
         start = time.perf_counter()
         try:
-            client.execute(env=kernel_env(folder, package, small))
+            client.execute(env=env)
         finally:
             whole = time.perf_counter() - start
             sampler.stop()
+            os.environ.clear()
+            os.environ.update(found)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        if platform:
+            platform.reset()
     outputs = [out for cell in nb.cells if cell.cell_type == 'code'
                for out in cell.outputs]
     errors = [f"{out['ename']}: {out['evalue']}" for out in outputs
@@ -303,16 +325,22 @@ def main(argv=None):
         print(_common.machine(), flush=True)
     with tempfile.TemporaryDirectory(prefix='bench-nb-rev-') as tmp:
         sides = {'ours': ROOT}
+        platform = None
         if args.against:
             sides = {args.against: checkout_of(
                 args.against, os.path.join(tmp, 'source')), 'ours': ROOT}
+        elif args.platform:
+            print(f'making the simulated {args.platform}...', flush=True)
+            platform = _platform.Platform(args.platform, tmp)
+            sides = {args.platform: None}
         runs = {name: {side: [] for side in sides}
                 for name in args.notebooks}
         for turn in range(args.rounds):
             for name in args.notebooks:
                 order = list(sides)[::-1 if turn % 2 else 1]
                 for side in order:
-                    run = run_notebook(name, sides[side], args.small)
+                    run = run_notebook(name, sides[side], args.small,
+                                       platform)
                     runs[name][side].append(run)
                     print(f'{name} on {side}: {run["whole"]:.1f} s, '
                           f'{run["pss"] / 2 ** 30:.2f} GB'

@@ -501,6 +501,25 @@ def test_notebook_benchmark_refuses_a_notebook_it_does_not_have():
         'bert-pretraining.ipynb, natural-language-inference-bert.ipynb')
 
 
+@pytest.mark.parametrize('args, error', [
+    (['--platform', 'colab', '--against', 'HEAD'],
+     r'--platform and --against: give one of them \(a platform runs this '
+     r'checkout only\)'),
+    # argparse quotes the choices before Python 3.12.8 and 3.13.1 only
+    (['--platform', 'binder'],
+     r"argument --platform: invalid choice: 'binder' \(choose from "
+     r"'?colab'?, '?kaggle'?\)"),
+], ids=['with --against', 'unknown'])
+def test_notebook_benchmark_refuses_a_platform_it_cannot_run(args, error):
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'benchmarks',
+                                      'bench_notebooks.py')] + args,
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert re.fullmatch('bench_notebooks.py: error: ' + error,
+                        done.stderr.splitlines()[-1]), done.stderr
+
+
 def test_notebook_benchmark_samples_the_memory_of_the_processes_below():
     sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
     try:
