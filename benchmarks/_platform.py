@@ -20,6 +20,17 @@ FIXTURES = os.path.join(ROOT, 'tests', 'fixtures', 'hosted')
 PLATFORMS = ('colab', 'kaggle')
 
 
+def find_python(version):
+    """The interpreter of Python `version` the hosted tests use
+    (`tests/helpers.find_python`), or None."""
+    sys.path.insert(0, os.path.join(ROOT, 'tests'))
+    try:
+        from helpers import find_python as find
+    finally:
+        sys.path.pop(0)
+    return find(version)
+
+
 def _run(command, **kwargs):
     done = subprocess.run(command, capture_output=True, text=True,
                           timeout=1800, **kwargs)
@@ -27,17 +38,6 @@ def _run(command, **kwargs):
         sys.exit(f'bench_notebooks.py: error: {" ".join(command[:4])}...'
                  f' failed: {(done.stderr or done.stdout).strip()[-500:]}')
     return done.stdout
-
-
-def find_python(version):
-    """pyenv's, Debian's, or PATH's interpreter of `version`, or None."""
-    for pattern in (f'/root/.pyenv/versions/{version}.*/bin/python{version}',
-                    f'/usr/bin/python{version}',
-                    f'/usr/local/bin/python{version}'):
-        found = sorted(glob.glob(pattern))
-        if found:
-            return found[-1]
-    return shutil.which(f'python{version}')
 
 
 class Platform:
