@@ -63,8 +63,11 @@ class Platform:
         kernel = os.path.join(self.jupyter, 'kernels', name)
         os.makedirs(kernel)
         with open(os.path.join(kernel, 'kernel.json'), 'w') as f:
+            # NumPy imported before the first cell, as Colab's kernel
+            # does (and tests/test_chapter_hosted.py's)
             json.dump({'argv': [self.python, '-m', 'ipykernel_launcher',
-                                '-f', '{connection_file}'],
+                                '-f', '{connection_file}',
+                                '--IPKernelApp.exec_lines=import numpy'],
                        'display_name': name, 'language': 'python'}, f)
         self.installed = self.packages()
         self.wheel = self._wheel()

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
@@ -233,21 +234,20 @@ def run_notebook(name, package, small, platform=None):
             kernel_name=platform.name if platform else 'python3',
             resources={'metadata': {'path': work}})
         env = kernel_env(folder, package, small)
-        found = dict(os.environ)
+        # the kernel's spec is looked up in this process's environment
+        spec = {}
         if platform:
             env.update(platform.env())
-            # the kernel's spec is looked up in this process's environment
-            os.environ['JUPYTER_PATH'] = platform.jupyter
+            spec = {'JUPYTER_PATH': platform.jupyter}
         sampler = MemorySampler()
         sampler.start()
         start = time.perf_counter()
         try:
-            client.execute(env=env)
+            with mock.patch.dict(os.environ, spec):
+                client.execute(env=env)
         finally:
             whole = time.perf_counter() - start
             sampler.stop()
-            os.environ.clear()
-            os.environ.update(found)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         if platform:
