@@ -882,7 +882,7 @@ def book_loop_step(net, vocab_size, batch):
 
     from mxnet import gluon
     from d2l_bert import fast
-    from d2l_bert.pretraining import _get_batch_loss_bert
+    from d2l_bert.book.pretraining import _get_batch_loss_bert
 
     twin = fast.accelerate(net)
     loss = fast.accelerate(gluon.loss.SoftmaxCELoss())

@@ -87,7 +87,7 @@ def _untrained_bert_small(folder):
     import mxnet as mx
     from mxnet import np
 
-    from d2l_bert.bert import BERTModel
+    from d2l_bert.book.bert import BERTModel
     from d2l_bert.fast import pad_bert_inputs_stacked
     from d2l_bert.presets import BERT_SMALL
     from d2l_bert.runs.model_files import save_pretrained
@@ -133,7 +133,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 def serve(paths, cache, offline=False):
     """Serve `paths` on 127.0.0.1 (nothing if `offline`) and point the
     hub there, with the empty cache `cache`; return the server."""
-    from d2l_bert import finetuning
+    from d2l_bert.book import finetuning
     from d2l_bert.data import hub
     for var in ('http_proxy', 'HTTP_PROXY', 'all_proxy', 'ALL_PROXY'):
         os.environ.pop(var, None)
@@ -143,7 +143,7 @@ def serve(paths, cache, offline=False):
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     url = f'http://127.0.0.1:{httpd.server_address[1]}/'
     # The notebook's book cell sets `DATA_HUB['bert.small']` again from
-    # the `DATA_URL` it imports from `d2l_bert.finetuning`, with the real
+    # the `DATA_URL` it imports from `d2l_bert.book.finetuning`, with the real
     # archive's SHA-1: the stand-in is taken for it
     finetuning.DATA_URL = url
     real_sha1 = hub.DATA_HUB['bert.small'][1]

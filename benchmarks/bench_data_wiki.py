@@ -6,7 +6,7 @@ MXNet's `np.array` and with `d2l_bert.fast.quick_arrays()`.
     python benchmarks/bench_data_wiki.py              # 3 rounds each
     python benchmarks/bench_data_wiki.py --repeats 1 --paragraphs 200
 
-The book's data pipeline, the same code both ways (`d2l_bert.dataset`,
+The book's data pipeline, the same code both ways (`d2l_bert.book.dataset`,
 which the bert-dataset notebook writes out): read the paragraphs, cut the
 NSP pairs and the MLM masks, pad them into seven small arrays an
 example.  The two take turns, each from the same seed, and the examples
@@ -36,7 +36,7 @@ def build(args):
     """The two ways to build the book's data loader, by name."""
     from mxnet import npx
 
-    from d2l_bert import dataset
+    from d2l_bert.book import dataset
     from d2l_bert.data import hub
     from d2l_bert.fast import arrays
 

@@ -72,7 +72,7 @@ def finetune_batch(args, cfg):
 
     from d2l import mxnet as d2l
 
-    from d2l_bert.finetuning import SNLIBERTDataset, read_snli
+    from d2l_bert.book.finetuning import SNLIBERTDataset, read_snli
     from d2l_bert.data.snli_synthetic import make_snli_synthetic
     with tempfile.TemporaryDirectory() as tmp:
         data = read_snli(make_snli_synthetic(
@@ -96,7 +96,7 @@ def build(args):
 
     import d2l_bert
     from d2l_bert import fast
-    from d2l_bert.finetuning import BERTClassifier
+    from d2l_bert.book.finetuning import BERTClassifier
 
     npx.set_np()  # as the book's first cell does
 

@@ -29,7 +29,7 @@ num_hiddens 128, ffn_num_hiddens 256, 2 heads, 2 blocks, vocabulary
 20256, 10 predictions per sequence, dropout 0.2) and Adam with learning
 rate 0.01, on the same random batch (`_common.book_batch`).
 
-- d2l_bert: what `d2l_bert.pretraining.train_bert` runs for one step
+- d2l_bert: what `d2l_bert.book.pretraining.train_bert` runs for one step
   (forward, both losses, backward, `trainer.step(1)`, reading the two
   losses back), as in ``bench_pretrain_step.py``.
 - PyTorch: `transformers.BertForPreTraining` (train mode, dropout 0.2 on

@@ -23,22 +23,22 @@ __version__ = '0.1.0'
 #: The public names, by the module that defines them
 _MODULE_OF = {}
 for _module, _names in (
-        ('bert', ('get_tokens_and_segments', 'BERTEncoder', 'MaskLM',
+        ('book.bert', ('get_tokens_and_segments', 'BERTEncoder', 'MaskLM',
                   'NextSentencePred', 'BERTModel')),
         ('presets', ('ORIGINAL_BERT',)),
-        ('attention', ('masked_softmax', 'DotProductAttention',
+        ('book.attention', ('masked_softmax', 'DotProductAttention',
                        'MultiHeadAttention')),
-        ('transformer', ('PositionWiseFFN', 'AddNorm',
+        ('book.transformer', ('PositionWiseFFN', 'AddNorm',
                          'TransformerEncoderBlock', 'EncoderBlock')),
-        ('dataset', ('_read_wiki', '_get_next_sentence',
+        ('book.dataset', ('_read_wiki', '_get_next_sentence',
                      '_get_nsp_data_from_paragraph', '_replace_mlm_tokens',
                      '_get_mlm_data_from_tokens', '_pad_bert_inputs',
                      '_WikiTextDataset', 'load_data_wiki')),
-        ('pretraining', ('_get_batch_loss_bert', 'train_bert')),
+        ('book.pretraining', ('_get_batch_loss_bert', 'train_bert')),
         ('runs.pretraining', ('evaluate_bert',)),
         ('runs.model_files', ('save_pretrained', 'load_pretrained',
                                'encode_tokens')),
-        ('finetuning', ('DATA_HUB', 'DATA_URL', 'load_pretrained_model',
+        ('book.finetuning', ('DATA_HUB', 'DATA_URL', 'load_pretrained_model',
                         'read_snli', 'SNLIBERTDataset', 'BERTClassifier')),
         ('hf', ('load_pretrained_bert', 'PretrainedBERT'))):
     for _name in _names:

@@ -41,7 +41,7 @@ autodoc_typehints = 'none'
 # tuple it names; `root=DATA_ROOT`), so a signature stays short and exact
 autodoc_preserve_defaults = True
 # Objects under their module's heading: `BERTEncoder(...)`, not
-# `d2l_bert.bert.BERTEncoder(...)` (the heading names the module; the
+# `d2l_bert.book.bert.BERTEncoder(...)` (the heading names the module; the
 # anchors and the index keep the full name).  A signature longer than a
 # line of the source puts each parameter on a line of its own
 add_module_names = False

@@ -1,4 +1,4 @@
-"""Tests of d2l_bert.attention: parity with d2l 1.0.3, including
+"""Tests of d2l_bert.book.attention: parity with d2l 1.0.3, including
 gradients through the mask.  The fast twin of the self-attention is
 tested against these blocks in test_fast_blocks.py."""
 import mxnet as mx

@@ -1,4 +1,4 @@
-"""Tests of d2l_bert.bert: the book's outputs, parity with d2l 1.0.3,
+"""Tests of d2l_bert.book.bert: the book's outputs, parity with d2l 1.0.3,
 contexts, the original BERT's subclasses (`d2l_bert.hf.original`) and
 clear errors on bad input (`d2l_bert.checks.check_inputs`)."""
 
@@ -463,7 +463,7 @@ def test_importing_a_section_turns_on_numpy_semantics_as_the_book_does(
     import sys
     code = ('import mxnet as mx\n'
             'print(mx.util.is_np_array())\n'
-            f'import d2l_bert.{module}\n'
+            f'import d2l_bert.book.{module}\n'
             'print(mx.util.is_np_array(), mx.util.is_np_shape())\n')
     done = subprocess.run([sys.executable, '-c', code], capture_output=True,
                           text=True, timeout=300)

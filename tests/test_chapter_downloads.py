@@ -19,7 +19,7 @@ import zipfile
 import pytest
 
 from d2l_bert import cli
-from d2l_bert import finetuning as ft
+from d2l_bert.book import finetuning as ft
 from d2l_bert.chapter import notebooks
 from d2l_bert.data import hub
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
@@ -68,7 +68,7 @@ def served(archives, tmp_path, monkeypatch):
     thread.start()
     url = f'http://127.0.0.1:{httpd.server_address[1]}/'
     # The notebook's book cell sets `DATA_HUB['bert.small']` again from
-    # `DATA_URL` (imported from `d2l_bert.finetuning`), with the real
+    # `DATA_URL` (imported from `d2l_bert.book.finetuning`), with the real
     # archive's SHA-1: the fake stands in for it
     monkeypatch.setattr(ft, 'DATA_URL', url)
     fake_sha1 = hashlib.sha1(archives['/bert.small.zip']).hexdigest()

@@ -97,7 +97,7 @@ def test_a_line_changed_in_a_cell_is_reported_with_a_diff():
         in found[0]
     assert '+        self.segment_embedding = nn.Embedding(3, num_hiddens)' \
         in found[0]
-    assert found[0].startswith('--- d2l_bert.bert (BERTEncoder)')
+    assert found[0].startswith('--- d2l_bert.book.bert (BERTEncoder)')
 
 
 def test_a_missing_definition_is_reported():
@@ -107,7 +107,7 @@ def test_a_missing_definition_is_reported():
                 or not saved_cells.is_saved(c)]
     assert saved_cells.problems(nb, 'bert-pretraining.ipynb') == [
         'bert-pretraining.ipynb: train_bert (defined by the section, in '
-        'd2l_bert.pretraining) is not written out in a #@save cell']
+        'd2l_bert.book.pretraining) is not written out in a #@save cell']
 
 
 def test_a_saved_cell_of_a_name_the_package_lacks_is_reported():
@@ -116,7 +116,7 @@ def test_a_saved_cell_of_a_name_the_package_lacks_is_reported():
         '#@save\nclass BERTDecoder:\n    pass'))
     found = saved_cells.problems(nb, 'bert.ipynb')
     assert found == [f'bert.ipynb cell {len(nb.cells)}: #@save cell defines '
-                     'BERTDecoder that d2l_bert.bert does not define']
+                     'BERTDecoder that d2l_bert.book.bert does not define']
 
 
 def test_write_fills_a_stub_and_restores_an_edited_cell():
@@ -135,7 +135,7 @@ def test_write_fills_a_stub_and_restores_an_edited_cell():
 
 def test_the_books_layer_imports_nothing_of_the_fast_layer():
     for module in ('attention', 'transformer', 'bert'):
-        path = os.path.join(os.path.dirname(d2l_bert.__file__),
+        path = os.path.join(os.path.dirname(d2l_bert.__file__), 'book',
                             f'{module}.py')
         with open(path, encoding='utf-8') as f:
             text = f.read()

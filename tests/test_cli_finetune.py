@@ -8,7 +8,8 @@ import re
 import mxnet as mx
 import pytest
 
-from d2l_bert import cli, finetuning as ft, presets
+from d2l_bert import cli, presets
+from d2l_bert.book import finetuning as ft
 from d2l_bert.cli import finetune
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from d2l_bert.runs import finetuning as runs_ft

@@ -19,7 +19,7 @@ import pytest
 from mxnet import init
 
 from d2l_bert import cli
-from d2l_bert.bert import BERTModel
+from d2l_bert.book.bert import BERTModel
 from d2l_bert.data.ndarray_bytes import read_ndarrays
 from d2l_bert.runs.pretraining import _make_trainer
 from helpers import TINY_ARGS, write_small_corpus, write_version_1

@@ -155,7 +155,7 @@ def test_offline_error_names_every_mirror_and_the_alternatives(
     monkeypatch.setitem(hub.DATA_HUB, 'bert.small',
                         (mirrors, hub.DATA_HUB['bert.small'][1]))
     # the error a file without an offline stand-in gives (importing
-    # d2l_bert.finetuning registers one for bert.small)
+    # d2l_bert.book.finetuning registers one for bert.small)
     monkeypatch.setattr(hub, 'STAND_INS', {})
     with pytest.raises(hub.DownloadError) as info:
         hub.download_extract('bert.small')

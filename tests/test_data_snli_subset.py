@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from d2l_bert.finetuning import read_snli
+from d2l_bert.book.finetuning import read_snli
 from d2l_bert.data.snli_subset import SPLITS, first_snli_pairs
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
 

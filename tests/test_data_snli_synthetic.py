@@ -7,7 +7,7 @@ import pytest
 from d2l import mxnet as d2l
 
 from d2l_bert.data import corpus, snli_synthetic
-from d2l_bert.finetuning import read_snli
+from d2l_bert.book.finetuning import read_snli
 
 
 def test_d2l_read_snli_reads_the_files_like_real_snli(tmp_path):

@@ -1,4 +1,4 @@
-"""Tests of d2l_bert.dataset (sec_bert-dataset) and d2l_bert.data.corpus."""
+"""Tests of d2l_bert.book.dataset (sec_bert-dataset) and d2l_bert.data.corpus."""
 import os
 import random
 import socket
@@ -7,7 +7,7 @@ import numpy as onp
 import pytest
 from d2l import mxnet as d2l
 
-from d2l_bert import dataset as D
+from d2l_bert.book import dataset as D
 from d2l_bert import fast
 from d2l_bert.data import corpus
 from d2l_bert.runs.wiki_data import WikiTextExamples, build_vocab

@@ -32,7 +32,7 @@ REFERENCE = os.path.join(DOCS, 'reference')
 #: The pages of the API reference, in the order of the index's toctree
 #: (`reference/api.md`), and the package each one documents (`None`: top
 #: level modules)
-REFERENCE_PAGES = {'sections': None, 'data': 'd2l_bert.data',
+REFERENCE_PAGES = {'sections': 'd2l_bert.book', 'data': 'd2l_bert.data',
                    'fast': 'd2l_bert.fast', 'runs': 'd2l_bert.runs',
                    'dist': 'd2l_bert.dist', 'hf': 'd2l_bert.hf',
                    'views': 'd2l_bert.views',
@@ -236,9 +236,9 @@ def api_page(built_docs):
 def test_the_book_classes_and_their_parameters_are_on_the_sections_page(
         built_docs):
     html = api_pages(built_docs)['sections']
-    for name in ('d2l_bert.bert.BERTEncoder', 'd2l_bert.bert.BERTModel',
-                 'd2l_bert.attention.MultiHeadAttention',
-                 'd2l_bert.transformer.TransformerEncoderBlock'):
+    for name in ('d2l_bert.book.bert.BERTEncoder', 'd2l_bert.book.bert.BERTModel',
+                 'd2l_bert.book.attention.MultiHeadAttention',
+                 'd2l_bert.book.transformer.TransformerEncoderBlock'):
         assert f'id="{name}"' in html, name
     # napoleon turned the numpy-doc sections into field lists
     assert 'ffn_num_hiddens' in html and 'Parameters' in html

@@ -8,7 +8,7 @@ import tempfile
 import pytest
 
 import excerpts
-from d2l_bert import dataset
+from d2l_bert.book import dataset
 from d2l_bert.chapter import book_outputs, edition_data, editions, gluon2
 from d2l_bert.chapter import runner as runner_module
 from d2l_bert.data import hub
@@ -344,7 +344,7 @@ def test_package_function_calls_the_editions_own_definition(offline_data):
     assert ("d2l.load_data_wiki (d2l_bert's) calls the edition's "
             "_read_wiki, as in the edition's d2l") in runner.hooks.used
     # the package's module is as it was
-    assert dataset._read_wiki.__module__ == 'd2l_bert.dataset'
+    assert dataset._read_wiki.__module__ == 'd2l_bert.book.dataset'
 
 
 def test_tab_lines_naming_several_frameworks_are_mxnets_too(tmp_path):

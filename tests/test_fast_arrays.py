@@ -7,7 +7,7 @@ import numpy as onp
 import pytest
 from mxnet import np, npx
 
-from d2l_bert import dataset as D
+from d2l_bert.book import dataset as D
 from d2l_bert.fast import arrays
 from helpers import write_small_corpus
 

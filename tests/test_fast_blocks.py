@@ -14,13 +14,13 @@ from d2l import mxnet as d2l
 from mxnet import autograd, gluon, init, np
 
 from d2l_bert import fast
-from d2l_bert.attention import MultiHeadAttention
-from d2l_bert.bert import BERTEncoder, BERTModel
+from d2l_bert.book.attention import MultiHeadAttention
+from d2l_bert.book.bert import BERTEncoder, BERTModel
 from d2l_bert.fast import _ops, blocks, models, step
-from d2l_bert.finetuning import BERTClassifier
-from d2l_bert.pretraining import _get_batch_loss_bert, train_bert
+from d2l_bert.book.finetuning import BERTClassifier
+from d2l_bert.book.pretraining import _get_batch_loss_bert, train_bert
 from d2l_bert.runs.seeding import seed_everything
-from d2l_bert.transformer import AddNorm, TransformerEncoderBlock
+from d2l_bert.book.transformer import AddNorm, TransformerEncoderBlock
 
 from helpers import (EXACT, GRADIENTS, OTHER_DEVICE, TINY, assert_close,
                      kernel_params)
@@ -568,7 +568,7 @@ def test_a_twin_warns_once_when_mxnet_has_half_the_cores():
         'import warnings, mxnet\n'
         'from mxnet import gluon, init\n'
         'from d2l_bert import fast, threads\n'
-        'from d2l_bert.bert import BERTEncoder\n'
+        'from d2l_bert.book.bert import BERTEncoder\n'
         'net = BERTEncoder(100, 8, 16, 2, 1, 0.0, max_len=16)\n'
         'net.initialize(init.Normal(0.02))\n'
         'with warnings.catch_warnings(record=True) as caught:\n'

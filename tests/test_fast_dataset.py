@@ -1,12 +1,12 @@
 """Tests of d2l_bert.fast.dataset: the stacked padding gives the book's
-examples (`d2l_bert.dataset._pad_bert_inputs` is the oracle)."""
+examples (`d2l_bert.book.dataset._pad_bert_inputs` is the oracle)."""
 import random
 
 import numpy as onp
 import pytest
 from d2l import mxnet as d2l
 
-from d2l_bert import dataset as D
+from d2l_bert.book import dataset as D
 from d2l_bert import fast
 from d2l_bert.runs.wiki_data import (WikiTextExamples, build_vocab,
                                      load_pretraining_data)

@@ -16,7 +16,7 @@ from mxnet import init, np
 from mxnet.gluon import nn
 
 from d2l_bert import fast, hf
-from d2l_bert.bert import BERTEncoder
+from d2l_bert.book.bert import BERTEncoder
 from d2l_bert.hf.original import OriginalBERTEncoder
 from d2l_bert.presets import ORIGINAL_BERT
 from d2l_bert.fast import _ops

@@ -18,10 +18,10 @@ import pytest
 from mxnet import autograd, gluon, init, np
 
 from d2l_bert import fast
-from d2l_bert.bert import BERTModel
+from d2l_bert.book.bert import BERTModel
 from d2l_bert.fast import _ops
 from d2l_bert.fast import step as step_module
-from d2l_bert.pretraining import _get_batch_loss_bert
+from d2l_bert.book.pretraining import _get_batch_loss_bert
 
 from helpers import GRADIENTS, TINY, assert_close, kernel_params
 

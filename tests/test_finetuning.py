@@ -15,7 +15,8 @@ import pytest
 from d2l import mxnet as d2l
 from mxnet import gluon, np
 
-from d2l_bert import BERTModel, fast, finetuning as ft, presets
+from d2l_bert import BERTModel, fast, presets
+from d2l_bert.book import finetuning as ft
 from d2l_bert.checks import check_inputs
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from d2l_bert.runs import finetuning as runs_ft

@@ -20,16 +20,15 @@ PACKAGE = os.path.dirname(d2l_bert.__file__)
 BOOK = ('attention', 'transformer', 'bert', 'dataset', 'pretraining',
         'finetuning')
 #: What the sections may import of the package
-BOOK_MAY_IMPORT = tuple(f'd2l_bert.{m}'
-                        for m in BOOK + ('checks', 'presets')) + (
-    'd2l_bert.data',)
+BOOK_MAY_IMPORT = tuple(f'd2l_bert.book.{m}' for m in BOOK) + (
+    'd2l_bert.checks', 'd2l_bert.presets', 'd2l_bert.data')
 DATA_MODULES = sorted(name[:-3] for name in os.listdir(
     os.path.join(PACKAGE, 'data')) if name.endswith('.py'))
 
 
 def package_imports(source, module):
     """The `d2l_bert` modules that `source`, the text of `module`
-    (``'d2l_bert.bert'``, ``'d2l_bert.data.__init__'``), imports, anywhere
+    (``'d2l_bert.book.bert'``, ``'d2l_bert.data.__init__'``), imports, anywhere
     in it."""
     package = module.rsplit('.', 1)[0]
     found = set()
@@ -63,7 +62,8 @@ def _source(*parts):
 
 @pytest.mark.parametrize('module', BOOK)
 def test_book_sections_import_only_sections_checks_and_data(module):
-    imports = package_imports(_source(f'{module}.py'), f'd2l_bert.{module}')
+    imports = package_imports(_source('book', f'{module}.py'),
+                              f'd2l_bert.book.{module}')
     assert outside(imports, BOOK_MAY_IMPORT) == []
 
 
@@ -92,7 +92,7 @@ def test_the_check_reads_every_kind_of_import():
     assert imports == {'d2l_bert.data.bert', 'd2l_bert.data.runs',
                        'd2l_bert.data.hub', 'd2l_bert.cli', 'd2l_bert.fast',
                        'd2l_bert.chapter.runner'}
-    assert outside(package_imports(source, 'd2l_bert.finetuning'),
+    assert outside(package_imports(source, 'd2l_bert.book.finetuning'),
                    BOOK_MAY_IMPORT) == [
-        'd2l_bert.chapter.runner', 'd2l_bert.cli', 'd2l_bert.fast',
-        'd2l_bert.hub', 'd2l_bert.runs']
+        'd2l_bert.book.hub', 'd2l_bert.book.runs', 'd2l_bert.chapter.runner',
+        'd2l_bert.cli', 'd2l_bert.fast']

@@ -1,4 +1,4 @@
-"""Tests of d2l_bert/pretraining.py (sec_bert-pretraining): the book's
+"""Tests of d2l_bert/book/pretraining.py (sec_bert-pretraining): the book's
 `_get_batch_loss_bert` and `train_bert`, and the book's
 `get_bert_encoding` as the package gives it (`encode_tokens`).
 
@@ -14,7 +14,7 @@ from d2l import mxnet as d2l
 from mxnet import gluon, init
 
 from d2l_bert import BERTModel
-from d2l_bert import pretraining as P
+from d2l_bert.book import pretraining as P
 from d2l_bert.runs.model_files import encode_tokens
 
 from helpers import make_run

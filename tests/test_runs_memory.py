@@ -3,7 +3,7 @@ before anything is allocated."""
 import pytest
 from mxnet import np
 
-from d2l_bert.bert import BERTModel
+from d2l_bert.book.bert import BERTModel
 from d2l_bert.runs import memory
 
 

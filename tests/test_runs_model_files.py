@@ -13,7 +13,7 @@ from mxnet import gluon, init, np
 
 from d2l_bert import BERTModel
 from d2l_bert.runs import model_files as M
-from d2l_bert.pretraining import train_bert
+from d2l_bert.book.pretraining import train_bert
 
 from helpers import make_run, run_config, tiny
 

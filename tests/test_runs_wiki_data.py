@@ -7,7 +7,7 @@ import shutil
 import numpy as onp
 import pytest
 
-from d2l_bert import dataset as D
+from d2l_bert.book import dataset as D
 from d2l_bert import fast
 from d2l_bert.data import corpus
 from d2l_bert.data.wikitext import CorpusError, CorpusNotFoundError

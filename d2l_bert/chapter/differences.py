@@ -73,7 +73,7 @@ DIFFERENCES = {
          "without it the index is on the CPU, and a model on a GPU fails "
          "there; on a CPU the two are the same"),
         ('`TransformerEncoderBlock` (sec_transformer) is imported from '
-         '`d2l_bert.transformer`, the book\'s block, which the tests hold '
+         '`d2l_bert.book.transformer`, the book\'s block, which the tests hold '
          "to d2l 1.0.3's.",
          'the encoder builds on the block the package tests'),
         ('One added cell calls `get_tokens_and_segments` on a pair.',
@@ -112,18 +112,18 @@ DIFFERENCES = {
          'draws other dropout masks, and sums in another order'),
     ),
     'natural-language-inference-bert.ipynb': (
-        ('`download_extract` and `DATA_HUB` come from `d2l_bert.finetuning`. '
+        ('`download_extract` and `DATA_HUB` come from `d2l_bert.book.finetuning`. '
          'Where `bert.small` or SNLI cannot be downloaded, it says so in '
          "one line and returns a stand-in: an untrained model of "
          "`bert.small`'s sizes, synthetic pairs in SNLI's format.",
          'a classroom may be offline; the accuracies are then not the '
          "book's (they are shown, not compared)"),
-        ('`read_snli` is `d2l_bert.finetuning.read_snli`: the book\'s '
+        ('`read_snli` is `d2l_bert.book.finetuning.read_snli`: the book\'s '
          'reading, and with `D2L_BERT_SNLI_PAIRS=N` only the first N pairs '
          'of each split. In a notebook the first 1,000 are read unless '
          '`D2L_BERT_SNLI_PAIRS` says otherwise (`all`: the book\'s 549,367).',
          'five epochs over all of SNLI take hours on a CPU'),
-        ('`train_ch13` is `d2l_bert.finetuning.train_ch13`: d2l 1.0.3\'s '
+        ('`train_ch13` is `d2l_bert.book.finetuning.train_ch13`: d2l 1.0.3\'s '
          'loop, except that an epoch of fewer than five batches is plotted '
          'too.',
          "d2l's takes the batch count's fifth modulo, which is 0 for 1,000 "

@@ -7,9 +7,9 @@ them, never by a cell that reads the environment:
 - offline stand-ins for WikiText-2, ``bert.small``, ``bert.base`` and
   SNLI, returned by `d2l_bert.data.hub.download_extract` when the file
   cannot be downloaded (registered by `d2l_bert.data` and
-  `d2l_bert.finetuning`);
+  `d2l_bert.book.finetuning`);
 - the first `CHAPTER_SNLI_PAIRS` pairs of each SNLI split, which
-  `d2l_bert.finetuning.read_snli` reads when `SNLI_PAIRS_ENV` says so:
+  `d2l_bert.book.finetuning.read_snli` reads when `SNLI_PAIRS_ENV` says so:
   the notebooks' first cell (`hosted.in_kernel`) and ``d2l-bert chapter``
   set it unless the user did, ``d2l-bert chapter --full`` sets ``all``;
 - small sizes (`SMALL_ENV`): the chapter runner replaces the cells'
@@ -24,7 +24,7 @@ SMALL_ENV = 'D2L_BERT_SMALL'
 
 #: Environment variable that sets how many pairs of each SNLI split the
 #: fine-tuning notebook reads: a number, or 0 or ``all`` for the book's
-#: run (`d2l-bert chapter --full`); `d2l_bert.finetuning.SNLI_PAIRS_ENV`
+#: run (`d2l-bert chapter --full`); `d2l_bert.book.finetuning.SNLI_PAIRS_ENV`
 SNLI_PAIRS_ENV = 'D2L_BERT_SNLI_PAIRS'
 
 #: The pairs the fine-tuning notebook reads unless `SNLI_PAIRS_ENV` asks

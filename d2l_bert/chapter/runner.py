@@ -380,7 +380,7 @@ class DataHooks:
             from ..data import corpus
             self.used.add('WikiText-2 read from the embedded corpus')
             return corpus.DATA_DIR
-        from .. import finetuning  # noqa: F401  (registers its stand-ins)
+        from ..book import finetuning  # noqa: F401  (registers its stand-ins)
         from ..data.hub import download_extract
         target, _ = edition_data.hub_entry(self.data_hub, name)
         return download_extract(target, folder)

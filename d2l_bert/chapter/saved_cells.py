@@ -34,13 +34,13 @@ MARKER = '#@save'
 #: Each notebook, with its section's module and the book labels of that
 #: section
 NOTEBOOKS = {
-    'bert.ipynb': ('d2l_bert.bert', (
+    'bert.ipynb': ('d2l_bert.book.bert', (
         'sec_bert', 'subsec_bert_input_rep', 'subsec_mlm', 'subsec_nsp')),
-    'bert-dataset.ipynb': ('d2l_bert.dataset', (
+    'bert-dataset.ipynb': ('d2l_bert.book.dataset', (
         'sec_bert-dataset', 'subsec_prepare_mlm_data')),
-    'bert-pretraining.ipynb': ('d2l_bert.pretraining', (
+    'bert-pretraining.ipynb': ('d2l_bert.book.pretraining', (
         'sec_bert-pretraining',)),
-    'natural-language-inference-bert.ipynb': ('d2l_bert.finetuning', (
+    'natural-language-inference-bert.ipynb': ('d2l_bert.book.finetuning', (
         'sec_natural-language-inference-bert',)),
 }
 

@@ -196,7 +196,7 @@ def _check_memory(settings, config):
 def _load_data(settings, vocab):
     """The training and test sets of ``--data``, packed to ``--max-len``,
     after warning of a batch larger than the data or pairs cut short."""
-    from .. import finetuning as ft
+    from ..book import finetuning as ft
     from ..data.hub import DownloadError
     from ..runs import finetuning as runs_ft
     from ..runs.memory import check_files_fit
@@ -266,7 +266,7 @@ def _train(settings, bert, train_set, test_set, devices):
     from mxnet import gluon
 
     from .. import fast
-    from .. import finetuning as ft
+    from ..book import finetuning as ft
     from ..runs import finetuning as runs_ft
     _warn_if_collapsed(settings['model'],
                        runs_ft.cls_spread(bert, train_set))

@@ -530,7 +530,7 @@ def _build(model, devices):
     from mxnet import gluon, init
 
     from .. import fast
-    from ..bert import BERTModel
+    from ..book.bert import BERTModel
     from ..checks import check_inputs
     net = check_inputs(BERTModel(
         model['vocab_size'], model['num_hiddens'], model['ffn_num_hiddens'],

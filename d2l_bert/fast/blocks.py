@@ -1,7 +1,7 @@
 """Fast twins of the book's blocks: the same parameters, one graph.
 
-Each twin is a Gluon `HybridBlock` built from a book block (`d2l_bert.bert`,
-`d2l_bert.transformer`, `d2l_bert.attention`).  It holds the book block's
+Each twin is a Gluon `HybridBlock` built from a book block (`d2l_bert.book.bert`,
+`d2l_bert.book.transformer`, `d2l_bert.book.attention`).  It holds the book block's
 own leaf layers (`nn.Dense`, `nn.Embedding`, `nn.Dropout`) and its own
 parameters (`Parameter` objects), so the twin and the book model train
 the same weights, and `save_parameters` names them the same way

@@ -24,7 +24,7 @@ def pad_bert_inputs_stacked(examples, max_len, vocab):
     Parameters
     ----------
     examples, max_len, vocab
-        As for `d2l_bert.dataset._pad_bert_inputs`.
+        As for `d2l_bert.book.dataset._pad_bert_inputs`.
 
     Returns
     -------

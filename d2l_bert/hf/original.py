@@ -16,9 +16,9 @@ B: batch size, T: sequence length, H: num_hiddens, V: vocab_size
 """
 from mxnet.gluon import nn
 
-from ..bert import BERTEncoder, BERTModel, MaskLM
+from ..book.bert import BERTEncoder, BERTModel, MaskLM
 from ..checks import check_activation, check_dropout
-from ..transformer import TransformerEncoderBlock, dense
+from ..book.transformer import TransformerEncoderBlock, dense
 
 
 class OriginalBERTEncoder(BERTEncoder):

@@ -1,5 +1,5 @@
 """Fine-tuning runs: what ``d2l-bert finetune`` and the notebook use
-beside the book's objects of `d2l_bert.finetuning`.
+beside the book's objects of `d2l_bert.book.finetuning`.
 
 The sizes a pretrained model was built with (`load_pretrained_config`),
 where SNLI is found or written (`snli_data_dir`), how much the `<cls>`
@@ -21,13 +21,13 @@ from ..checks import (check_finite_loss, check_finite_parameters,
                       check_inputs)
 from ..data.atomic import atomic_write
 from ..data.hub import data_home, download_extract
-from ..bert import BERTModel
+from ..book.bert import BERTModel
 from ..data.model_dir import (PARAMS_FILE, check_mxnet_path,
                               check_params_fit, damaged, infer_config,
                               is_mxnet_trace, load_vocab, read_config,
                               read_params)
 from ..data.snli_synthetic import make_snli_synthetic
-from ..finetuning import load_pretrained_model
+from ..book.finetuning import load_pretrained_model
 from ..presets import BERT_SMALL, HUB_MODELS
 from . import interrupts
 from .model_files import check_memory, check_vocab_size
@@ -111,7 +111,7 @@ def load_checked_model(pretrained_model, num_hiddens, ffn_num_hiddens,
     ----------
     pretrained_model, num_hiddens, ffn_num_hiddens, num_heads, num_blks, \
 dropout, max_len, devices
-        As for `d2l_bert.finetuning.load_pretrained_model`.
+        As for `d2l_bert.book.finetuning.load_pretrained_model`.
 
     Returns
     -------

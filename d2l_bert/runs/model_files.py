@@ -16,7 +16,7 @@ import os
 import mxnet as mx
 from mxnet import np
 
-from ..bert import BERTModel, get_tokens_and_segments
+from ..book.bert import BERTModel, get_tokens_and_segments
 from ..checks import check_inputs
 from ..data.atomic import atomic_write_all
 from ..data.model_dir import (  # noqa: F401  (read here, and by users)

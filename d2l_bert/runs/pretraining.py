@@ -1,6 +1,6 @@
 """Pretraining beyond the book: resumable, recorded and measured.
 
-The book's `train_bert` (`d2l_bert.pretraining`) trains and prints two
+The book's `train_bert` (`d2l_bert.book.pretraining`) trains and prints two
 lines.  ``d2l-bert pretrain`` and the notebooks' small runs train with
 `train_bert_history`, the same loop that also
 
@@ -44,7 +44,7 @@ from ..presets import PRETRAINING
 from . import interrupts
 from .checkpoint_meta import DataPosition, set_rng_states
 from .checkpoints import load_checkpoint, save_checkpoint
-from ..pretraining import _get_batch_loss_bert
+from ..book.pretraining import _get_batch_loss_bert
 
 
 # ---------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Pretraining data beyond the book's `load_data_wiki`: which corpus, which
 split, which seed, which padding, checked.
 
-The book's `d2l_bert.dataset.load_data_wiki(batch_size, max_len)` reads
+The book's `d2l_bert.book.dataset.load_data_wiki(batch_size, max_len)` reads
 WikiText-2 (or the embedded corpus standing in for it).  ``d2l-bert
 pretrain``, the runs and the benchmarks need more, applied here from
 outside the book's code and built from its functions::
@@ -28,7 +28,7 @@ from ..checks import check_positive_int
 from ..data.wikitext import (CorpusError, CorpusNotFoundError,
                              SeededRandomSampler, check_sentence_pairs,
                              locate_corpus)
-from ..dataset import (_get_mlm_data_from_tokens,
+from ..book.dataset import (_get_mlm_data_from_tokens,
                        _get_nsp_data_from_paragraph, _pad_bert_inputs,
                        _WikiTextDataset)
 from .memory import check_files_fit

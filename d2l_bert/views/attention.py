@@ -173,7 +173,7 @@ def _sequence(net, vocab, tokens_a, tokens_b):
                                 f'{type(text).__name__}')
         tokens, token_ids, segments = net.tokenize(tokens_a, tokens_b)
         return net.encoder, list(tokens), list(token_ids), list(segments)
-    from ..bert import get_tokens_and_segments
+    from ..book.bert import get_tokens_and_segments
 
     encoder = getattr(net, 'encoder', net)
     if not hasattr(encoder, 'blks'):

@@ -27,7 +27,7 @@ from d2l import mxnet as d2l
 from mxnet import gluon, np
 
 from .bert import get_tokens_and_segments
-from .data.hub import DATA_HUB, download_extract
+from ..data.hub import DATA_HUB, download_extract
 
 DATA_HUB['wikitext-2'] = (
     'https://s3.amazonaws.com/research.metamind.io/wikitext/'

@@ -22,7 +22,7 @@ import math
 from mxnet.gluon import nn
 
 from .attention import MultiHeadAttention
-from .checks import check_activation
+from ..checks import check_activation
 
 
 class TanhGELU(nn.HybridBlock):

@@ -31,10 +31,10 @@ from mxnet import gluon, np
 from mxnet.gluon import nn
 
 from .bert import BERTModel, get_tokens_and_segments
-from .data import snli_synthetic
-from .data.hub import (DATA_HUB, DATA_URL, STAND_INS,  # noqa: F401
+from ..data import snli_synthetic
+from ..data.hub import (DATA_HUB, DATA_URL, STAND_INS,  # noqa: F401
                        download_extract)
-from .presets import HUB_MODELS
+from ..presets import HUB_MODELS
 
 SNLI_LABELS = {'entailment': 0, 'contradiction': 1, 'neutral': 2}
 
@@ -420,7 +420,7 @@ def _embedded_vocab():
     """The vocabulary `_WikiTextDataset` builds from the embedded corpus
     (the file read in order: a vocabulary does not depend on it, and
     Python's random state is left alone)."""
-    from .data.corpus import DATA_DIR
+    from ..data.corpus import DATA_DIR
     with open(os.path.join(DATA_DIR, 'wiki.train.tokens'),
               encoding='utf-8') as f:
         paragraphs = [d2l.tokenize(line.strip().lower().split(' . '),
