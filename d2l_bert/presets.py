@@ -47,3 +47,52 @@ PRETRAINING = dict(batch_size=512, max_len=64, num_steps=50, lr=0.01)
 
 #: sec_natural-language-inference-bert's run on SNLI
 FINETUNING = dict(batch_size=512, max_len=128, num_epochs=5, lr=1e-4)
+
+# Environment variables: every ``D2L_BERT_*`` name is defined here and
+# only here; each comment says what reads it.
+
+#: The data folder (default ``~/.cache/d2l_bert``): `data.hub.data_home`;
+#: set by `chapter.execute` and the benchmarks for a fresh runtime
+DATA_ENV = 'D2L_BERT_DATA'
+#: ``1``: download nothing, serve the offline stand-ins (`data.hub`,
+#: `chapter.execute`)
+OFFLINE_ENV = 'D2L_BERT_OFFLINE'
+#: Not empty and not ``0``: the notebooks' small sizes (`chapter`'s
+#: runner, kernels and editions' children, ``bench_notebooks --small``)
+SMALL_ENV = 'D2L_BERT_SMALL'
+#: How many pairs of each SNLI split the fine-tuning notebook reads: a
+#: number, or ``0`` or ``all`` for the book's run (`data.snli_subset`,
+#: `chapter.hosted`, ``d2l-bert chapter``)
+SNLI_PAIRS_ENV = 'D2L_BERT_SNLI_PAIRS'
+#: ``0``: the fast layer's compiled kernels off, MXNet's operators only
+#: (`fast`, and the jobs `dist.launcher` starts)
+KERNELS_ENV = 'D2L_BERT_KERNELS'
+#: The ssh program and its options that `dist.launcher` logs in with
+#: (default ``ssh``; ``benchmarks/cluster.py`` sets it)
+SSH_ENV = 'D2L_BERT_SSH'
+#: What a notebook's hosted set-up cell installs d2l-bert from (default:
+#: the repository's archive; `chapter.hosted`, ``benchmarks/_platform.py``)
+SOURCE_ENV = 'D2L_BERT_SOURCE'
+#: Where ``d2l-bert chapter`` finds the notebooks (`cli.chapter`)
+NOTEBOOKS_ENV = 'D2L_BERT_NOTEBOOKS'
+#: The MXNet build ``run.py setup`` installs (``mxnet``, ``mxnet-cu112``)
+MXNET_ENV = 'D2L_BERT_MXNET'
+#: Set by ``run.py`` while it re-runs itself under another Python
+REEXEC_ENV = 'D2L_BERT_RUN_PY_REEXEC'
+#: Rows of the square GEMM the benchmarks measure their best against
+#: (``benchmarks/_common.py``)
+BENCH_GEMM_ROWS_ENV = 'D2L_BERT_BENCH_GEMM_ROWS'
+#: The Python of a PyTorch environment for the benchmarks' peers
+#: (``bench_minilm.py``, ``bench_torch.py``, their test)
+TORCH_PYTHON_ENV = 'D2L_BERT_TORCH_PYTHON'
+#: ``all``: the hosted tests run every simulated platform
+#: (``tests/test_chapter_hosted.py``)
+HOSTED_ENV = 'D2L_BERT_HOSTED'
+#: A mark the tests put in a child's environment to find its processes
+#: (``tests/``)
+TEST_MARK_ENV = 'D2L_BERT_TEST_MARK'
+#: Where the docs build keeps its executed chapter (``docs/conf.py``)
+DOCS_CACHE_ENV = 'D2L_BERT_DOCS_CACHE'
+#: The Debian mirror of ``.ci/debian`` (a shell script, which reads the
+#: name itself)
+DEBIAN_MIRROR_ENV = 'D2L_BERT_DEBIAN_MIRROR'
