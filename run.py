@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -63,10 +64,13 @@ MODEL_REQUIREMENTS = os.path.join(ROOT, 'requirements', 'test-model.txt')
 NO_DEPS = os.path.join(ROOT, 'requirements', 'no-deps.txt')
 # change this when the set-up steps change, so every stamp goes stale
 SETUP_VERSION = '2'
+# the package's settings, read by path: nothing is installed yet, and
+# presets.py imports nothing
+_PRESETS = runpy.run_path(os.path.join(ROOT, 'd2l_bert', 'presets.py'))
 # `mxnet` (CPU, the default) or a GPU build such as `mxnet-cu112`
-MXNET_VAR = 'D2L_BERT_MXNET'
+MXNET_VAR = _PRESETS['MXNET_ENV']
 # set while re-running under another interpreter, to never loop
-REEXEC_VAR = 'D2L_BERT_RUN_PY_REEXEC'
+REEXEC_VAR = _PRESETS['REEXEC_ENV']
 COMMANDS = ('chapter', 'test', 'docs', 'setup')
 
 USAGE = """usage: python3 run.py COMMAND [ARGS...]

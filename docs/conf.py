@@ -295,7 +295,9 @@ def label_table_cells(app, doctree, docname):
 # (default `docs/_build/.chapter-cache`).  A cell that fails, or an
 # output that is not the book's, is a warning, so the build fails.
 
-CHAPTER_CACHE = os.environ.get('D2L_BERT_DOCS_CACHE') or os.path.join(
+from d2l_bert.presets import DOCS_CACHE_ENV  # noqa: E402
+
+CHAPTER_CACHE = os.environ.get(DOCS_CACHE_ENV) or os.path.join(
     ROOT, 'docs', '_build', '.chapter-cache')
 
 

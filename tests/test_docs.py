@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import d2l_bert
+from d2l_bert import presets
 from helpers import cache_book_outputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -193,7 +194,7 @@ def sphinx_run(tmp_path_factory):
          '-b', 'html', DOCS, str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         universal_newlines=True, timeout=600,
-        env=dict(os.environ, D2L_BERT_DOCS_CACHE=str(cache)))
+        env={**os.environ, presets.DOCS_CACHE_ENV: str(cache)})
     for name in os.listdir(chapter):
         if name != 'index.md' and name not in before:
             os.remove(os.path.join(chapter, name))
