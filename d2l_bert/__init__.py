@@ -1,7 +1,12 @@
 """d2l_bert: the BERT chapter of *Dive into Deep Learning* in MXNet/Gluon.
 
-The public names are the book's.  Each object says in its docstring which
-section of the book defines it.
+The book is `d2l_bert.book`: one module per section, holding only the
+book's definitions.  The public names here are the book's, imported from
+there; each object says in its docstring which section defines it.
+Everything else stands on the book: `fast` (the same parameters,
+compiled), `data` (the files the book downloads, offline), `runs`,
+`hf`, `views`, `dist`, `chapter` and `cli`; the settings are in
+`presets`.
 
 Importing the package loads nothing else and sets no environment
 variable: a name is imported from its section module when it is first
