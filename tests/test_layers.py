@@ -96,3 +96,78 @@ def test_the_check_reads_every_kind_of_import():
                    BOOK_MAY_IMPORT) == [
         'd2l_bert.book.hub', 'd2l_bert.book.runs', 'd2l_bert.chapter.runner',
         'd2l_bert.cli', 'd2l_bert.fast']
+
+
+def module_graph():
+    """Each module of the package (``'d2l_bert.fast.blocks'``; a
+    package by its name) -> the package modules it imports, anywhere in
+    it.  ``from . import accelerate`` of a name that is not a module is
+    an import of the package itself."""
+    modules = {}
+    for folder, _, files in os.walk(PACKAGE):
+        for name in files:
+            if not name.endswith('.py'):
+                continue
+            parts = os.path.relpath(os.path.join(folder, name[:-3]),
+                                    os.path.dirname(PACKAGE)).split(os.sep)
+            if parts[-1] == '__init__':
+                parts = parts[:-1]
+                parts.append('__init__')
+            with open(os.path.join(folder, name), encoding='utf-8') as f:
+                modules['.'.join(parts)] = f.read()
+    known = {name[:-len('.__init__')] if name.endswith('.__init__')
+             else name for name in modules}
+    graph = {}
+    for module, source in modules.items():
+        here = module[:-len('.__init__')] if module.endswith('.__init__') \
+            else module
+        imports = set()
+        for name in package_imports(source, module):
+            while name not in known:  # a name imported from a module
+                name = name.rsplit('.', 1)[0]
+            imports.add(name)
+        graph[here] = imports - {here}
+    return graph
+
+
+def circles(graph):
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on.add(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = set()
+            while True:
+                member = stack.pop()
+                on.discard(member)
+                group.add(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_module_imports_itself_round_a_circle():
+    # Imports inside functions count: a lazy import still ties the two
+    # modules together
+    assert circles(module_graph()) == []
+
+
+def test_the_circle_check_finds_a_circle_through_a_package():
+    graph = {'p': {'p.a'}, 'p.a': {'p.b'}, 'p.b': {'p'}, 'q': {'p'}}
+    assert circles(graph) == [['p', 'p.a', 'p.b']]
+    assert circles({'p': {'p.a'}, 'p.a': set()}) == []

@@ -1,6 +1,9 @@
 """The book's settings and named configurations (d2l_bert/presets.py):
 the values the book writes, in the argument names its classes take."""
+import ast
 import inspect
+import os
+import re
 
 from d2l_bert import BERTModel, presets
 
@@ -56,3 +59,65 @@ def test_original_bert_is_public_under_the_package():
     import d2l_bert
     assert d2l_bert.ORIGINAL_BERT is presets.ORIGINAL_BERT
     assert presets.ORIGINAL_BERT == dict(activation='gelu', epsilon=1e-12)
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV_NAME = re.compile(r'D2L_BERT_[A-Z0-9_]+')
+
+
+def env_names_written(source):
+    """The ``D2L_BERT_*`` names that `source` writes as code: a string
+    that is the whole name, a keyword (``dict(os.environ,
+    D2L_BERT_SMALL='1')``) or an f-string's ``D2L_BERT_X=`` part, with
+    their lines.  A docstring or a message that mentions one is not."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and ENV_NAME.fullmatch(node.value):
+            found.append((node.value, node.lineno))
+        elif isinstance(node, ast.keyword) and node.arg \
+                and ENV_NAME.fullmatch(node.arg):
+            found.append((node.arg, node.value.lineno))
+        elif isinstance(node, ast.JoinedStr):
+            for part in node.values:
+                if isinstance(part, ast.Constant):
+                    found += [(m, node.lineno) for m in re.findall(
+                        r'(D2L_BERT_[A-Z0-9_]+)=', part.value)]
+    return sorted(found, key=lambda name_line: name_line[1])
+
+
+def python_files():
+    for top in ('d2l_bert', 'benchmarks', 'tests', 'docs'):
+        for folder, _, files in os.walk(os.path.join(ROOT, top)):
+            yield from (os.path.join(folder, f) for f in files
+                        if f.endswith('.py'))
+    yield from (os.path.join(ROOT, f) for f in ('run.py', 'setup.py'))
+
+
+def test_every_environment_variable_is_defined_in_presets_alone():
+    names = {value for key, value in vars(presets).items()
+             if key.endswith('_ENV')}
+    elsewhere = []
+    for path in python_files():
+        if os.path.samefile(path, presets.__file__):
+            continue
+        with open(path, encoding='utf-8') as f:
+            source = f.read()
+        elsewhere += [f'{os.path.relpath(path, ROOT)}:{line}: {name}'
+                      for name, line in env_names_written(source)]
+    assert elsewhere == [], 'use the constant of d2l_bert/presets.py'
+    with open(presets.__file__, encoding='utf-8') as f:
+        defined = [name for name, _ in env_names_written(f.read())]
+    assert sorted(defined) == sorted(names)
+    assert len(set(defined)) == len(defined)
+
+
+def test_the_environment_check_sees_each_way_of_writing_a_name():
+    source = ("X = 'D2L_BERT_A'\n"
+              "env = dict(os.environ, D2L_BERT_B='1')\n"
+              "cmd = f'D2L_BERT_C={ssh}'\n"
+              "def f():\n"
+              "    '''Reads D2L_BERT_D.'''\n"
+              "    raise ValueError('set D2L_BERT_E=1 to ...')\n")
+    assert env_names_written(source) == [
+        ('D2L_BERT_A', 1), ('D2L_BERT_B', 2), ('D2L_BERT_C', 3)]
