@@ -106,10 +106,6 @@ class MultiHeadAttention(nn.Block):
     def __init__(self, num_hiddens, num_heads, dropout, use_bias=False,
                  **kwargs):
         super().__init__()
-        if num_hiddens % num_heads:
-            raise ValueError(
-                f'num_hiddens must be divisible by num_heads, got '
-                f'num_hiddens={num_hiddens} and num_heads={num_heads}')
         self.num_heads = num_heads
         self.attention = DotProductAttention(dropout)
         self.W_q = nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
