@@ -33,14 +33,11 @@ import urllib.error
 import urllib.request
 import zipfile
 
+from ..presets import DATA_ENV, OFFLINE_ENV
 from .atomic import (atomic_write, atomic_write_into, make_dirs,
                      remove_empty_dirs)
 
 DATA_URL = 'http://d2l-data.s3-accelerate.amazonaws.com/'
-
-#: Set to '1', no download is tried: what is not in the cache fails at
-#: once, as without a network
-OFFLINE_ENV = 'D2L_BERT_OFFLINE'
 
 # name -> (url, SHA-1 of the file), as `d2l.DATA_HUB`; the url may also be
 # a tuple of mirrors, tried in order
@@ -86,7 +83,7 @@ class DownloadError(OSError):
 def data_home():
     """Return the cache directory: ``$D2L_BERT_DATA`` or
     ``~/.cache/d2l_bert``."""
-    return os.environ.get('D2L_BERT_DATA') or os.path.join(
+    return os.environ.get(DATA_ENV) or os.path.join(
         os.path.expanduser('~'), '.cache', 'd2l_bert')
 
 
