@@ -335,6 +335,20 @@ def test_the_original_block_takes_the_layer_norm_epsilon():
     assert blk.addnorm2.ln._kwargs['eps'] == 1e-12
 
 
+def test_the_original_model_builds_none_of_the_books_blocks(monkeypatch):
+    from d2l_bert.book import bert as book_bert
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the book's block was built")
+    monkeypatch.setattr(book_bert, 'TransformerEncoderBlock', refuse)
+    monkeypatch.setattr(book_bert, 'BERTEncoder', refuse)
+    monkeypatch.setattr(book_bert, 'MaskLM', refuse)
+    net = OriginalBERTModel(**TINY)
+    assert [type(blk) for blk in net.encoder.blks] == [
+        OriginalEncoderBlock] * TINY['num_blks']
+    assert type(net.encoder.blks[0].ffn) is OriginalPositionWiseFFN
+
+
 def test_unknown_activation_is_refused():
     with pytest.raises(ValueError, match="activation must be one of.*"
                                          "got 'tanh'"):

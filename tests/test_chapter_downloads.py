@@ -21,7 +21,7 @@ import pytest
 from d2l_bert import cli
 from d2l_bert.book import finetuning as ft
 from d2l_bert.chapter import notebooks
-from d2l_bert.data import hub
+from d2l_bert.data import hub, stand_ins
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from helpers import FilesHandler
 
@@ -44,7 +44,7 @@ def _zip_folder(folder, name):
 def archives(tmp_path_factory):
     """``{'/bert.small.zip': bytes, '/snli_1.0.zip': bytes}``: the fakes."""
     tmp = tmp_path_factory.mktemp('fake-hub')
-    model, _ = ft.hub_stand_in('bert.small', str(tmp / 'bert.small'))
+    model, _ = stand_ins.hub_stand_in('bert.small', str(tmp / 'bert.small'))
     snli = make_snli_synthetic(str(tmp / 'snli'), num_train=PAIRS + 20,
                                num_dev=4, num_test=PAIRS + 10)
     return {'/bert.small.zip': _zip_folder(model, 'bert.small'),

@@ -154,8 +154,8 @@ def test_offline_error_names_every_mirror_and_the_alternatives(
                _closed_port_url('bert.small.zip'))
     monkeypatch.setitem(hub.DATA_HUB, 'bert.small',
                         (mirrors, hub.DATA_HUB['bert.small'][1]))
-    # the error a file without an offline stand-in gives (importing
-    # d2l_bert.book.finetuning registers one for bert.small)
+    # the error a file without an offline stand-in gives (bert.small has
+    # one, `data.stand_ins`)
     monkeypatch.setattr(hub, 'STAND_INS', {})
     with pytest.raises(hub.DownloadError) as info:
         hub.download_extract('bert.small')

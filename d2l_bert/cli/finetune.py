@@ -206,8 +206,8 @@ def _load_data(settings, vocab):
         check_files_fit([os.path.join(data_dir, f'snli_1.0_{split}.txt')
                          for split in ('train', 'test')], SNLI_BYTES,
                         f'the SNLI files of {data_dir}')
-        train, test = ft.read_snli(data_dir, True), ft.read_snli(data_dir,
-                                                                 False)
+        train = runs_ft.read_snli_pairs(data_dir, True)
+        test = runs_ft.read_snli_pairs(data_dir, False)
     except DownloadError as e:
         raise RunError(f'--data {data}: {e}') from None
     except (ValueError, FileNotFoundError) as e:

@@ -34,6 +34,7 @@ def bfloat16_to_float32(bits):
     Parameters
     ----------
     bits : array_like of uint16, any shape
+        The bfloat16 values' bits, as a checkpoint stores them.
 
     Returns
     -------

@@ -130,8 +130,8 @@ class OriginalBERTEncoder(BERTEncoder):
 
     Notes
     -----
-    Beyond the book's encoder: its blocks are `OriginalEncoderBlock`s of
-    `activation` and `epsilon`, and the embedding sum goes through
+    Beyond the book's encoder: its blocks are of `OriginalEncoderBlock`,
+    with `activation` and `epsilon`, and the embedding sum goes through
     `embedding_norm` (a LayerNorm) and `embedding_dropout` before the
     blocks.
     """
