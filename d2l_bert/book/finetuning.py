@@ -259,5 +259,4 @@ class BERTClassifier(nn.Block):
         tokens_X, segments_X, valid_lens_x = inputs
         encoded_X = self.encoder(tokens_X, segments_X,
                                  valid_lens_x)               # (B, T, H)
-        # `<cls>` is at position 0
         return self.output(self.hidden(encoded_X[:, 0, :]))  # (B, 3)
