@@ -28,7 +28,8 @@ from ..data.model_dir import (PARAMS_FILE, check_mxnet_path,
                               is_mxnet_trace, load_vocab, read_config,
                               read_params)
 from ..data.snli_synthetic import make_snli_synthetic
-from ..book.finetuning import load_pretrained_model, read_snli
+from ..book import finetuning as book_finetuning
+from ..book.finetuning import load_pretrained_model
 from ..data.snli import reading_first_pairs
 from ..presets import BERT_SMALL, HUB_MODELS
 from . import interrupts
@@ -192,7 +193,7 @@ def load_pretrained_config(pretrained_model):
 #: when ``D2L_BERT_SNLI_PAIRS`` says so, and naming the file and the line
 #: of what it cannot read (`data.snli.reading_first_pairs`): what
 #: ``d2l-bert finetune`` and the fine-tuning notebook read SNLI with
-read_snli_pairs = reading_first_pairs(read_snli)
+read_snli_pairs = reading_first_pairs(book_finetuning.read_snli)
 
 
 def snli_data_dir(data='snli'):
