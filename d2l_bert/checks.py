@@ -141,8 +141,8 @@ def check_inputs(net):
     `net` is or holds (subclasses and a notebook's classes of these
     names included), after checking the dropout rates of the encoders
     (`check_dropout`) and that each `MultiHeadAttention`'s heads divide
-    its `num_hiddens` (`check_num_heads`).  Calling it again on the same blocks adds
-    nothing.
+    its `num_hiddens` (`check_num_heads`).  Calling it again on the same
+    blocks adds nothing.
 
     Parameters
     ----------

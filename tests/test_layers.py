@@ -3,8 +3,9 @@
 The book's section modules import only each other, `checks`,
 `presets` (plain constants, importing nothing) and the data they read
 (`d2l_bert.data`, which stands in for d2l's data hub), besides MXNet
-and d2l; `d2l_bert.data` imports only itself, `checks` and `presets`.  The tools (`chapter`, `runs`, `cli`, `fast`, ...) stand on
-them, never the reverse.  Read from each module's syntax tree, imports
+and d2l; `d2l_bert.data` imports only itself, `checks` and `presets`.
+The tools (`chapter`, `runs`, `cli`, `fast`, ...) stand on them, never
+the reverse.  Read from each module's syntax tree, imports
 inside functions included.
 """
 import ast

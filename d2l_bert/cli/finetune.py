@@ -26,7 +26,7 @@ from ._args import (RunError, UsageError, add_devices, at_least, examples,
                     in_options, learning_rate, option, per_machine,
                     positive_int, rate, resolve_devices, seed)
 from ._paths import name_or_dir, output_dir
-from ..presets import BERT_SMALL, FINETUNING
+from ..presets import BERT_SMALL, FINETUNING, FINETUNING_SYNTHETIC
 
 DEFAULT_OUT = 'finetuned-bert'
 MODEL_FILE = 'finetuned.params'
@@ -36,7 +36,10 @@ MODEL_FILE = 'finetuned.params'
 BOOK_SETTINGS = dict(epochs=FINETUNING['num_epochs'],
                      batch_size=FINETUNING['batch_size'],
                      max_len=FINETUNING['max_len'], lr=FINETUNING['lr'])
-SYNTHETIC_SETTINGS = dict(epochs=3, batch_size=64, max_len=32, lr=1e-3)
+SYNTHETIC_SETTINGS = dict(epochs=FINETUNING_SYNTHETIC['num_epochs'],
+                          batch_size=FINETUNING_SYNTHETIC['batch_size'],
+                          max_len=FINETUNING_SYNTHETIC['max_len'],
+                          lr=FINETUNING_SYNTHETIC['lr'])
 # Below this `cls_spread`, the pretrained model encodes every input alike
 COLLAPSED_SPREAD = 1e-3
 #: Bytes of memory a byte of SNLI's files takes once read and packed
