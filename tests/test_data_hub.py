@@ -13,6 +13,7 @@ import zipfile
 import pytest
 
 from d2l_bert.data import hub
+from d2l_bert.presets import DATA_ENV
 from helpers import FilesHandler
 
 
@@ -55,7 +56,7 @@ def server(monkeypatch):
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     folder = tmp_path / 'cache'
-    monkeypatch.setenv('D2L_BERT_DATA', str(folder))
+    monkeypatch.setenv(DATA_ENV, str(folder))
     return folder
 
 

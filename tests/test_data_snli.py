@@ -46,16 +46,16 @@ def test_read_snli_reads_the_first_pairs_asked_for(snli_dir, monkeypatch,
     monkeypatch.delenv(SNLI_PAIRS_ENV, raising=False)
     every = read_snli_pairs(snli_dir, True)
     assert every == read_snli(snli_dir, True)
-    monkeypatch.setenv('D2L_BERT_SNLI_PAIRS', '7')
+    monkeypatch.setenv(SNLI_PAIRS_ENV, '7')
     first = read_snli_pairs(snli_dir, True)
     assert first == tuple(part[:7] for part in every)
     # beside the download's lines, apart from what the book's cell prints
     assert capsys.readouterr().err == (
         f'read_snli: the first 7 of {len(every[2]):,} pairs of '
         'snli_1.0_train.txt (D2L_BERT_SNLI_PAIRS=7; all reads every pair)\n')
-    monkeypatch.setenv('D2L_BERT_SNLI_PAIRS', 'all')
+    monkeypatch.setenv(SNLI_PAIRS_ENV, 'all')
     assert read_snli_pairs(snli_dir, True) == every
-    monkeypatch.setenv('D2L_BERT_SNLI_PAIRS', 'many')
+    monkeypatch.setenv(SNLI_PAIRS_ENV, 'many')
     with pytest.raises(ValueError, match="must be a number of pairs or all, "
                                          "got 'many'"):
         read_snli_pairs(snli_dir, True)

@@ -22,6 +22,7 @@ from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from d2l_bert.runs import finetuning as runs_ft
 from d2l_bert.runs.model_files import save_pretrained
 from d2l_bert.runs.seeding import seed_everything
+from d2l_bert.presets import DATA_ENV, SMALL_ENV, SNLI_PAIRS_ENV
 
 from helpers import tiny
 
@@ -126,7 +127,7 @@ def test_hub_name_loads_an_archive_in_the_cache(tmp_path, pretrained_dir,
     with socket.socket() as s:  # a port nobody listens on: no network
         s.bind(('127.0.0.1', 0))
         url = f'http://127.0.0.1:{s.getsockname()[1]}/bert.small.zip'
-    monkeypatch.setenv('D2L_BERT_DATA', str(archive.parent))
+    monkeypatch.setenv(DATA_ENV, str(archive.parent))
     monkeypatch.setitem(ft.DATA_HUB, 'bert.small', (url, sha1))
     bert, vocab = ft.load_pretrained_model('bert.small', devices=mx.cpu(),
                                            **TINY_NLI)
@@ -247,7 +248,7 @@ def test_bad_dataset_arguments_are_clear_errors(max_len, vocab, message):
 def test_snli_data_dir_accepts_synthetic_and_directories(tmp_path,
                                                          monkeypatch,
                                                          snli_dir):
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
     synthetic = runs_ft.snli_data_dir('synthetic')
     assert synthetic == str(tmp_path / 'snli-synthetic' / 'snli_1.0')
     assert len(ft.read_snli(synthetic, False)[2]) == 1000
@@ -397,9 +398,9 @@ def test_notebook_runs_offline_at_small_sizes(tmp_path, monkeypatch):
     nbformat = pytest.importorskip('nbformat')
     nbclient = pytest.importorskip('nbclient')
     # without a network, bert.small and SNLI are the hub's stand-ins
-    monkeypatch.setenv('D2L_BERT_SMALL', '1')
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path / 'cache'))
-    monkeypatch.delenv('D2L_BERT_SNLI_PAIRS', raising=False)
+    monkeypatch.setenv(SMALL_ENV, '1')
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / 'cache'))
+    monkeypatch.delenv(SNLI_PAIRS_ENV, raising=False)
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(
         nb, timeout=600, kernel_name='python3',
@@ -421,7 +422,7 @@ def test_offline_hub_files_have_stand_ins_the_books_cells_load(
 
     def offline(name, *args, **kwargs):
         raise hub.DownloadError(f'cannot download {name}: no network')
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
     monkeypatch.setattr(hub, '_download', offline)
     snli = ft.download_extract('SNLI')
     premises, hypotheses, labels = ft.read_snli(snli, True)

@@ -1,4 +1,5 @@
-"""Tests of d2l_bert.book.transformer: parity with d2l 1.0.3 and the 0.17 name."""
+"""Tests of d2l_bert.book.transformer: parity with d2l 1.0.3 and the 0.17
+name."""
 import mxnet as mx
 import pytest
 from d2l import mxnet as d2l
