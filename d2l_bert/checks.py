@@ -140,8 +140,9 @@ def check_inputs(net):
     each `MaskLM` (its `pred_positions`: `check_pred_positions`) that
     `net` is or holds (subclasses and a notebook's classes of these
     names included), after checking the dropout rates of the encoders
-    (`check_dropout`).  Calling it again on the same blocks adds
-    nothing.
+    (`check_dropout`) and that each `MultiHeadAttention`'s heads divide
+    its `num_hiddens` (`check_num_heads`).  Calling it again on the same
+    blocks adds nothing.
 
     Parameters
     ----------
@@ -157,7 +158,8 @@ def check_inputs(net):
     Raises
     ------
     ValueError
-        An encoder's dropout rate is not in [0, 1).
+        An encoder's dropout rate is not in [0, 1), or an attention's
+        heads do not divide its `num_hiddens`.
     """
     blocks = [net]
     while blocks:
@@ -166,10 +168,18 @@ def check_inputs(net):
         kind = _book_class(block)
         if kind == 'BERTEncoder':
             _check_dropout_rates(block)
+        if _is_a(block, 'MultiHeadAttention'):
+            check_num_heads(block.W_q._units, block.num_heads)
         if kind is not None and block not in _CHECKED:
             block.register_forward_pre_hook(_HOOKS[kind])
             _CHECKED.add(block)
     return net
+
+
+def _is_a(block, name):
+    """Whether `block` is of the book's class `name` or a subclass (by
+    name, as `_book_class`)."""
+    return any(cls.__name__ == name for cls in type(block).__mro__)
 
 
 def _book_class(block):
@@ -213,8 +223,19 @@ _HOOKS = {'BERTEncoder': _check_encoder_call,
           'MaskLM': _check_mask_lm_call}
 
 
+def check_num_heads(num_hiddens, num_heads):
+    """Return `num_heads` if it divides `num_hiddens` (each head attends in
+    ``num_hiddens // num_heads`` dimensions), else raise a ValueError."""
+    if num_hiddens % num_heads:
+        raise ValueError(
+            f'num_hiddens must be divisible by num_heads, got '
+            f'num_hiddens={num_hiddens} and num_heads={num_heads}')
+    return num_heads
+
+
 def check_activation(activation):
-    """Return `activation` if it is one the blocks know, else raise."""
+    """Return `activation` if it is one the original BERT's blocks know
+    (`d2l_bert.hf.original`), else raise."""
     allowed = ('relu', 'gelu', 'gelu_tanh')
     if activation not in allowed:
         raise ValueError(f'activation must be one of {allowed}, got '

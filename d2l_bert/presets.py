@@ -96,3 +96,21 @@ DOCS_CACHE_ENV = 'D2L_BERT_DOCS_CACHE'
 #: The Debian mirror of ``.ci/debian`` (a shell script, which reads the
 #: name itself)
 DEBIAN_MIRROR_ENV = 'D2L_BERT_DEBIAN_MIRROR'
+
+# The book's data and its offline stand-ins: sizes and counts read by
+# `data/` and the runs of the book's sections (`runs.finetuning`)
+
+#: Pairs of each split of SNLI's offline stand-in, synthetic pairs in
+#: SNLI's layout (`data.stand_ins.snli_stand_in`)
+SNLI_STAND_IN = dict(num_train=512, num_dev=16, num_test=128)
+#: Pairs of each split of the synthetic SNLI that ``d2l-bert finetune
+#: --data synthetic`` writes (`data.snli_synthetic`'s defaults)
+SNLI_SYNTHETIC = dict(num_train=5000, num_dev=500, num_test=1000)
+#: ``d2l-bert finetune --data synthetic``'s run, minutes on a CPU
+#: (`cli.finetune`; the book's run is `FINETUNING`)
+FINETUNING_SYNTHETIC = dict(num_epochs=3, batch_size=64, max_len=32,
+                            lr=1e-3)
+#: Fewer batches an epoch than this and d2l 1.0.3's ``train_ch13``, which
+#: plots every ``num_batches // POINTS_PER_EPOCH``-th, divides by zero
+#: (`runs.d2l_loops.batches_per_point`)
+POINTS_PER_EPOCH = 5

@@ -75,10 +75,3 @@ def test_transpose_qkv_round_trips():
     assert heads.shape == (6, 5, 4)
     assert_close(heads[1], X[0, :, 4:8])  # head 1 of example 0
     assert_close(attention.transpose_output(heads), X, EXACT)
-
-
-def test_heads_must_divide_num_hiddens():
-    with pytest.raises(ValueError, match='num_hiddens must be divisible by '
-                                         'num_heads, got num_hiddens=10 and '
-                                         'num_heads=4'):
-        MultiHeadAttention(10, 4, 0.0)

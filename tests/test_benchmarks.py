@@ -317,7 +317,7 @@ def test_chapter_benchmark_downloads_from_127_0_0_1(tmp_path):
     import zipfile
 
     from d2l_bert.data.snli_synthetic import make_snli_synthetic
-    from d2l_bert.book.finetuning import hub_stand_in
+    from d2l_bert.data.stand_ins import hub_stand_in
     model, _ = hub_stand_in('bert.small', str(tmp_path / 'bert.small'))
     snli = make_snli_synthetic(str(tmp_path / 'snli'), num_train=30,
                                num_dev=2, num_test=10)

@@ -12,7 +12,9 @@ from d2l_bert import fast
 from d2l_bert import (BERTEncoder, BERTModel, MaskLM, NextSentencePred,
                       ORIGINAL_BERT, get_tokens_and_segments)
 from d2l_bert.checks import check_inputs
-from d2l_bert.hf.original import OriginalBERTEncoder, OriginalBERTModel
+from d2l_bert.hf.original import (OriginalBERTEncoder, OriginalBERTModel,
+                                  OriginalEncoderBlock,
+                                  OriginalPositionWiseFFN)
 
 from helpers import (EXACT, GRADIENTS, OTHER_DEVICE, TINY, assert_close,
                      copy_params, kernel_params)
@@ -276,8 +278,7 @@ def test_original_bert_adds_only_the_embedding_norm(tiny_batch):
 
 
 def test_gelu_ffn_computes_gelu():
-    from d2l_bert import PositionWiseFFN
-    ffn = PositionWiseFFN(6, 4, activation='gelu')
+    ffn = OriginalPositionWiseFFN(6, 4, activation='gelu')
     ffn.initialize(mx.init.Normal(0.5))
     X = np.random.normal(size=(2, 3, 5))
     ffn(X)
@@ -292,8 +293,7 @@ def test_gelu_ffn_computes_gelu():
 
 
 def test_gelu_tanh_ffn_computes_the_tanh_approximation():
-    from d2l_bert import PositionWiseFFN
-    ffn = PositionWiseFFN(6, 4, activation='gelu_tanh')
+    ffn = OriginalPositionWiseFFN(6, 4, activation='gelu_tanh')
     ffn.initialize(mx.init.Normal(0.5))
     X = np.random.normal(size=(2, 3, 5))
     ffn(X)
@@ -305,7 +305,7 @@ def test_gelu_tanh_ffn_computes_the_tanh_approximation():
     expected = gelu @ ffn.dense2.weight.data().asnumpy().T \
         + ffn.dense2.bias.data().asnumpy()
     onp.testing.assert_allclose(ffn(X).asnumpy(), expected, atol=1e-5)
-    exact = PositionWiseFFN(6, 4, activation='gelu')
+    exact = OriginalPositionWiseFFN(6, 4, activation='gelu')
     exact.initialize()
     exact(X)
     for name in ('dense1', 'dense2'):
@@ -327,6 +327,26 @@ def test_tied_weights_share_the_token_embedding(tmp_path, tiny_batch):
     other.load_parameters(path)
     assert_close(other(tokens, segments, valid_lens, pred_positions)[1],
                  net(tokens, segments, valid_lens, pred_positions)[1], EXACT)
+
+
+def test_the_original_block_takes_the_layer_norm_epsilon():
+    blk = OriginalEncoderBlock(8, 16, 2, 0.0, epsilon=1e-12)
+    assert blk.addnorm1.ln._kwargs['eps'] == 1e-12
+    assert blk.addnorm2.ln._kwargs['eps'] == 1e-12
+
+
+def test_the_original_model_builds_none_of_the_books_blocks(monkeypatch):
+    from d2l_bert.book import bert as book_bert
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the book's block was built")
+    monkeypatch.setattr(book_bert, 'TransformerEncoderBlock', refuse)
+    monkeypatch.setattr(book_bert, 'BERTEncoder', refuse)
+    monkeypatch.setattr(book_bert, 'MaskLM', refuse)
+    net = OriginalBERTModel(**TINY)
+    assert [type(blk) for blk in net.encoder.blks] == [
+        OriginalEncoderBlock] * TINY['num_blks']
+    assert type(net.encoder.blks[0].ffn) is OriginalPositionWiseFFN
 
 
 def test_unknown_activation_is_refused():

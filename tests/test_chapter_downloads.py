@@ -21,8 +21,9 @@ import pytest
 from d2l_bert import cli
 from d2l_bert.book import finetuning as ft
 from d2l_bert.chapter import notebooks
-from d2l_bert.data import hub
+from d2l_bert.data import hub, stand_ins
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
+from d2l_bert.presets import DATA_ENV
 from helpers import FilesHandler
 
 NLI = 'sec_natural-language-inference-bert'
@@ -44,7 +45,7 @@ def _zip_folder(folder, name):
 def archives(tmp_path_factory):
     """``{'/bert.small.zip': bytes, '/snli_1.0.zip': bytes}``: the fakes."""
     tmp = tmp_path_factory.mktemp('fake-hub')
-    model, _ = ft.hub_stand_in('bert.small', str(tmp / 'bert.small'))
+    model, _ = stand_ins.hub_stand_in('bert.small', str(tmp / 'bert.small'))
     snli = make_snli_synthetic(str(tmp / 'snli'), num_train=PAIRS + 20,
                                num_dev=4, num_test=PAIRS + 10)
     return {'/bert.small.zip': _zip_folder(model, 'bert.small'),
@@ -61,7 +62,7 @@ def served(archives, tmp_path, monkeypatch):
     an empty cache; return the paths the server was asked for."""
     for var in ('http_proxy', 'HTTP_PROXY', 'all_proxy', 'ALL_PROXY'):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path / 'cache'))
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / 'cache'))
     _Handler.files, _Handler.asked = archives, []
     httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)

@@ -166,14 +166,18 @@ def _run_bert_notebook(edit=None):
 
 
 def test_an_edited_definition_is_what_the_later_cells_run():
-    # The book's first exercise: GELU instead of ReLU in the encoder
+    # The book's first exercise: GELU instead of ReLU in the encoder (the
+    # book's block has no option: the original BERT's block, with the
+    # book's LayerNorm epsilon)
     def gelu(source):
-        edited = source.replace('num_hiddens, ffn_num_hiddens, num_heads, '
-                                'dropout, True))',
-                                "num_hiddens, ffn_num_hiddens, num_heads, "
-                                "dropout, True, 'gelu'))")
+        edited = source.replace(
+            'TransformerEncoderBlock(\n                num_hiddens, '
+            'ffn_num_hiddens, num_heads, dropout, True))',
+            "OriginalEncoderBlock(\n                num_hiddens, "
+            "ffn_num_hiddens, num_heads, dropout, True, 'gelu', 1e-5))")
         assert edited != source
-        return edited
+        return ('from d2l_bert.hf.original import OriginalEncoderBlock\n'
+                + edited)
     relu = _run_bert_notebook()
     again = _run_bert_notebook()
     gelu_X = _run_bert_notebook(gelu)

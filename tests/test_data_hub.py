@@ -13,6 +13,7 @@ import zipfile
 import pytest
 
 from d2l_bert.data import hub
+from d2l_bert.presets import DATA_ENV
 from helpers import FilesHandler
 
 
@@ -55,7 +56,7 @@ def server(monkeypatch):
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     folder = tmp_path / 'cache'
-    monkeypatch.setenv('D2L_BERT_DATA', str(folder))
+    monkeypatch.setenv(DATA_ENV, str(folder))
     return folder
 
 
@@ -154,8 +155,8 @@ def test_offline_error_names_every_mirror_and_the_alternatives(
                _closed_port_url('bert.small.zip'))
     monkeypatch.setitem(hub.DATA_HUB, 'bert.small',
                         (mirrors, hub.DATA_HUB['bert.small'][1]))
-    # the error a file without an offline stand-in gives (importing
-    # d2l_bert.book.finetuning registers one for bert.small)
+    # the error a file without an offline stand-in gives (bert.small has
+    # one, `data.stand_ins`)
     monkeypatch.setattr(hub, 'STAND_INS', {})
     with pytest.raises(hub.DownloadError) as info:
         hub.download_extract('bert.small')

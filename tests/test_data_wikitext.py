@@ -13,6 +13,7 @@ import pytest
 
 from d2l_bert.runs.wiki_data import load_pretraining_data
 from d2l_bert.data import wikitext as W
+from d2l_bert.presets import DATA_ENV
 from helpers import WIKITEXT_FIXTURE as FIXTURE
 
 
@@ -107,7 +108,7 @@ def test_wikitext2_is_found_in_the_data_folder_then_where_the_book_has_it(
         tmp_path, monkeypatch):
     (tmp_path / 'work').mkdir()
     monkeypatch.chdir(tmp_path / 'work')
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path / 'cache'))
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / 'cache'))
     shutil.copytree(FIXTURE, tmp_path / 'data' / 'wikitext-2')
     assert W.download_wikitext2(urls=()) == os.path.join(
         '..', 'data', 'wikitext-2')
@@ -125,7 +126,7 @@ def test_a_download_that_fails_makes_no_folder(tmp_path, monkeypatch):
     (tmp_path / 'work').mkdir()
     monkeypatch.chdir(tmp_path / 'work')
     cache = tmp_path / 'cache' / 'd2l'
-    monkeypatch.setenv('D2L_BERT_DATA', str(cache))
+    monkeypatch.setenv(DATA_ENV, str(cache))
     with pytest.raises(W.CorpusUnavailableError) as info:
         W.download_wikitext2(urls=(f'http://127.0.0.1:{port}/w.zip',),
                              timeout=5)

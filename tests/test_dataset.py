@@ -1,4 +1,5 @@
-"""Tests of d2l_bert.book.dataset (sec_bert-dataset) and d2l_bert.data.corpus."""
+"""Tests of d2l_bert.book.dataset (sec_bert-dataset) and
+d2l_bert.data.corpus."""
 import os
 import random
 import socket
@@ -11,6 +12,7 @@ from d2l_bert.book import dataset as D
 from d2l_bert import fast
 from d2l_bert.data import corpus
 from d2l_bert.runs.wiki_data import WikiTextExamples, build_vocab
+from d2l_bert.presets import DATA_ENV
 from helpers import BOOK_BATCH_DTYPES as BOOK_DTYPES
 from helpers import BOOK_BATCH_SHAPES as BOOK_SHAPES
 from helpers import WIKITEXT_FIXTURE as FIXTURE
@@ -297,7 +299,7 @@ def test_next_sentence_labels_are_balanced(embedded):
 def test_load_data_wiki_reads_the_stand_in_where_wikitext_2_cannot_be_had(
         tmp_path, monkeypatch, capsys):
     from d2l_bert.data import hub
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
         closed = f'http://127.0.0.1:{sock.getsockname()[1]}/wikitext-2.zip'

@@ -20,7 +20,8 @@ from d2l_bert.fast import _ops, blocks, models, step
 from d2l_bert.book.finetuning import BERTClassifier
 from d2l_bert.book.pretraining import _get_batch_loss_bert, train_bert
 from d2l_bert.runs.seeding import seed_everything
-from d2l_bert.book.transformer import AddNorm, TransformerEncoderBlock
+from d2l_bert.book.transformer import TransformerEncoderBlock
+from d2l_bert.hf.original import OriginalAddNorm
 
 from helpers import (EXACT, GRADIENTS, OTHER_DEVICE, TINY, assert_close,
                      kernel_params)
@@ -344,7 +345,7 @@ def test_fast_encoder_block_equals_the_books(kernels, valid_lens):
 
 @pytest.mark.parametrize('kernels', KERNELS)
 def test_fast_add_norm_equals_the_books_with_its_epsilon(kernels):
-    addnorm = AddNorm(0.0, epsilon=1e-12)
+    addnorm = OriginalAddNorm(0.0, epsilon=1e-12)
     addnorm.initialize()
     X, Y = np.random.normal(size=(2, 3, 8)), np.random.normal(size=(2, 3, 8))
     addnorm(X, Y)

@@ -22,6 +22,7 @@ from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from d2l_bert.runs import finetuning as runs_ft
 from d2l_bert.runs.model_files import save_pretrained
 from d2l_bert.runs.seeding import seed_everything
+from d2l_bert.presets import DATA_ENV, SMALL_ENV, SNLI_PAIRS_ENV
 
 from helpers import tiny
 
@@ -126,7 +127,7 @@ def test_hub_name_loads_an_archive_in_the_cache(tmp_path, pretrained_dir,
     with socket.socket() as s:  # a port nobody listens on: no network
         s.bind(('127.0.0.1', 0))
         url = f'http://127.0.0.1:{s.getsockname()[1]}/bert.small.zip'
-    monkeypatch.setenv('D2L_BERT_DATA', str(archive.parent))
+    monkeypatch.setenv(DATA_ENV, str(archive.parent))
     monkeypatch.setitem(ft.DATA_HUB, 'bert.small', (url, sha1))
     bert, vocab = ft.load_pretrained_model('bert.small', devices=mx.cpu(),
                                            **TINY_NLI)
@@ -244,23 +245,10 @@ def test_bad_dataset_arguments_are_clear_errors(max_len, vocab, message):
         check_snli_dataset((['p1'], ['h1'], [0]), max_len, vocab)
 
 
-def test_read_snli_errors_name_the_file_and_line(tmp_path):
-    with pytest.raises(FileNotFoundError,
-                       match='snli_1.0_train.txt not found'):
-        ft.read_snli(str(tmp_path), True)
-    path = tmp_path / 'snli_1.0_test.txt'
-    path.write_text('gold_label\tsentence1_binary_parse\n')
-    with pytest.raises(ValueError, match='holds no labelled example'):
-        ft.read_snli(str(tmp_path), False)
-    path.write_text('gold_label\tsentence1_binary_parse\nneutral\ta b\n')
-    with pytest.raises(ValueError, match='line 2: expected tab-separated'):
-        ft.read_snli(str(tmp_path), False)
-
-
 def test_snli_data_dir_accepts_synthetic_and_directories(tmp_path,
                                                          monkeypatch,
                                                          snli_dir):
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
     synthetic = runs_ft.snli_data_dir('synthetic')
     assert synthetic == str(tmp_path / 'snli-synthetic' / 'snli_1.0')
     assert len(ft.read_snli(synthetic, False)[2]) == 1000
@@ -410,9 +398,9 @@ def test_notebook_runs_offline_at_small_sizes(tmp_path, monkeypatch):
     nbformat = pytest.importorskip('nbformat')
     nbclient = pytest.importorskip('nbclient')
     # without a network, bert.small and SNLI are the hub's stand-ins
-    monkeypatch.setenv('D2L_BERT_SMALL', '1')
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path / 'cache'))
-    monkeypatch.delenv('D2L_BERT_SNLI_PAIRS', raising=False)
+    monkeypatch.setenv(SMALL_ENV, '1')
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / 'cache'))
+    monkeypatch.delenv(SNLI_PAIRS_ENV, raising=False)
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(
         nb, timeout=600, kernel_name='python3',
@@ -434,7 +422,7 @@ def test_offline_hub_files_have_stand_ins_the_books_cells_load(
 
     def offline(name, *args, **kwargs):
         raise hub.DownloadError(f'cannot download {name}: no network')
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
     monkeypatch.setattr(hub, '_download', offline)
     snli = ft.download_extract('SNLI')
     premises, hypotheses, labels = ft.read_snli(snli, True)
@@ -452,41 +440,6 @@ def test_offline_hub_files_have_stand_ins_the_books_cells_load(
                       dtype='int32')
     encoded, _, _ = bert(tokens, np.zeros((1, 3), dtype='int32'))
     assert encoded.shape == (1, 3, 256)
-
-
-def test_read_snli_reads_the_first_pairs_asked_for(snli_dir, monkeypatch,
-                                                   capsys):
-    every = ft.read_snli(snli_dir, True)
-    monkeypatch.setenv('D2L_BERT_SNLI_PAIRS', '7')
-    first = ft.read_snli(snli_dir, True)
-    assert first == tuple(part[:7] for part in every)
-    # beside the download's lines, apart from what the book's cell prints
-    assert capsys.readouterr().err == (
-        f'read_snli: the first 7 of {len(every[2]):,} pairs of '
-        'snli_1.0_train.txt (D2L_BERT_SNLI_PAIRS=7; all reads every pair)\n')
-    monkeypatch.setenv('D2L_BERT_SNLI_PAIRS', 'all')
-    assert ft.read_snli(snli_dir, True) == every
-    monkeypatch.setenv('D2L_BERT_SNLI_PAIRS', 'many')
-    with pytest.raises(ValueError, match="must be a number of pairs or all, "
-                                         "got 'many'"):
-        ft.read_snli(snli_dir, True)
-
-
-def test_train_ch13_trains_on_an_epoch_of_two_batches(capsys):
-    # d2l 1.0.3's divides by a fifth of the batch count, 0 here
-    from mxnet.gluon import nn
-    seed_everything(0)
-    net = nn.Dense(3)
-    net.initialize()
-    X, y = np.random.normal(size=(8, 4)), np.array([0, 1, 2, 0, 1, 2, 0, 1])
-    batches = [(X[:4], y[:4]), (X[4:], y[4:])]
-    trainer = gluon.Trainer(net.collect_params(), 'sgd',
-                            {'learning_rate': 0.1})
-    ft.train_ch13(net, batches, batches, gluon.loss.SoftmaxCELoss(),
-                  trainer, 2, [mx.cpu()])
-    out = capsys.readouterr().out
-    assert re.search(r'loss [\d.]+, train acc [\d.]+, test acc [\d.]+\n'
-                     r'[\d.]+ examples/sec on \[cpu\(0\)\]', out)
 
 
 @pytest.mark.parametrize('devices', [[mx.cpu()], TWO_CPUS])

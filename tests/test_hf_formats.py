@@ -158,7 +158,7 @@ def test_vector_pooled_without_pooler_is_refused_in_one_line(
 # --- GELU's tanh approximation ----------------------------------------------
 
 def test_gelu_new_runs_as_the_tanh_approximation(checkpoint):
-    from d2l_bert.book.transformer import TanhGELU
+    from d2l_bert.hf.original import TanhGELU
     bert = hf.load_pretrained_bert(checkpoint('gelu_new'))
     assert isinstance(bert.encoder.blks[0].ffn.dense1.act, TanhGELU)
     # The exact GELU gives other numbers: the option matters

@@ -7,13 +7,14 @@ import pytest
 
 from d2l_bert.data import hub
 from d2l_bert.runs import finetuning as F
+from d2l_bert.presets import DATA_ENV
 
 
 @pytest.fixture
 def offline(tmp_path, monkeypatch):
     def no_network(name, *args, **kwargs):
         raise hub.DownloadError(f'could not download {name!r}: no network')
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
     monkeypatch.setattr(hub, '_download', no_network)
 
 

@@ -11,7 +11,9 @@ them (`d2l_bert.chapter.saved_cells`).
 
 What goes beyond the book lives outside this folder and is applied from
 outside: argument checks in `d2l_bert.checks`, the offline stand-ins in
-`d2l_bert.data`, the original BERT's options in `d2l_bert.hf.original`,
+`d2l_bert.data` (with reading only the first pairs of SNLI), the
+fix of d2l's `train_ch13` for few batches in `d2l_bert.runs.d2l_loops`,
+the original BERT's options in `d2l_bert.hf.original`,
 the fast twins in `d2l_bert.fast`, checkpoints and histories in
 `d2l_bert.runs`.
 """

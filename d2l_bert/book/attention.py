@@ -48,7 +48,8 @@ def masked_softmax(X, valid_lens):
             valid_lens = valid_lens.repeat(shape[1])         # (B*Q,)
         else:
             valid_lens = valid_lens.reshape(-1)              # (B*Q,)
-        # Scores past the valid length become -1e6: exp gives them 0
+        # On the last axis, replace masked elements with a very large negative
+        # value, whose exponentiation outputs 0
         X = npx.sequence_mask(X.reshape(-1, shape[-1]), valid_lens, True,
                               value=-1e6, axis=1)            # (B*Q, K)
         return npx.softmax(X).reshape(shape)                 # (B, Q, K)
@@ -78,7 +79,7 @@ class DotProductAttention(nn.Block):
         `values` (B, K, Dv); `valid_lens` (B,) or (B, Q).  Returns
         (B, Q, Dv)."""
         d = queries.shape[-1]
-        # transpose_b=True swaps the last two axes of `keys`
+        # Set transpose_b=True to swap the last two dimensions of keys
         scores = npx.batch_dot(queries, keys,
                                transpose_b=True) / math.sqrt(d)  # (B, Q, K)
         self.attention_weights = masked_softmax(scores, valid_lens)
@@ -106,10 +107,6 @@ class MultiHeadAttention(nn.Block):
     def __init__(self, num_hiddens, num_heads, dropout, use_bias=False,
                  **kwargs):
         super().__init__()
-        if num_hiddens % num_heads:
-            raise ValueError(
-                f'num_hiddens must be divisible by num_heads, got '
-                f'num_hiddens={num_hiddens} and num_heads={num_heads}')
         self.num_heads = num_heads
         self.attention = DotProductAttention(dropout)
         self.W_q = nn.Dense(num_hiddens, use_bias=use_bias, flatten=False)
@@ -127,7 +124,8 @@ class MultiHeadAttention(nn.Block):
         keys = self.transpose_qkv(self.W_k(keys))            # (B*h, K, d)
         values = self.transpose_qkv(self.W_v(values))        # (B*h, K, d)
         if valid_lens is not None:
-            # Each example's length(s) serve its h heads: (B*h,) or (B*h, Q)
+            # On axis 0, copy the first item (scalar or vector) for num_heads
+            # times, then copy the next item, and so on
             valid_lens = valid_lens.repeat(self.num_heads, axis=0)
         output = self.attention(queries, keys, values,
                                 valid_lens)                  # (B*h, Q, d)

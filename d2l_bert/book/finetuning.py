@@ -2,17 +2,19 @@
 
 Read top to bottom in the book's order: load a pretrained BERT
 (`load_pretrained_model`), pack premise/hypothesis pairs into BERT inputs
-(`read_snli`, `SNLIBERTDataset`), put a small MLP on the `<cls>`
-representation (`BERTClassifier`) and train the whole network
-(`train_ch13`, the loop the book borrows from its image chapter).
+(`read_snli`, from sec_natural-language-inference-and-dataset, and
+`SNLIBERTDataset`) and put a small MLP on the `<cls>` representation
+(`BERTClassifier`).  The section trains it with d2l's `train_ch13`, the
+loop the book borrows from its image chapter.
 
-Beyond the book, here: `read_snli` reads only the first pairs of a split
-when `SNLI_PAIRS_ENV` says so; `train_ch13` is d2l's loop, which also
-runs on fewer than five batches an epoch; and offline, `download_extract`
-gives stand-ins for ``bert.small``, ``bert.base`` and ``SNLI``
-(registered in `data.hub.STAND_INS` at import).  Elsewhere:
-`d2l_bert.runs.finetuning` checks a model directory and its sizes, and
-trains returning the history (what ``d2l-bert finetune`` runs).
+What goes beyond the book is applied from outside: offline stand-ins for
+``bert.small``, ``bert.base`` and SNLI in `d2l_bert.data.stand_ins`
+(which `download_extract` finds itself); reading only the first pairs
+of SNLI in `d2l_bert.data.snli` (`read_snli` so hooked is
+`d2l_bert.runs.finetuning.read_snli_pairs`); d2l's `train_ch13` on
+fewer than five batches an epoch in `d2l_bert.runs.d2l_loops`;
+checking a model directory and its sizes, and training that returns the
+history (what ``d2l-bert finetune`` runs), in `d2l_bert.runs.finetuning`.
 
 Dimension key used in the shape comments:
 
@@ -24,24 +26,13 @@ import json
 import multiprocessing
 import os
 import re
-import sys
 
 from d2l import mxnet as d2l
 from mxnet import gluon, np
 from mxnet.gluon import nn
 
 from .bert import BERTModel, get_tokens_and_segments
-from ..data import snli_synthetic
-from ..data.hub import (DATA_HUB, DATA_URL, STAND_INS,  # noqa: F401
-                       download_extract)
-from ..presets import HUB_MODELS
-
-SNLI_LABELS = {'entailment': 0, 'contradiction': 1, 'neutral': 2}
-
-#: Environment variable that makes `read_snli` read only the first pairs
-#: of a split: a number, or 0 or ``all`` for every pair (the chapter's
-#: notebooks set it, `d2l_bert.chapter.notebooks.SNLI_PAIRS_ENV`)
-SNLI_PAIRS_ENV = 'D2L_BERT_SNLI_PAIRS'
+from ..data.hub import DATA_HUB, DATA_URL, download_extract  # noqa: F401
 
 
 # --------------------------------------------------------------------------
@@ -80,7 +71,8 @@ def load_pretrained_model(pretrained_model, num_hiddens, ffn_num_hiddens,
     Notes
     -----
     Offline, `download_extract` gives a stand-in for ``'bert.small'`` and
-    ``'bert.base'`` (an untrained model of their sizes, `hub_stand_in`).
+    ``'bert.base'`` (an untrained model of their sizes,
+    `d2l_bert.data.stand_ins.hub_stand_in`).
     The arguments are not checked here: `d2l_bert.runs.finetuning.
     load_checked_model`, which the command line calls, says what is wrong
     with a model directory in one line.
@@ -104,7 +96,7 @@ def load_pretrained_model(pretrained_model, num_hiddens, ffn_num_hiddens,
 # --------------------------------------------------------------------------
 
 def read_snli(data_dir, is_train):
-    """Read SNLI's premises, hypotheses and labels.
+    """Read the SNLI dataset into premises, hypotheses, and labels.
 
     Defined in :numref:`sec_natural-language-inference-and-dataset`.
 
@@ -129,69 +121,27 @@ def read_snli(data_dir, is_train):
 
     Notes
     -----
-    Beyond the book: with `SNLI_PAIRS_ENV` set to a number N, only the
-    first N pairs of the split are returned, and one line says so.  Five
-    epochs over all 549,367 training pairs take hours on a CPU; the
-    chapter's notebooks read the first 1,000 unless told ``all``.
+    d2l 1.0.3's, line for line.  `d2l_bert.data.snli.reading_first_pairs`
+    wraps it from outside: only the first pairs of a split when
+    ``D2L_BERT_SNLI_PAIRS`` says so, and errors that name the file and
+    the line.
     """
     def extract_text(s):
-        # Drop the parse's parentheses, then squeeze the spaces they leave
+        # Remove information that will not be used by us
         s = re.sub('\\(', '', s)
         s = re.sub('\\)', '', s)
+        # Substitute two or more consecutive whitespace with space
         s = re.sub('\\s{2,}', ' ', s)
         return s.strip()
-
+    label_set = {'entailment': 0, 'contradiction': 1, 'neutral': 2}
     file_name = os.path.join(data_dir, 'snli_1.0_train.txt'
                              if is_train else 'snli_1.0_test.txt')
-    if not os.path.isfile(file_name):
-        raise FileNotFoundError(
-            f'{file_name} not found: the SNLI directory must hold '
-            'snli_1.0_train.txt and snli_1.0_test.txt (the snli_1.0 folder '
-            'of snli_1.0.zip, or the synthetic data of '
-            '`d2l_bert.data.snli_synthetic.make_snli_synthetic`)')
-    premises, hypotheses, labels = [], [], []
-    with open(file_name, encoding='utf-8') as f:
-        for line_no, line in enumerate(f, 1):
-            row = line.split('\t')
-            if line_no == 1 or row[0] not in SNLI_LABELS:
-                continue
-            if len(row) < 3:
-                raise ValueError(
-                    f'{file_name}, line {line_no}: expected tab-separated '
-                    f'label, premise and hypothesis, got {line[:60]!r}')
-            premises.append(extract_text(row[1]))
-            hypotheses.append(extract_text(row[2]))
-            labels.append(SNLI_LABELS[row[0]])
-    if not labels:
-        raise ValueError(f'{file_name} holds no labelled example')
-    first = snli_pairs()
-    if first and first < len(labels):
-        print(f'read_snli: the first {first:,} of {len(labels):,} pairs of '
-              f'{os.path.basename(file_name)} ({SNLI_PAIRS_ENV}={first}; '
-              f'all reads every pair)', file=sys.stderr, flush=True)
-        premises, hypotheses, labels = (premises[:first],
-                                        hypotheses[:first], labels[:first])
+    with open(file_name, 'r') as f:
+        rows = [row.split('\t') for row in f.readlines()[1:]]
+    premises = [extract_text(row[1]) for row in rows if row[0] in label_set]
+    hypotheses = [extract_text(row[2]) for row in rows if row[0] in label_set]
+    labels = [label_set[row[0]] for row in rows if row[0] in label_set]
     return premises, hypotheses, labels
-
-
-def snli_pairs(environ=None):
-    """The pairs of each split `read_snli` reads: `SNLI_PAIRS_ENV` of
-    `environ` (default `os.environ`) as a number, 0 for every pair (not
-    set, empty, 0 or ``all``).
-
-    Raises
-    ------
-    ValueError
-        If the variable is neither a whole number nor ``all``.
-    """
-    environ = os.environ if environ is None else environ
-    value = environ.get(SNLI_PAIRS_ENV, '').strip().lower()
-    if value in ('', 'all'):
-        return 0
-    if not value.isdigit():
-        raise ValueError(f'{SNLI_PAIRS_ENV} must be a number of pairs or '
-                         f'all, got {environ[SNLI_PAIRS_ENV]!r}')
-    return int(value)
 
 
 class SNLIBERTDataset(gluon.data.Dataset):
@@ -309,141 +259,4 @@ class BERTClassifier(nn.Block):
         tokens_X, segments_X, valid_lens_x = inputs
         encoded_X = self.encoder(tokens_X, segments_X,
                                  valid_lens_x)               # (B, T, H)
-        # `<cls>` is at position 0
         return self.output(self.hidden(encoded_X[:, 0, :]))  # (B, 3)
-
-
-def train_ch13(net, train_iter, test_iter, loss, trainer, num_epochs,
-               devices=d2l.try_all_gpus(), split_f=None):
-    """Train a model on several devices, plotting loss and accuracies.
-
-    d2l 1.0.3's `train_ch13` (the loop the book's image chapter defines
-    and this section borrows), line for line, except that an epoch of
-    fewer than five batches is plotted too: d2l's takes the batch count's
-    fifth modulo, which is 0 then (1,000 SNLI pairs in batches of 512).
-
-    Parameters
-    ----------
-    net : gluon.Block
-        Called on the shards `split_f` gives.
-    train_iter, test_iter : iterable of (features, labels)
-        Minibatches; `len(train_iter)` is the batch count of an epoch.
-    loss : gluon.loss.Loss
-        Per-example loss of the predictions and the labels.
-    trainer : gluon.Trainer
-        Steps with ``ignore_stale_grad=True``: parameters that get no
-        gradient (BERT's pretraining heads) are left as they are.
-    num_epochs : int
-        Passes over `train_iter`.
-    devices : list of mxnet.Context
-        Where `net` is; each batch is split over them.
-    split_f : callable, optional
-        ``split_f(features, labels, devices)`` -> shards
-        (`d2l.split_batch_multi_inputs` for BERT's three inputs); None,
-        d2l's default, `d2l.split_batch`.
-
-    Notes
-    -----
-    Prints the last epoch's loss and accuracies, and the throughput.
-    """
-    split_f = d2l.split_batch if split_f is None else split_f
-    timer, num_batches = d2l.Timer(), len(train_iter)
-    animator = d2l.Animator(xlabel='epoch', xlim=[1, num_epochs], ylim=[0, 1],
-                            legend=['train loss', 'train acc', 'test acc'])
-    for epoch in range(num_epochs):
-        # Sum of training loss, sum of training accuracy, no. of examples,
-        # no. of predictions
-        metric = d2l.Accumulator(4)
-        for i, (features, labels) in enumerate(train_iter):
-            timer.start()
-            l, acc = d2l.train_batch_ch13(
-                net, features, labels, loss, trainer, devices, split_f)
-            metric.add(l, acc, labels.shape[0], labels.size)
-            timer.stop()
-            if (i + 1) % max(num_batches // 5, 1) == 0 or \
-                    i == num_batches - 1:
-                animator.add(epoch + (i + 1) / num_batches,
-                             (metric[0] / metric[2], metric[1] / metric[3],
-                              None))
-        test_acc = d2l.evaluate_accuracy_gpus(net, test_iter, split_f)
-        animator.add(epoch + 1, (None, None, test_acc))
-    print(f'loss {metric[0] / metric[2]:.3f}, train acc '
-          f'{metric[1] / metric[3]:.3f}, test acc {test_acc:.3f}')
-    print(f'{metric[2] * num_epochs / timer.sum():.1f} examples/sec on '
-          f'{str(devices)}')
-
-
-# --------------------------------------------------------------------------
-# Offline stand-ins of the files this section downloads
-# --------------------------------------------------------------------------
-
-#: Pairs of each split of SNLI's offline stand-in (synthetic pairs)
-SNLI_STAND_IN = dict(num_train=512, num_dev=16, num_test=128)
-
-
-def hub_stand_in(name, folder):
-    """Fill `folder` with the offline stand-in of hub model `name`.
-
-    An untrained `BERTModel` of the sizes the book loads `name` with
-    (`presets.HUB_MODELS`), on the vocabulary of d2l-bert's embedded
-    corpus, saved in d2l's layout (``pretrained.params``, ``vocab.json``):
-    the book's cells run and their shapes can be checked, but numbers
-    trained from it mean nothing.
-
-    Returns
-    -------
-    directory : str
-    what : str
-        What stands in, for `download_extract`'s line.
-    """
-    from mxnet import init
-    params = os.path.join(folder, 'pretrained.params')
-    if not os.path.isfile(params):
-        sizes = HUB_MODELS[name]
-        vocab = _embedded_vocab()
-        net = BERTModel(len(vocab), **sizes)
-        net.initialize(init.Xavier())
-        # One call gives the deferred parameters their shapes
-        tokens = np.zeros((1, 4), dtype='int32')
-        net(tokens, tokens, np.array([4.0]), np.zeros((1, 1), dtype='int32'))
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, 'vocab.json'), 'w',
-                  encoding='utf-8') as f:
-            json.dump(vocab.idx_to_token, f)
-        net.save_parameters(params + '.tmp')
-        os.replace(params + '.tmp', params)
-    return folder, (f'an untrained BERT of {name}\'s sizes with the '
-                    'embedded corpus\'s vocabulary')
-
-
-def _embedded_vocab():
-    """The vocabulary `_WikiTextDataset` builds from the embedded corpus
-    (the file read in order: a vocabulary does not depend on it, and
-    Python's random state is left alone)."""
-    from ..data.corpus import DATA_DIR
-    with open(os.path.join(DATA_DIR, 'wiki.train.tokens'),
-              encoding='utf-8') as f:
-        paragraphs = [d2l.tokenize(line.strip().lower().split(' . '),
-                                   token='word')
-                      for line in f if len(line.split(' . ')) >= 2]
-    return d2l.Vocab([sentence for paragraph in paragraphs
-                      for sentence in paragraph], min_freq=5,
-                     reserved_tokens=['<pad>', '<mask>', '<cls>', '<sep>'])
-
-
-def snli_stand_in(folder):
-    """Fill `folder` with SNLI's offline stand-in: synthetic pairs in
-    SNLI's layout (`data.snli_synthetic`); return ``(directory, what)``.
-    """
-    data_dir = os.path.join(folder, 'snli_1.0')
-    if not os.path.isfile(os.path.join(data_dir, 'snli_1.0_test.txt')):
-        data_dir = snli_synthetic.make_snli_synthetic(folder, **SNLI_STAND_IN)
-    return data_dir, (f'{SNLI_STAND_IN["num_train"]} synthetic pairs in '
-                      "SNLI's format")
-
-
-for _name in HUB_MODELS:
-    STAND_INS.setdefault(
-        _name, lambda folder, name=_name: hub_stand_in(name, folder))
-STAND_INS.setdefault('SNLI', snli_stand_in)
-del _name

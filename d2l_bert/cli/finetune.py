@@ -26,7 +26,7 @@ from ._args import (RunError, UsageError, add_devices, at_least, examples,
                     in_options, learning_rate, option, per_machine,
                     positive_int, rate, resolve_devices, seed)
 from ._paths import name_or_dir, output_dir
-from ..presets import BERT_SMALL, FINETUNING
+from ..presets import BERT_SMALL, FINETUNING, FINETUNING_SYNTHETIC
 
 DEFAULT_OUT = 'finetuned-bert'
 MODEL_FILE = 'finetuned.params'
@@ -36,7 +36,10 @@ MODEL_FILE = 'finetuned.params'
 BOOK_SETTINGS = dict(epochs=FINETUNING['num_epochs'],
                      batch_size=FINETUNING['batch_size'],
                      max_len=FINETUNING['max_len'], lr=FINETUNING['lr'])
-SYNTHETIC_SETTINGS = dict(epochs=3, batch_size=64, max_len=32, lr=1e-3)
+SYNTHETIC_SETTINGS = dict(epochs=FINETUNING_SYNTHETIC['num_epochs'],
+                          batch_size=FINETUNING_SYNTHETIC['batch_size'],
+                          max_len=FINETUNING_SYNTHETIC['max_len'],
+                          lr=FINETUNING_SYNTHETIC['lr'])
 # Below this `cls_spread`, the pretrained model encodes every input alike
 COLLAPSED_SPREAD = 1e-3
 #: Bytes of memory a byte of SNLI's files takes once read and packed
@@ -206,8 +209,8 @@ def _load_data(settings, vocab):
         check_files_fit([os.path.join(data_dir, f'snli_1.0_{split}.txt')
                          for split in ('train', 'test')], SNLI_BYTES,
                         f'the SNLI files of {data_dir}')
-        train, test = ft.read_snli(data_dir, True), ft.read_snli(data_dir,
-                                                                 False)
+        train = runs_ft.read_snli_pairs(data_dir, True)
+        test = runs_ft.read_snli_pairs(data_dir, False)
     except DownloadError as e:
         raise RunError(f'--data {data}: {e}') from None
     except (ValueError, FileNotFoundError) as e:

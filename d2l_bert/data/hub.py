@@ -33,14 +33,12 @@ import urllib.error
 import urllib.request
 import zipfile
 
+from ..presets import DATA_ENV, OFFLINE_ENV
+from . import stand_ins
 from .atomic import (atomic_write, atomic_write_into, make_dirs,
                      remove_empty_dirs)
 
 DATA_URL = 'http://d2l-data.s3-accelerate.amazonaws.com/'
-
-#: Set to '1', no download is tried: what is not in the cache fails at
-#: once, as without a network
-OFFLINE_ENV = 'D2L_BERT_OFFLINE'
 
 # name -> (url, SHA-1 of the file), as `d2l.DATA_HUB`; the url may also be
 # a tuple of mirrors, tried in order
@@ -69,11 +67,12 @@ OFFLINE_HINTS['bert.small'] = OFFLINE_HINTS['bert.base']
 #: Offline stand-ins: name -> ``make(folder) -> (directory, what)``.
 #: When a hub file cannot be downloaded, `download_extract` returns the
 #: directory `make` fills (or finds) in `folder` instead, and prints one
-#: line naming `what` stands in.  `data/` adds WikiText-2's (the embedded
-#: corpus); the sections add those that need their models.
+#: line naming `what` stands in.  Filled from `stand_ins.MAKERS`
+#: (WikiText-2, SNLI, ``bert.small``, ``bert.base``); the chapter's runner
+#: puts a smaller corpus in WikiText-2's place at small sizes.
 #:
 #: :meta hide-value:
-STAND_INS = {}
+STAND_INS = dict(stand_ins.MAKERS)
 
 TIMEOUT = 30  # seconds without a byte before a download gives up
 CHUNK = 1 << 20
@@ -86,7 +85,7 @@ class DownloadError(OSError):
 def data_home():
     """Return the cache directory: ``$D2L_BERT_DATA`` or
     ``~/.cache/d2l_bert``."""
-    return os.environ.get('D2L_BERT_DATA') or os.path.join(
+    return os.environ.get(DATA_ENV) or os.path.join(
         os.path.expanduser('~'), '.cache', 'd2l_bert')
 
 
@@ -403,13 +402,3 @@ def _stand_in(name, error):
     print(f'{name} cannot be downloaded here ({why}); in its place: '
           f'{what}, from {directory}', file=sys.stderr, flush=True)
     return directory
-
-
-def _embedded_wikitext(folder):
-    """WikiText-2's stand-in: the corpus shipped with the package."""
-    from .corpus import DATA_DIR
-    return DATA_DIR, ("d2l-bert's embedded corpus (generated articles in "
-                      "WikiText's format)")
-
-
-STAND_INS['wikitext-2'] = _embedded_wikitext

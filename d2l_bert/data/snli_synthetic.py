@@ -33,6 +33,7 @@ import os
 import random
 
 from ..checks import check_positive_int
+from ..presets import SNLI_SYNTHETIC
 from .atomic import atomic_write
 
 SNLI_HEADER = ('gold_label', 'sentence1_binary_parse',
@@ -78,7 +79,8 @@ LABELS = ('entailment', 'contradiction', 'neutral')
 SPLITS = {'train': 'snli_1.0_train.txt', 'dev': 'snli_1.0_dev.txt',
           'test': 'snli_1.0_test.txt'}
 # the sizes the command line and the notebook use unless told otherwise
-NUM_TRAIN, NUM_DEV, NUM_TEST = 5000, 500, 1000
+NUM_TRAIN, NUM_DEV, NUM_TEST = (SNLI_SYNTHETIC[f'num_{split}']
+                                for split in ('train', 'dev', 'test'))
 
 
 def _a(words):

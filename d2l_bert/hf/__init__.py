@@ -29,6 +29,8 @@ nothing behind.
 
 The package holds one concern a module; every name is exported here:
 
+- `errors`: `CheckpointError`, the memory check and bfloat16's widening,
+  which `files` and `torch_pickle` share;
 - `files`: finding a checkpoint and reading config.json and the weights
   (safetensors in float32, float16 or bfloat16; shards);
 - `torch_pickle`: reading ``pytorch_model.bin`` without torch;
@@ -45,9 +47,9 @@ The package holds one concern a module; every name is exported here:
 from .convert import (ACTIVATIONS, POOLER_WEIGHTS, bert_options,
                       convert_weights, normalize_names, num_weights,
                       parameter_map)
+from .errors import CheckpointError, bfloat16_to_float32, check_memory
 from .files import (MAX_SETTINGS_BYTES, MINILM_INSTALL, MINILM_SHA256,
-                    WEIGHT_FILES, CheckpointError, bfloat16_to_float32,
-                    check_memory, minilm_dir, read_config, read_json,
+                    WEIGHT_FILES, minilm_dir, read_config, read_json,
                     read_safetensors, read_shards, read_weight_file,
                     read_weights, resolve_model_dir, safetensors_header,
                     sha256)

@@ -13,7 +13,7 @@ L: max_len (max_position_embeddings), S: type_vocab_size
 import numpy as onp
 
 from ..checks import check_positive_int
-from .files import CheckpointError
+from .errors import CheckpointError
 
 # --- config.json: which of the book's options a checkpoint needs -----------
 

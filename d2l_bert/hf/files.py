@@ -11,7 +11,7 @@ No size a file declares is trusted: a settings file is read only up to
 `MAX_SETTINGS_BYTES`; a safetensors header's every offset, shape and
 dtype is checked against the others and the file's size before a byte
 of the weights is read; and what the weights need is checked against
-the memory available (`check_memory`).
+the memory available (`errors.check_memory`).
 """
 import importlib.util
 import json
@@ -21,6 +21,7 @@ import numpy as onp
 
 from ..data.bounded import check_regular, json_value, read_bounded
 from ..data.hub import file_hash
+from .errors import CheckpointError, bfloat16_to_float32, check_memory
 
 
 #: The command that installs the offline default model's files
@@ -63,23 +64,6 @@ WEIGHT_FILES = ('model.safetensors', 'model.safetensors.index.json',
 MAX_SETTINGS_BYTES = 16 << 20
 #: The largest safetensors header read (safetensors' own limit)
 MAX_HEADER_BYTES = 100_000_000
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file is missing, corrupt, or disagrees with config.json.
-    """
-
-
-def check_memory(path, num_bytes, what):
-    """Raise `CheckpointError` if `num_bytes` (what reading `path` takes,
-    `what` says for what) exceed the memory this process can still take.
-    """
-    from ..runs.memory import available_bytes, size_text
-    available = available_bytes()
-    if available is not None and num_bytes > available:
-        raise CheckpointError(
-            f'{path}: {what} take {size_text(num_bytes)} of memory, and '
-            f'this machine has {size_text(available)} available')
 
 
 # --- Finding a checkpoint ---------------------------------------------------
@@ -269,16 +253,6 @@ def read_json(path, kind=dict):
         raise CheckpointError(f'{path} must hold {names[kind]}, got '
                               f'{type(content).__name__}')
     return content
-
-
-def bfloat16_to_float32(bits):
-    """Widen bfloat16 values, given as their uint16 bits, to float32.
-
-    A bfloat16 is the top half of a float32's bits: shifted there, with
-    zeros below, they are that float32, exactly.
-    """
-    return (onp.asarray(bits, dtype='<u2').astype(onp.uint32)
-            << 16).view(onp.float32)
 
 
 # safetensors' dtype names -> numpy's (bfloat16 is widened to float32)

@@ -15,8 +15,8 @@ import numpy as onp
 from ..checks import check_positive_int
 from .convert import (POOLER_WEIGHTS, bert_options, convert_weights,
                       num_weights)
-from .files import (CheckpointError, check_memory, read_config,
-                    read_weights, resolve_model_dir)
+from .errors import CheckpointError, check_memory
+from .files import read_config, read_weights, resolve_model_dir
 from .sentence import (SentenceSettings, read_sentence_settings,
                        sentence_vectors)
 from .tokenizer import load_tokenizer

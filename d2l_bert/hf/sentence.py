@@ -25,7 +25,8 @@ import os
 
 import numpy as onp
 
-from .files import CheckpointError, read_json
+from .errors import CheckpointError
+from .files import read_json
 
 #: The pooling modes of ``1_Pooling/config.json`` that are read
 POOLING_MODES = {'pooling_mode_mean_tokens': 'mean',

@@ -11,7 +11,8 @@ the model embeds.
 import os
 
 from ..data.bounded import check_regular, read_bounded
-from .files import CheckpointError, check_memory, read_json
+from .errors import CheckpointError, check_memory
+from .files import read_json
 
 #: The largest tokenizer.json or vocab.txt read (BERT's are under 1 MB,
 #: a multilingual model's tokenizer.json some 20 MB)

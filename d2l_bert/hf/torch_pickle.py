@@ -23,7 +23,7 @@ import zipfile
 
 import numpy as onp
 
-from .files import CheckpointError, bfloat16_to_float32, check_memory
+from .errors import CheckpointError, bfloat16_to_float32, check_memory
 
 #: The largest pickle of a state dict read: it holds the names, shapes
 #: and strides, not the values (a BERT's is some 30 KB)

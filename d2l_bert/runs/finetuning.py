@@ -4,8 +4,9 @@ beside the book's objects of `d2l_bert.book.finetuning`.
 The sizes a pretrained model was built with (`load_pretrained_config`),
 where SNLI is found or written (`snli_data_dir`), how much the `<cls>`
 encoding varies across inputs (`cls_spread`), the book's training loop
-returning its history (`train_ch13_history`) and its plot
-(`plot_history`).
+returning its history (`train_ch13_history`, its points taken as
+`d2l_loops.train_ch13` takes them) and its plot (`plot_history`), and
+the book's `read_snli` with the first pairs only (`read_snli_pairs`).
 """
 import contextlib
 import os
@@ -27,9 +28,12 @@ from ..data.model_dir import (PARAMS_FILE, check_mxnet_path,
                               is_mxnet_trace, load_vocab, read_config,
                               read_params)
 from ..data.snli_synthetic import make_snli_synthetic
+from ..book import finetuning as book_finetuning
 from ..book.finetuning import load_pretrained_model
+from ..data.snli import reading_first_pairs
 from ..presets import BERT_SMALL, HUB_MODELS
 from . import interrupts
+from .d2l_loops import takes_point
 from .model_files import check_memory, check_vocab_size
 
 # the sizes `config.json` may record; `load_checked_model` checks them
@@ -185,6 +189,13 @@ def load_pretrained_config(pretrained_model):
     return out
 
 
+#: The book's `read_snli`, reading only the first pairs of each split
+#: when ``D2L_BERT_SNLI_PAIRS`` says so, and naming the file and the line
+#: of what it cannot read (`data.snli.reading_first_pairs`): what
+#: ``d2l-bert finetune`` and the fine-tuning notebook read SNLI with
+read_snli_pairs = reading_first_pairs(book_finetuning.read_snli)
+
+
 def snli_data_dir(data='snli'):
     """Return a directory for `read_snli`: real, synthetic or local SNLI.
 
@@ -317,11 +328,11 @@ def train_ch13_history(net, train_iter, test_iter, loss, trainer,
 def _train_epoch_ch13(net, train_iter, loss, trainer, devices, split_f,
                       history, epoch, num_epochs, progress):
     """One epoch of `train_ch13_history`: record the training figures in
-    `history` five times; return the epoch's mean loss, its accuracy, its
-    number of examples and the seconds its steps took."""
+    `history` after `takes_point`'s batches; return the epoch's mean loss,
+    its accuracy, its number of examples and the seconds its steps
+    took."""
     from tqdm import tqdm
     num_batches = len(train_iter)
-    every = max(num_batches // 5, 1)
     # Sum of losses, correct predictions, examples, predictions
     loss_sum, correct, examples, predictions = 0.0, 0.0, 0, 0
     seconds = 0.0
@@ -347,7 +358,7 @@ def _train_epoch_ch13(net, train_iter, loss, trainer, devices, split_f,
         examples += labels.shape[0]
         predictions += labels.size
         seconds += time.time() - start
-        if (i + 1) % every == 0 or i == num_batches - 1:
+        if takes_point(i, num_batches):
             history['epoch'].append(epoch + (i + 1) / num_batches)
             history['train loss'].append(loss_sum / examples)
             history['train acc'].append(correct / predictions)
