@@ -20,7 +20,7 @@ import pytest
 
 from d2l_bert import cli
 from d2l_bert.book import finetuning as ft
-from d2l_bert.chapter import notebooks
+from d2l_bert import presets
 from d2l_bert.data import hub
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from helpers import FilesHandler
@@ -84,7 +84,7 @@ def served(archives, tmp_path, monkeypatch):
     monkeypatch.setitem(hub.DATA_HUB, 'SNLI', (
         url + 'snli_1.0.zip',
         hashlib.sha1(archives['/snli_1.0.zip']).hexdigest()))
-    monkeypatch.setattr(notebooks, 'CHAPTER_SNLI_PAIRS', PAIRS)
+    monkeypatch.setattr(presets, 'CHAPTER_SNLI_PAIRS', PAIRS)
     yield _Handler.asked
     httpd.shutdown()
     httpd.server_close()

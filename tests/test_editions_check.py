@@ -14,7 +14,8 @@ from d2l_bert.chapter import runner as runner_module
 from d2l_bert.data import hub
 from d2l_bert.chapter.editions import read_edition
 from d2l_bert.chapter.notebooks import calls_settings
-from d2l_bert.chapter.runner import DataHooks, Runner
+from d2l_bert.chapter.data_hooks import DataHooks
+from d2l_bert.chapter.runner import Runner
 from excerpts import Cuts
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures', 'editions')
