@@ -61,7 +61,7 @@ def served(archives, tmp_path, monkeypatch):
     an empty cache; return the paths the server was asked for."""
     for var in ('http_proxy', 'HTTP_PROXY', 'all_proxy', 'ALL_PROXY'):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path / 'cache'))
+    monkeypatch.setenv(presets.DATA_ENV, str(tmp_path / 'cache'))
     _Handler.files, _Handler.asked = archives, []
     httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)

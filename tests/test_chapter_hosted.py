@@ -29,6 +29,7 @@ from unittest import mock
 
 import pytest
 
+from d2l_bert import presets
 from d2l_bert.chapter import book_outputs, editions, hosted
 from d2l_bert.chapter.saved_cells import BEYOND_BOOK, NOTEBOOK_DIR, NOTEBOOKS
 from helpers import find_python, make_venv
@@ -320,7 +321,7 @@ def platform_wanted(name):
     if name == 'colab':
         return None
     if os.environ.get('CI') == 'true' or os.environ.get(
-            'D2L_BERT_HOSTED') == 'all':
+            presets.HOSTED_ENV) == 'all':
         return None
     return ('the simulated Kaggle runs in CI or with D2L_BERT_HOSTED=all '
             '(about two minutes)')
@@ -493,7 +494,6 @@ def test_in_a_kernel_at_the_default_sizes_the_chapters_settings_apply(
         monkeypatch):
     import builtins
     from d2l import mxnet as d2l
-    from d2l_bert import presets
     from d2l_bert import fast
     from d2l_bert.views.animator import PacedAnimator
     shell = FakeShell()
