@@ -114,7 +114,8 @@ def main(args):
 
 def _run(folder, ctx, small, sections=None):
     from ..chapter import editions
-    from ..chapter.runner import DataHooks, Runner
+    from ..chapter.data_hooks import DataHooks
+    from ..chapter.runner import Runner
 
     start = time.perf_counter()
     reports = []

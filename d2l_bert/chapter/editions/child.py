@@ -315,7 +315,8 @@ def serve(fd):
     from ...threads import set_threads
     set_threads()
     from ...devices import parse_ctx
-    from ..runner import DataHooks, Runner
+    from ..data_hooks import DataHooks
+    from ..runner import Runner
     runner = Runner(parse_ctx(config['ctx']),
                     DataHooks(config['small'], config['steps']))
     if config['notebooks']:
