@@ -114,3 +114,63 @@ FINETUNING_SYNTHETIC = dict(num_epochs=3, batch_size=64, max_len=32,
 #: plots every ``num_batches // POINTS_PER_EPOCH``-th, divides by zero
 #: (`runs.d2l_loops.batches_per_point`)
 POINTS_PER_EPOCH = 5
+
+# The chapter's sizes (`d2l_bert.chapter`): the small sizes of a quick
+# run and the SNLI pairs the fine-tuning notebook reads.
+
+#: Step count that ``train_bert(...)`` calls are capped to at small sizes
+#: (`chapter.small_sizes`, in the runner and in a kernel;
+#: `chapter.editions.child`)
+SMALL_STEPS = 2
+#: Batches an epoch below which d2l 1.0.3's ``train_ch13`` fails (it
+#: takes the batch count's fifth modulo); fewer are cut again into this
+#: many (`chapter.data_hooks`, `chapter.batches`)
+MIN_BATCHES = 5
+#: At small sizes, ``d2l.train_ch13`` trains one epoch on this many
+#: batches of at most `SMALL_BATCH` examples, and tests on one batch
+#: (`chapter.data_hooks`)
+SMALL_BATCHES, SMALL_BATCH = 5, 8
+#: The seed of every random generator at small sizes
+#: (`chapter.small_sizes`)
+SMALL_SEED = 0
+#: The generated articles (count, seed) of each split of the corpus that
+#: stands in for WikiText-2 at small sizes: about 860 sentence pairs of at
+#: most 64 tokens, so that the book's batch of 512 fills, built in seconds
+#: where the embedded corpus's 27,641 take a minute in the book's padding
+#: (`chapter.small_sizes`)
+SMALL_WIKITEXT = {'train': (100, 1), 'valid': (10, 2)}
+#: At small sizes, the code of the notebooks' cells that sets the book's
+#: sizes, and what runs in its place, by notebook: each pair is (the code
+#: as the cell writes it, the small run's code), one statement or one
+#: expression each, and each must be found exactly once among all the
+#: notebooks, in its own (a test holds them to that, so a cell that
+#: drifts from the table fails).  The pretraining notebook keeps its
+#: batches of 512 (sec_bert-dataset prints their shapes from the same
+#: line): its steps are capped (`SMALL_STEPS`, as any ``train_bert(...)``
+#: call is).  Applied by `chapter.small_sizes.SmallSizes`, in the chapter
+#: runner and in a kernel
+SMALL_CODE = {
+    'bert-pretraining.ipynb': [
+        ('train_bert(train_iter, net, loss, len(vocab), devices, 50)',
+         'train_bert(train_iter, net, loss, len(vocab), devices, 2)'),
+    ],
+    'natural-language-inference-bert.ipynb': [
+        ('batch_size, max_len, num_workers = 512, 128, '
+         'd2l.get_dataloader_workers()',
+         # no loader processes: a kernel ending leaves their shared
+         # memory's temporary folder behind
+         'batch_size, max_len, num_workers = 32, 64, 0'),
+        ('lr, num_epochs = 1e-4, 5', 'lr, num_epochs = 1e-4, 1'),
+    ],
+    'what-bert-learned.ipynb': [
+        ('batch_size, max_len, num_steps = 128, 64, 100',
+         'batch_size, max_len, num_steps = 32, 64, 2'),
+    ],
+}
+#: The pairs of each SNLI split the fine-tuning notebook reads unless
+#: `SNLI_PAIRS_ENV` asks for the book's run: five epochs over all of SNLI
+#: take hours on a CPU (``d2l-bert chapter``, `chapter.hosted.in_kernel`)
+CHAPTER_SNLI_PAIRS = 1000
+#: The pairs of the book's run, SNLI's training split
+#: (`chapter.data_hooks.fine_tuning_note`)
+BOOK_SNLI_PAIRS = 549367

@@ -20,10 +20,9 @@ import pytest
 
 from d2l_bert import cli
 from d2l_bert.book import finetuning as ft
-from d2l_bert.chapter import notebooks
+from d2l_bert import presets
 from d2l_bert.data import hub, stand_ins
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
-from d2l_bert.presets import DATA_ENV
 from helpers import FilesHandler
 
 NLI = 'sec_natural-language-inference-bert'
@@ -62,7 +61,7 @@ def served(archives, tmp_path, monkeypatch):
     an empty cache; return the paths the server was asked for."""
     for var in ('http_proxy', 'HTTP_PROXY', 'all_proxy', 'ALL_PROXY'):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv(DATA_ENV, str(tmp_path / 'cache'))
+    monkeypatch.setenv(presets.DATA_ENV, str(tmp_path / 'cache'))
     _Handler.files, _Handler.asked = archives, []
     httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -85,7 +84,7 @@ def served(archives, tmp_path, monkeypatch):
     monkeypatch.setitem(hub.DATA_HUB, 'SNLI', (
         url + 'snli_1.0.zip',
         hashlib.sha1(archives['/snli_1.0.zip']).hexdigest()))
-    monkeypatch.setattr(notebooks, 'CHAPTER_SNLI_PAIRS', PAIRS)
+    monkeypatch.setattr(presets, 'CHAPTER_SNLI_PAIRS', PAIRS)
     yield _Handler.asked
     httpd.shutdown()
     httpd.server_close()

@@ -2,6 +2,7 @@
 the parquet stand-in of WikiText-2."""
 import pytest
 
+from d2l_bert import presets
 from d2l_bert.chapter import edition_data
 from d2l_bert.data import hub
 
@@ -21,8 +22,8 @@ def test_hub_entry_is_the_name_unless_the_cells_changed_it():
 
 def test_a_file_that_is_not_wikitext_in_parquet_gets_no_stand_in(
         tmp_path, monkeypatch):
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
-    monkeypatch.setenv('D2L_BERT_OFFLINE', '1')
+    monkeypatch.setenv(presets.DATA_ENV, str(tmp_path))
+    monkeypatch.setenv(presets.OFFLINE_ENV, '1')
     cells, used = {'other': ('https://example.invalid/o.parquet', None)}, \
         set()
     with pytest.raises(hub.DownloadError, match='D2L_BERT_OFFLINE=1 asks '
@@ -37,7 +38,7 @@ def test_the_wikitext_parquet_stand_in_holds_the_corpus_lines(
         pytest.skip('pandas has no parquet engine here')
     import pandas as pd
     from d2l_bert.data import corpus
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
+    monkeypatch.setenv(presets.DATA_ENV, str(tmp_path))
     path, what = edition_data.wikitext_parquet('valid.parquet')
     with open(f'{corpus.DATA_DIR}/wiki.valid.tokens', encoding='utf-8') as f:
         lines = f.read().splitlines(keepends=True)

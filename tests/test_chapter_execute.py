@@ -5,6 +5,7 @@ import os
 import nbformat
 import pytest
 
+from d2l_bert import presets
 from d2l_bert.chapter import execute
 
 CODE = ('import os\n'
@@ -49,7 +50,7 @@ def test_the_key_follows_the_notebook_and_every_package_file(tmp_path):
 
 def test_a_notebook_runs_offline_at_its_own_sizes_then_comes_from_the_cache(
         tmp_path, monkeypatch):
-    monkeypatch.setenv('D2L_BERT_SMALL', '1')
+    monkeypatch.setenv(presets.SMALL_ENV, '1')
     path = write_notebook(tmp_path / 'n.ipynb')
     cache = tmp_path / 'cache'
     lines = []

@@ -29,6 +29,7 @@ from unittest import mock
 
 import pytest
 
+from d2l_bert import presets
 from d2l_bert.chapter import book_outputs, editions, hosted
 from d2l_bert.chapter.saved_cells import BEYOND_BOOK, NOTEBOOK_DIR, NOTEBOOKS
 from helpers import find_python, make_venv
@@ -320,7 +321,7 @@ def platform_wanted(name):
     if name == 'colab':
         return None
     if os.environ.get('CI') == 'true' or os.environ.get(
-            'D2L_BERT_HOSTED') == 'all':
+            presets.HOSTED_ENV) == 'all':
         return None
     return ('the simulated Kaggle runs in CI or with D2L_BERT_HOSTED=all '
             '(about two minutes)')
@@ -493,16 +494,15 @@ def test_in_a_kernel_at_the_default_sizes_the_chapters_settings_apply(
         monkeypatch):
     import builtins
     from d2l import mxnet as d2l
-    from d2l_bert.chapter import notebooks
     from d2l_bert import fast
     from d2l_bert.views.animator import PacedAnimator
     shell = FakeShell()
     monkeypatch.setattr(builtins, 'get_ipython', lambda: shell,
                         raising=False)
-    monkeypatch.delenv(notebooks.SMALL_ENV, raising=False)
+    monkeypatch.delenv(presets.SMALL_ENV, raising=False)
     # set, then unset: so that the test's end removes what in_kernel sets
-    monkeypatch.setenv(notebooks.SNLI_PAIRS_ENV, '1')
-    monkeypatch.delenv(notebooks.SNLI_PAIRS_ENV)
+    monkeypatch.setenv(presets.SNLI_PAIRS_ENV, '1')
+    monkeypatch.delenv(presets.SNLI_PAIRS_ENV)
     for name in ('get_dataloader_workers', 'Animator'):
         monkeypatch.setattr(d2l, name, getattr(d2l, name))
     started = []
@@ -511,8 +511,8 @@ def test_in_a_kernel_at_the_default_sizes_the_chapters_settings_apply(
     hosted.in_kernel()
     assert d2l.get_dataloader_workers() == 0
     assert d2l.Animator is PacedAnimator
-    assert os.environ[notebooks.SNLI_PAIRS_ENV] == str(
-        notebooks.CHAPTER_SNLI_PAIRS)
+    assert os.environ[presets.SNLI_PAIRS_ENV] == str(
+        presets.CHAPTER_SNLI_PAIRS)
     # the loops compile from the first cell that names accelerate, once
     # (IPython sets builtins.get_ipython only while a cell runs)
     monkeypatch.delattr(builtins, 'get_ipython')

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from d2l_bert import presets
 from d2l_bert.chapter import notebooks
 
 
@@ -12,7 +13,7 @@ from d2l_bert.chapter import notebooks
     (None, False), ('', False), ('0', False), (' 0 ', False), ('1', True),
     ('yes', True)])
 def test_small_sizes_read_the_environment_given(value, small):
-    environ = {} if value is None else {'D2L_BERT_SMALL': value}
+    environ = {} if value is None else {presets.SMALL_ENV: value}
     assert notebooks.small_sizes(environ) is small
 
 

@@ -8,13 +8,15 @@ import tempfile
 import pytest
 
 import excerpts
+from d2l_bert import presets
 from d2l_bert.book import dataset
 from d2l_bert.chapter import book_outputs, edition_data, editions, gluon2
 from d2l_bert.chapter import runner as runner_module
 from d2l_bert.data import hub
 from d2l_bert.chapter.editions import read_edition
 from d2l_bert.chapter.notebooks import calls_settings
-from d2l_bert.chapter.runner import DataHooks, Runner
+from d2l_bert.chapter.data_hooks import DataHooks
+from d2l_bert.chapter.runner import Runner
 from excerpts import Cuts
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures', 'editions')
@@ -230,7 +232,7 @@ def test_fine_tuning_excerpt_from_the_dataset_on_runs_and_matches(
     # offline, with the stand-ins in a temporary cache; the notebook's
     # cells taken get the stand-in of bert.small the book's cells get
     from d2l_bert.data import hub
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
+    monkeypatch.setenv(presets.DATA_ENV, str(tmp_path))
     monkeypatch.setattr(hub, 'reachable', lambda name, timeout=5.0: False)
     hooks = DataHooks(small=True)
     for name, value in hooks.notebook_environment().items():
@@ -277,8 +279,8 @@ def test_mxnet_2_gluon_edition_fails_as_reported_without_the_hook(
 @pytest.fixture
 def offline_data(tmp_path, monkeypatch):
     """No network, and a data folder of the test's own."""
-    monkeypatch.setenv('D2L_BERT_DATA', str(tmp_path))
-    monkeypatch.setenv('D2L_BERT_OFFLINE', '1')
+    monkeypatch.setenv(presets.DATA_ENV, str(tmp_path))
+    monkeypatch.setenv(presets.OFFLINE_ENV, '1')
     return tmp_path
 
 

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from d2l_bert.chapter import book_outputs, editions
-from d2l_bert.chapter.runner import SMALL_WIKITEXT
+from d2l_bert.presets import SMALL_WIKITEXT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, 'notebooks', '*.ipynb')))
@@ -140,7 +140,7 @@ def test_package_names_are_defined_only_in_saved_cells(path):
     import ast
 
     from d2l_bert.chapter import saved_cells
-    from d2l_bert.chapter.runner import package_names
+    from d2l_bert.chapter.d2l_shim import package_names
     names, _ = package_names()
     with open(path, encoding='utf-8') as f:
         nb = json.load(f)

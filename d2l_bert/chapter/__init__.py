@@ -1,7 +1,16 @@
 """Running the chapter: the cells of a notebook or of a book edition.
 
 - `runner`: runs a chapter's code cells in one namespace, as a notebook
-  would, with the book's `d2l` resolved to this package first;
+  would, putting together the modules below;
+- `d2l_shim`, `names_0_17`: the cells' `d2l`, resolved to this package
+  first, then to d2l 1.0.3, in the names of both generations;
+- `data_hooks`, `batches`: how the cells' data and training run here
+  (the embedded corpus, no loader processes, batches d2l's
+  ``train_ch13`` can take);
+- `small_sizes`: the one rewriting of the cells to small sizes, in the
+  runner and in a Jupyter kernel (the table is `presets.SMALL_CODE`);
+- `output`, `display_capture`: a cell's printed output, its figures and
+  IPython displays;
 - `gluon2`, `own_definitions`, `edition_data`: what the runner does for
   editions written their own way (MXNet 2.0's Gluon, their own
   ``#@save`` definitions and downloads);

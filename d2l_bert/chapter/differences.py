@@ -28,7 +28,7 @@ COMMON = (
      'to read the shapes beside the code'),
     ('Small runs (`D2L_BERT_SMALL=1`: the test suite, `d2l-bert chapter '
      "--small`) replace the sizes in the cells' code before they run, "
-     "from the table in `d2l_bert/chapter/runner.py`, and say so.",
+     "from the table `SMALL_CODE` of `d2l_bert/presets.py`, and say so.",
      'for a run of seconds'),
     ("The book's `d2l.NAME` calls use the names the notebook imports from "
      '`d2l_bert`, the same code as the book\'s (or as a cell above).',
@@ -49,7 +49,7 @@ QUICK_ARRAYS = (
 #: Said of the three notebooks whose data go through d2l's loaders
 NO_LOADER_WORKERS = (
     "In a notebook, `d2l.get_dataloader_workers()` is 0 "
-    "(`d2l_bert.chapter.runner.no_loader_workers`, called by the set-up "
+    "(`d2l_bert.chapter.hosted.no_loader_workers`, called by the set-up "
     "cell): the data loaders read the batches in the kernel's own "
     "process, as `d2l-bert chapter` does.",
     "d2l's 4 worker processes each copy the pages of the dataset they read "
@@ -73,8 +73,8 @@ DIFFERENCES = {
          "without it the index is on the CPU, and a model on a GPU fails "
          "there; on a CPU the two are the same"),
         ('`TransformerEncoderBlock` (sec_transformer) is imported from '
-         '`d2l_bert.book.transformer`, the book\'s block, which the tests hold '
-         "to d2l 1.0.3's.",
+         '`d2l_bert.book.transformer`, the book\'s block, which the tests '
+         "hold to d2l 1.0.3's.",
          'the encoder builds on the block the package tests'),
         ('One added cell calls `get_tokens_and_segments` on a pair.',
          'to see what it returns before the encoder uses it'),
@@ -112,8 +112,8 @@ DIFFERENCES = {
          'draws other dropout masks, and sums in another order'),
     ),
     'natural-language-inference-bert.ipynb': (
-        ('`download_extract` and `DATA_HUB` come from `d2l_bert.book.finetuning`. '
-         'Where `bert.small` or SNLI cannot be downloaded, it says so in '
+        ('`download_extract` and `DATA_HUB` come from '
+         '`d2l_bert.book.finetuning`. Where `bert.small` or SNLI cannot be downloaded, it says so in '
          "one line and returns a stand-in: an untrained model of "
          "`bert.small`'s sizes, synthetic pairs in SNLI's format.",
          'a classroom may be offline; the accuracies are then not the '

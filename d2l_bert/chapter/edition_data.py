@@ -61,7 +61,7 @@ def download(data_hub, used, name, folder=None, sha1_hash=None, **kwargs):
     data_hub : dict
         The cells' ``d2l.DATA_HUB``.
     used : set
-        Gets a line when a stand-in is served (`runner.DataHooks.used`).
+        Gets a line when a stand-in is served (`data_hooks.DataHooks.used`).
     name, folder, sha1_hash, **kwargs
         As `data.hub.download` takes them.
     """

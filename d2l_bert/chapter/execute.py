@@ -17,6 +17,8 @@ import sys
 import tempfile
 import time
 
+from ..presets import DATA_ENV, OFFLINE_ENV, SMALL_ENV, SNLI_PAIRS_ENV
+
 #: Seconds a cell may run before the execution fails
 CELL_TIMEOUT = 1800
 #: Version of what the cache holds; a change of the format changes it
@@ -102,9 +104,10 @@ def _execute(path, cache_dir, progress):
     nb = nbformat.read(path, as_version=4)
     os.makedirs(cache_dir, exist_ok=True)
     work = tempfile.mkdtemp(prefix='work-', dir=cache_dir)
-    env = dict(os.environ, D2L_BERT_OFFLINE='1', TMPDIR=work,
-               D2L_BERT_DATA=os.path.join(cache_dir, 'data'))
-    for setting in ('D2L_BERT_SMALL', 'D2L_BERT_SNLI_PAIRS', 'MPLBACKEND'):
+    env = dict(os.environ, TMPDIR=work)
+    env.update({OFFLINE_ENV: '1',
+                DATA_ENV: os.path.join(cache_dir, 'data')})
+    for setting in (SMALL_ENV, SNLI_PAIRS_ENV, 'MPLBACKEND'):
         env.pop(setting, None)    # the sizes and plots a notebook opens with
     start = began = time.perf_counter()
 

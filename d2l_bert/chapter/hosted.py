@@ -29,7 +29,6 @@ the badges into the notebooks; a test fails when they differ from it.
 import importlib
 import importlib.metadata
 import importlib.util
-import json
 import os
 import re
 import subprocess
@@ -37,6 +36,7 @@ import sys
 import tempfile
 import time
 
+from ..presets import CHAPTER_SNLI_PAIRS, SNLI_PAIRS_ENV, SOURCE_ENV
 from ..threads import set_threads_quietly
 
 #: The repository the notebooks install from and the badges open: the
@@ -47,8 +47,6 @@ BRANCH = 'main'
 #: Where the docs are published from `BRANCH` (.github/workflows/docs.yml):
 #: each notebook's page, with its outputs, is ``chapter/NAME.html`` there
 DOCS_SITE = 'https://d2l-bert.github.io/d2l-bert'
-#: Overrides `source`: anything pip installs (a URL, a checkout, a wheel)
-SOURCE_ENV = 'D2L_BERT_SOURCE'
 
 #: What the chapter imports, as ``(module, distribution)``: installed
 #: where missing, never upgraded (setuptools gives MXNet `distutils`)
@@ -402,18 +400,19 @@ def in_kernel():
     The fine-tuning section reads the first `CHAPTER_SNLI_PAIRS` SNLI
     pairs of each split (`SNLI_PAIRS_ENV`, unless the user set it; all
     549,367 take hours on a CPU), d2l's data loaders start no worker
-    process (`runner.no_loader_workers`), d2l's `Animator` shows its
+    process (`no_loader_workers`), d2l's `Animator` shows its
     figure at most once every 2 s (`views.animator.PacedAnimator`), the
     fast layer's loops start compiling in processes of their own before
     the first cell that names `accelerate` (`fast.compile_ahead`), and at
-    small sizes (`SMALL_ENV`) the cells run as the chapter runner runs
-    them (`runner.small_sizes_in_kernel`).  Outside IPython, nothing.
+    small sizes (`presets.SMALL_ENV`) the cells run as the chapter runner
+    runs them (`small_sizes.small_sizes_in_kernel`).  Outside IPython,
+    nothing.
     """
     import builtins
     if not hasattr(builtins, 'get_ipython'):
         return
-    from .notebooks import CHAPTER_SNLI_PAIRS, SNLI_PAIRS_ENV, small_sizes
-    from .runner import no_loader_workers, small_sizes_in_kernel
+    from .notebooks import small_sizes
+    from .small_sizes import small_sizes_in_kernel
     from d2l import mxnet as d2l
     from ..views.animator import PacedAnimator
     shell = builtins.get_ipython()
@@ -424,6 +423,28 @@ def in_kernel():
         shell.events.register('pre_run_cell', _WarmBeforeAccelerate(shell))
     if small_sizes():
         small_sizes_in_kernel(shell)
+
+
+def no_loader_workers():
+    """Make d2l's data loaders in this kernel start no worker process:
+    ``d2l.get_dataloader_workers()`` is 0, as the chapter runner's `d2l`
+    answers (`data_hooks.DataHooks`).
+
+    The one place that changes the real d2l module's loaders, for the
+    kernel's life (`in_kernel` calls it; each notebook's list of
+    differences says so).  Each of d2l's 4 workers, forked from the
+    kernel, copies the pages of the dataset's arrays that it reads (0.85
+    GB more in the pretraining notebook), their temporary folders
+    (``pymp-*``) outlive a kernel that is shut down, and on a 2-core
+    runtime they take the cores the training needs.
+    """
+    from d2l import mxnet as d2l
+    d2l.get_dataloader_workers = _no_dataloader_workers
+
+
+def _no_dataloader_workers():
+    """d2l's `get_dataloader_workers` in a d2l-bert kernel: 0."""
+    return 0
 
 
 class _WarmBeforeAccelerate:

@@ -19,14 +19,13 @@ import os
 import time
 
 from ..chapter.saved_cells import NOTEBOOKS
+from ..presets import NOTEBOOKS_ENV, SMALL_ENV, SNLI_PAIRS_ENV
 from ._args import RunError, add_devices, examples, resolve_devices
 
 #: Section label -> notebook file name, in the book's order (the first
 #: label of each notebook in `saved_cells.NOTEBOOKS`, the one list of them)
 SECTIONS = tuple((labels[0], name)
                  for name, (_, labels) in NOTEBOOKS.items())
-
-NOTEBOOKS_ENV = 'D2L_BERT_NOTEBOOKS'
 
 
 def notebook_dir():
@@ -67,7 +66,7 @@ def add_arguments(parser):
     scale = parser.add_mutually_exclusive_group()
     scale.add_argument('--small', action='store_true',
                        help='small sizes, for a quicker run: the '
-                            "cells' sizes replaced as the chapter runner's "
+                            "cells' sizes replaced as d2l_bert.presets' "
                             'SMALL_CODE lists (2 pretraining steps of 64, '
                             'one fine-tuning epoch in batches of 32), as '
                             'D2L_BERT_SMALL=1')
@@ -93,8 +92,9 @@ def main(args):
         folder = notebook_dir()
     except FileNotFoundError as e:
         raise RunError(e) from None
-    from ..chapter.notebooks import (CHAPTER_SNLI_PAIRS, SMALL_ENV,
-                                     SNLI_PAIRS_ENV, small_sizes)
+    from ..chapter.notebooks import small_sizes
+    # read when run: a test asks for fewer pairs
+    from ..presets import CHAPTER_SNLI_PAIRS
 
     print(args.threads)
     # the notebooks read them
@@ -114,7 +114,8 @@ def main(args):
 
 def _run(folder, ctx, small, sections=None):
     from ..chapter import editions
-    from ..chapter.runner import DataHooks, Runner
+    from ..chapter.data_hooks import DataHooks
+    from ..chapter.runner import Runner
 
     start = time.perf_counter()
     reports = []
@@ -130,7 +131,7 @@ def _run(folder, ctx, small, sections=None):
             cell.label = label
         print(f'{label} ({name}{", small sizes" if small else ""})')
         # at small sizes the runner replaces the cells' sizes
-        # (`runner.SMALL_CODE`) and caps train_bert's steps
+        # (`presets.SMALL_CODE`) and caps train_bert's steps
         runner = Runner(ctx, DataHooks(small=small))
         report = editions.check_edition(edition, runner, _print_line,
                                         edition_outputs=False)

@@ -26,8 +26,12 @@ rst
 notebook
     Code cells of a ``.ipynb`` file, all MXNet (`parse_notebook`).
 layout
-    Line breaks and indentation of code collapsed onto one line
-    (`relayout`).
+    Line breaks and indentation of code collapsed onto one line, rebuilt
+    from the code alone (`relayout`).
+line_breaks
+    A one-line cell's line breaks, copied from the same cell of a
+    markdown edition when one is at hand, else rebuilt by `relayout`
+    (`rebuild_cell`).
 place
     Where an excerpt sits in its section, and the cells of d2l-bert's
     edition it leaves out (`locate`, `Place`).

@@ -50,9 +50,9 @@ from multiprocessing.connection import Connection
 from ...processes import (DEFAULT_PROCESSES, MAX_PROCESSES, MIN_MEMORY,
                           MIN_PROCESSES, Supervised, default_memory,
                           limit_reached)
+from ...presets import SMALL_ENV, SMALL_STEPS
 from ...runs.memory import size_text
-from ..notebooks import SMALL_ENV
-from ..runner import SMALL_STEPS, CellResult
+from ..runner import CellResult
 
 #: Seconds a cell may run before it is stopped (`--timeout`)
 DEFAULT_TIMEOUT = 600.0
@@ -315,7 +315,8 @@ def serve(fd):
     from ...threads import set_threads
     set_threads()
     from ...devices import parse_ctx
-    from ..runner import DataHooks, Runner
+    from ..data_hooks import DataHooks
+    from ..runner import Runner
     runner = Runner(parse_ctx(config['ctx']),
                     DataHooks(config['small'], config['steps']))
     if config['notebooks']:

@@ -1,20 +1,16 @@
 """Rebuild the line breaks of code that a rendering collapsed onto one line.
 
 A one-line rendering (see `rst`) shows each cell's code on one line, its
-line breaks and indentation turned into single spaces.  `_rebuild` gives
-such a cell its lines back: copied from the same cell of a markdown
-edition of the section (`_LayoutOracle`, matched by the code's tokens)
-when one is at hand, else rebuilt from the code alone by `relayout`.
+line breaks and indentation turned into single spaces.  `relayout` gives
+such code its lines back from the code alone: it reads the tokens
+(`lex`), splits them into statements where a new one must begin, and
+indents each by the blocks it opens and closes.  When a markdown edition
+of the section is at hand, its same cell's line breaks are copied
+instead (`line_breaks`).
 """
 import ast
-import io
-import os
 import re
-import tokenize
 from dataclasses import dataclass, field
-
-from .cells import EditionError, read_text
-from .markdown import parse_markdown
 
 
 class LayoutError(ValueError):
@@ -57,7 +53,7 @@ class _Tok:
     end: int
 
 
-def _lex(text, pos=0, stop_at_comment=False):
+def lex(text, pos=0, stop_at_comment=False):
     """Tokens of `text` from `pos`; stop at an error (or a comment)."""
     tokens = []
     while pos < len(text):
@@ -223,7 +219,7 @@ _STRONG = (ast.Assign, ast.AugAssign, ast.Return, ast.Delete, ast.For,
 
 def _strong_start(text, pos):
     """Does code plausibly start at `pos` (after a comment's words)?"""
-    tokens, stop = _lex(text, pos, stop_at_comment=True)
+    tokens, stop = lex(text, pos, stop_at_comment=True)
     if not tokens:
         return False
     statements = _split(tokens)
@@ -359,7 +355,7 @@ def _parsing(source):
 
 def _statements(text):
     """Return `text` stripped and its logical lines (`_Statement` objects)."""
-    tokens, stop = _lex(text.strip())
+    tokens, stop = lex(text.strip())
     text = text.strip()
     if stop < len(text):
         raise LayoutError(f'cannot read the code at {text[stop:stop + 30]!r}')
@@ -547,79 +543,3 @@ def _leaves(block, node, first):
         # a loop that so far only skips (`if ...: continue`) goes on
         return block.real > 0 and not (uses & block.locals)
     return False
-
-
-def _signature(code_tokens):
-    """Token texts with string contents and comments left out."""
-    return [('S' if t.kind == 'string' else t.text) for t in code_tokens
-            if t.kind != 'comment']
-
-
-class _LayoutOracle:
-    """MXNet cells of markdown editions, looked up by their tokens."""
-
-    def __init__(self, paths):
-        self.sources, self.cells = [], {}
-        for path in paths:
-            try:
-                edition = parse_markdown(read_text(path), path)
-            except EditionError:
-                continue
-            self.sources.append(os.path.basename(path))
-            for cell in edition.cells:
-                if cell.finding:
-                    continue
-                key = self._key(cell.code)
-                if key:
-                    self.cells.setdefault(key, cell.code)
-
-    @staticmethod
-    def _key(code):
-        try:
-            toks = list(tokenize.generate_tokens(io.StringIO(code).readline))
-        except (tokenize.TokenError, IndentationError, SyntaxError):
-            return None
-        return tuple('S' if t.type == tokenize.STRING else t.string
-                     for t in toks if t.type in (tokenize.NAME, tokenize.OP,
-                                                 tokenize.NUMBER,
-                                                 tokenize.STRING))
-
-    def layout(self, text):
-        """`text` laid out like the matching cell, or None."""
-        tokens, stop = _lex(text)
-        if stop < len(text):
-            return None
-        code_tokens = [t for t in tokens if t.kind != 'comment']
-        key = tuple(_signature(code_tokens))
-        model = self.cells.get(key)
-        if model is None:
-            return None
-        toks = [t for t in tokenize.generate_tokens(
-            io.StringIO(model).readline) if t.type in (
-                tokenize.NAME, tokenize.OP, tokenize.NUMBER, tokenize.STRING)]
-        model_lines = model.split('\n')
-        rows = {}
-        for ours, theirs in zip(code_tokens, toks):
-            rows.setdefault(theirs.start[0], []).append(ours)
-        out = []
-        for row in sorted(rows):
-            indent = re.match(r'\s*', model_lines[row - 1]).group()
-            out.append(indent + text[rows[row][0].start:rows[row][-1].end])
-        return '\n'.join(out) + '\n'
-
-
-def _rebuild(cell, oracle):
-    """Give a one-line cell its line breaks, or a finding."""
-    one_line = cell.code
-    laid = oracle.layout(one_line) if oracle is not None else None
-    if laid is not None:
-        cell.code = laid
-        return
-    try:
-        cell.code = relayout(one_line)
-        if re.search(r'\b(if|for|while|with|try|def|class)\b.*:',
-                     cell.code):
-            cell.notes.append('line breaks and indentation rebuilt from '
-                              'one line')
-    except LayoutError as e:
-        cell.finding = f'cannot rebuild the line breaks of this cell: {e}'

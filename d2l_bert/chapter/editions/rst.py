@@ -11,13 +11,13 @@ One line per block
     blocks; the code's line breaks and indentation are rebuilt by
     `layout.relayout`, or copied from the same cell in a markdown edition
     next to the file (``bert.md`` beside ``bert.rst``) or given with
-    ``layout_from`` (see `layout`).
+    ``layout_from`` (see `line_breaks`).
 """
 import re
 import textwrap
 
 from .cells import FRAMEWORKS, Cell, Edition, _section_label
-from .layout import _LayoutOracle, _rebuild
+from .line_breaks import LayoutOracle, rebuild_cell
 
 _DIRECTIVE = re.compile(
     r'\.\. (?P<name>code|code-block|sourcecode|parsed-literal|raw)::'
@@ -42,12 +42,12 @@ def parse_rst(text, path='<rst>', layout_from=()):
     order_note = None
     if collapsed and not tab_order:
         tab_order, order_note = _tab_order_of_groups(groups)
-    oracle = _LayoutOracle(layout_from) if collapsed else None
+    oracle = LayoutOracle(layout_from) if collapsed else None
     for group in groups:
         _set_frameworks(group, tab_order, collapsed)
         for cell in group:
             if collapsed:
-                _rebuild(cell, oracle)
+                rebuild_cell(cell, oracle)
             edition.cells.append(cell)
     if collapsed:
         edition.notes.append(
