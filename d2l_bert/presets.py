@@ -124,7 +124,7 @@ POINTS_PER_EPOCH = 5
 SMALL_STEPS = 2
 #: Batches an epoch below which d2l 1.0.3's ``train_ch13`` fails (it
 #: takes the batch count's fifth modulo); fewer are cut again into this
-#: many (`chapter.data_hooks`, `chapter.batches`)
+#: many (`runs.d2l_loops.with_min_batches`, `chapter.data_hooks`)
 MIN_BATCHES = 5
 #: At small sizes, ``d2l.train_ch13`` trains one epoch on this many
 #: batches of at most `SMALL_BATCH` examples, and tests on one batch

@@ -13,7 +13,8 @@ import functools
 import warnings
 
 from . import edition_data
-from .batches import FewBatches, len_or_none, with_min_batches
+from .batches import FewBatches
+from ..runs.d2l_loops import len_or_none, with_min_batches
 from .d2l_shim import real_d2l
 from .notebooks import small_sizes
 from .small_sizes import SmallSizes
@@ -50,7 +51,7 @@ class DataHooks:
     fifth of the batch count, which a small data set leaves at 0).
     Otherwise it gets an epoch of fewer than `MIN_BATCHES` batches (1,000
     pairs at the book's 512) cut again into `MIN_BATCHES`, for the same
-    reason (`batches.with_min_batches`).  In the fine-tuning notebook,
+    reason (`d2l_bert.runs.d2l_loops.with_min_batches`).  In the fine-tuning notebook,
     ``d2l.train_ch13`` also says what it fine-tunes (`fine_tuning_note`).
     """
 

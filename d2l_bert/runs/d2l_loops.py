@@ -3,17 +3,22 @@
 d2l 1.0.3's `train_ch13` plots the training figures after every
 ``num_batches // 5``-th batch of an epoch, which is 0 below five batches
 (1,000 SNLI pairs in the book's batches of 512): the loop then fails on
-a modulo by zero.  `batches_per_point` is the fix, the one rule of where
-the figures are taken; `train_ch13` is d2l's loop with it, and
-`d2l_bert.runs.finetuning.train_ch13_history` takes its history's points
-by it too.  The book's section (`d2l_bert.book.finetuning`) calls d2l's
-loop; a notebook or a runner that trains on few batches applies this one
-from outside.
+a modulo by zero.  The book's section (`d2l_bert.book.finetuning`) calls
+d2l's loop; what trains on few batches applies one of the two fixes
+here, from outside:
+
+- where the loop is ours: `batches_per_point`, the one rule of where the
+  figures are taken (`train_ch13`, d2l's loop with it, which the
+  fine-tuning notebook calls; `d2l_bert.runs.finetuning.
+  train_ch13_history` takes its history's points by it too);
+- where the loop is d2l's own (an edition's ``d2l.train_ch13``, in the
+  chapter runner): `with_min_batches`, an epoch of fewer than five
+  batches cut again into `MIN_BATCHES`.
 """
 from d2l import mxnet as d2l
 
 from ..devices import try_all_gpus
-from ..presets import POINTS_PER_EPOCH
+from ..presets import MIN_BATCHES, POINTS_PER_EPOCH
 
 
 def batches_per_point(num_batches):
@@ -101,3 +106,67 @@ def train_ch13(net, train_iter, test_iter, loss, trainer, num_epochs,
           f'{metric[1] / metric[3]:.3f}, test acc {test_acc:.3f}')
     print(f'{metric[2] * num_epochs / timer.sum():.1f} examples/sec on '
           f'{str(devices)}')
+
+
+def with_min_batches(train_iter, count=MIN_BATCHES):
+    """Return `train_iter`, or, if an epoch of it holds from 1 to
+    ``count - 1`` batches, its examples in `count` batches an epoch.
+
+    Parameters
+    ----------
+    train_iter : iterable of (features, labels)
+        Batches; features an array of shape (B, ...) or a list or tuple of
+        such arrays, labels of shape (B,).
+    count : int, default `MIN_BATCHES`
+
+    Returns
+    -------
+    iterable
+        `train_iter` itself, or a `Recut` of it.
+    """
+    if len_or_none(train_iter) in range(1, count):
+        return Recut(train_iter, count)
+    return train_iter
+
+
+class Recut:
+    """The examples of one pass over `data_iter`, in `count` batches of
+    nearly equal sizes; each pass reads `data_iter` again, so a loader
+    that shuffles still shuffles."""
+
+    def __init__(self, data_iter, count):
+        self.data_iter, self.count = data_iter, count
+
+    def __len__(self):
+        return self.count
+
+    def __iter__(self):
+        from mxnet import np
+        batches = list(self.data_iter)
+        labels = np.concatenate([y for _, y in batches])           # (N,)
+        if isinstance(batches[0][0], (list, tuple)):
+            features = type(batches[0][0])(
+                np.concatenate(parts)
+                for parts in zip(*[X for X, _ in batches]))
+        else:
+            features = np.concatenate([X for X, _ in batches])
+        n = len(labels)
+        bounds = [n * k // self.count for k in range(self.count + 1)]
+        for start, stop in zip(bounds, bounds[1:]):
+            yield rows(features, slice(start, stop)), labels[start:stop]
+
+
+def len_or_none(obj):
+    """``len(obj)``, or None for an object without a length."""
+    try:
+        return len(obj)
+    except TypeError:
+        return None
+
+
+def rows(features, picked):
+    """Rows `picked` (indices or a slice) of an array, or of each array of
+    a list or tuple."""
+    if isinstance(features, (list, tuple)):
+        return type(features)(f[picked] for f in features)
+    return features[picked]
