@@ -113,17 +113,20 @@ DIFFERENCES = {
     ),
     'natural-language-inference-bert.ipynb': (
         ('`download_extract` and `DATA_HUB` come from '
-         '`d2l_bert.book.finetuning`. Where `bert.small` or SNLI cannot be downloaded, it says so in '
-         "one line and returns a stand-in: an untrained model of "
-         "`bert.small`'s sizes, synthetic pairs in SNLI's format.",
+         '`d2l_bert.book.finetuning` (d2l-bert\'s data hub). Where '
+         '`bert.small` or SNLI cannot be downloaded, it says so in one line '
+         'and returns a stand-in (`d2l_bert.data.stand_ins`): an untrained '
+         "model of `bert.small`'s sizes, synthetic pairs in SNLI's format.",
          'a classroom may be offline; the accuracies are then not the '
          "book's (they are shown, not compared)"),
-        ('`read_snli` is `d2l_bert.book.finetuning.read_snli`: the book\'s '
-         'reading, and with `D2L_BERT_SNLI_PAIRS=N` only the first N pairs '
+        ('`read_snli` is `d2l_bert.runs.finetuning.read_snli_pairs`: the '
+         "book's `read_snli` (`d2l_bert.book.finetuning`) through the hook "
+         '`d2l_bert.data.snli.reading_first_pairs`, which with '
+         '`D2L_BERT_SNLI_PAIRS=N` reads only the first N pairs '
          'of each split. In a notebook the first 1,000 are read unless '
          '`D2L_BERT_SNLI_PAIRS` says otherwise (`all`: the book\'s 549,367).',
          'five epochs over all of SNLI take hours on a CPU'),
-        ('`train_ch13` is `d2l_bert.book.finetuning.train_ch13`: d2l 1.0.3\'s '
+        ('`train_ch13` is `d2l_bert.runs.d2l_loops.train_ch13`: d2l 1.0.3\'s '
          'loop, except that an epoch of fewer than five batches is plotted '
          'too.',
          "d2l's takes the batch count's fifth modulo, which is 0 for 1,000 "
