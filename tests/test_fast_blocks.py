@@ -16,7 +16,7 @@ from mxnet import autograd, gluon, init, np
 from d2l_bert import fast
 from d2l_bert.book.attention import MultiHeadAttention
 from d2l_bert.book.bert import BERTEncoder, BERTModel
-from d2l_bert.fast import _ops, blocks, models, step
+from d2l_bert.fast import _attention_ops, blocks, models, step
 from d2l_bert.book.finetuning import BERTClassifier
 from d2l_bert.book.pretraining import _get_batch_loss_bert, train_bert
 from d2l_bert.runs.seeding import seed_everything
@@ -320,7 +320,8 @@ def test_compiled_attention_weights_equal_the_books(valid_lens):
     weight, bias = twin.qkv_weight(mx.nd, X)
     qkv = mx.nd.npx.fully_connected(X, weight, bias, num_hidden=48,
                                     flatten=False)           # (3, 5, 48)
-    out, weights = _ops.self_attention(mx.nd, qkv, lens, 4, 0.0)
+    out, weights = _attention_ops.self_attention(mx.nd, qkv, lens, 4,
+                                                 0.0)
     assert weights.shape == book_weights.shape == (12, 5, 5)
     assert_close(weights, book_weights)
     if valid_lens is not None:  # no weight past a sequence's length

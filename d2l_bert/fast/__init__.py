@@ -113,7 +113,7 @@ def compile_ahead():
     (`warm.start`), so that the first `accelerate` loads them from
     numba's cache; nothing where ``D2L_BERT_KERNELS=0`` turns them off.
     Returns whether the compile started."""
-    return not _ops._disabled() and warm.start()
+    return not _ops.disabled() and warm.start()
 
 
 def warn_late_import():

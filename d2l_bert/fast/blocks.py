@@ -39,7 +39,7 @@ import numpy as onp
 from mxnet.gluon import nn
 
 from ..checks import check_encoder_inputs
-from . import _ops
+from . import _attention_ops, _norm_ops
 
 
 def _param(F, param, X):
@@ -70,7 +70,7 @@ class FastLayerNorm(nn.HybridBlock):
     def hybrid_forward(self, F, X, gamma, beta):
         """`X` (..., H) -> (..., H)."""
         if self.kernels:
-            return _ops.layer_norm(F, X, gamma, beta,
+            return _norm_ops.layer_norm(F, X, gamma, beta,
                                    self.epsilon)             # (..., H)
         return F.npx.layer_norm(X, gamma, beta, axis=self.axis,
                                 eps=self.epsilon)            # (..., H)
@@ -97,7 +97,7 @@ class FastAddNorm(nn.HybridBlock):
     def hybrid_forward(self, F, X, Y):
         """`X`, `Y` (B, T, H) -> (B, T, H)."""
         if self.kernels:
-            return _ops.add_norm(
+            return _norm_ops.add_norm(
                 F, X, Y, _param(F, self.ln.gamma, X),
                 _param(F, self.ln.beta, X), self.ln.epsilon,
                 self.dropout._rate)                          # (B, T, H)
@@ -155,7 +155,7 @@ class FastSelfAttention(nn.HybridBlock):
         `valid_lens` (B,) or None -> (B, T, H); with `query_lens` (B,),
         only the outputs of each sequence's first queries
         (`_ops.self_attention`)."""
-        output, _ = _ops.self_attention(
+        output, _ = _attention_ops.self_attention(
             F, qkv, valid_lens, self.num_heads,
             self.dropout._rate, query_lens)                  # (B, T, H)
         return output                                        # (B, T, H)
@@ -335,7 +335,7 @@ class FastBERTEncoder(_Checked):
         # The book's `BERTEncoder.forward` in a graph: the twin repeats
         # its lines (the book's stay as the book writes them), the sum of
         # the embeddings in one operator
-        X = _ops.add_embeddings(
+        X = _norm_ops.add_embeddings(
             F, self.token_embedding(tokens),                 # (B, T, H)
             self.segment_embedding(segments),                # (B, T, H)
             F.np.take(pos_embedding, positions.astype('int32'),

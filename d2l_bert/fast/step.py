@@ -54,7 +54,7 @@ import numpy as onp
 from mxnet.gluon import nn
 
 from ..checks import check_encoder_inputs, check_pred_positions
-from . import _ops
+from . import _loss_ops, _ops
 from .blocks import _param
 
 #: The default multiple of the packed tokens' count (`packed_tokens`)
@@ -174,7 +174,7 @@ class FastBatchLoss(nn.HybridBlock):
         scores = net.mlm.mlp(masked_X)                       # (K, V)
         if self.kernels:
             # `self.loss`'s arithmetic, with compiled loops
-            mlm_l = _ops.softmax_ce(F, scores, mlm_Y)        # (K,)
+            mlm_l = _loss_ops.softmax_ce(F, scores, mlm_Y)        # (K,)
             mlm_l = mlm_l * mlm_weights                      # (K,)
         else:
             mlm_l = self.loss(scores, mlm_Y,                 # (K,)
