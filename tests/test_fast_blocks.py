@@ -4,8 +4,10 @@
 parameters; every test here runs the book's block and its twin on the
 same inputs and compares outputs and gradients (dropout off), with and
 without `valid_lens`, with the compiled loops and with MXNet's operators
-(``kernels``), within the tolerances of `helpers` (`REORDERED` for
-outputs, `GRADIENTS` for gradients).
+(``kernels``), within the tolerances of `helpers` (`REORDERED` unless
+a test names another).  The whole models' twins are tested in
+`test_fast_models.py`, the attention switch in
+`test_fast_attention_path.py`.
 """
 import mxnet as mx
 import numpy as onp
@@ -16,13 +18,12 @@ from mxnet import autograd, gluon, init, np
 from d2l_bert import fast
 from d2l_bert.book.attention import MultiHeadAttention
 from d2l_bert.book.bert import BERTEncoder, BERTModel
-from d2l_bert.fast import _attention_ops, _build, blocks, models, step
-from d2l_bert.book.finetuning import BERTClassifier
+from d2l_bert.fast import _build, blocks, models
 from d2l_bert.book.pretraining import _get_batch_loss_bert, train_bert
 from d2l_bert.runs.seeding import seed_everything
 from d2l_bert.book.transformer import AddNorm, TransformerEncoderBlock
 
-from helpers import (EXACT, GRADIENTS, OTHER_DEVICE, TINY, assert_close,
+from helpers import (EXACT, OTHER_DEVICE, TINY, assert_close,
                      kernel_params)
 
 #: Each twin with the compiled loops (where numba works here) and with
@@ -231,33 +232,6 @@ def test_fused_weight_stacks_query_key_value_head_by_head():
                          EXACT)
             assert_close(bias[rows], b[name][head * 4:(head + 1) * 4],
                          EXACT)
-
-
-@pytest.mark.parametrize('valid_lens', [None, [5, 2, 1]])
-def test_compiled_attention_weights_equal_the_books(valid_lens):
-    # The book's `attention_weights` (B*h, T, T), batch-major then head,
-    # against what the compiled attention computes from the fused
-    # projection; then its output through `W_o` against the book's
-    pytest.importorskip('numba', reason='the compiled loops need numba')
-    attention = MultiHeadAttention(16, 4, 0.0, use_bias=True)
-    attention.initialize()
-    X = np.random.normal(size=(3, 5, 16))
-    lens = None if valid_lens is None else np.array(valid_lens, 'float32')
-    attention(X, X, X, lens)
-    randomize(attention)
-    book_out = attention(X, X, X, lens)                      # (3, 5, 16)
-    book_weights = attention.attention.attention_weights     # (12, 5, 5)
-    twin = blocks.FastSelfAttention(attention, kernels=True)
-    weight, bias = twin.qkv_weight(mx.nd, X)
-    qkv = mx.nd.npx.fully_connected(X, weight, bias, num_hidden=48,
-                                    flatten=False)           # (3, 5, 48)
-    out, weights = _attention_ops.self_attention(mx.nd, qkv, lens, 4,
-                                                 0.0)
-    assert weights.shape == book_weights.shape == (12, 5, 5)
-    assert_close(weights, book_weights)
-    if valid_lens is not None:  # no weight past a sequence's length
-        assert float(abs(weights[4:8, :, 2:]).max()) == 0
-    assert_close(attention.W_o(out), book_out)
 
 
 @pytest.mark.parametrize('kernels', KERNELS)

@@ -5,6 +5,8 @@ registered once, with the first operator MXNet makes.
 import subprocess
 import sys
 
+import pytest
+
 from d2l_bert.fast import _ops
 from d2l_bert.presets import KERNELS_ENV
 
@@ -44,3 +46,21 @@ def test_the_kernels_switch_is_the_presets_variable(monkeypatch):
     assert _ops.describe().endswith(f'off ({KERNELS_ENV}=0)')
     monkeypatch.setenv(KERNELS_ENV, '1')
     assert not _ops.disabled()
+
+
+def test_a_failed_smoke_test_warns_once_and_is_remembered(monkeypatch):
+    monkeypatch.setattr(_ops, '_smoke_results', {})
+    calls = []
+
+    def broken():
+        calls.append(1)
+        raise RuntimeError('no loop here')
+    with pytest.warns(RuntimeWarning, match=r'^d2l_bert: the compiled test '
+                      r'loop is not available \(RuntimeError: no loop '
+                      r"here\); MXNet's operators are used instead"):
+        assert _ops.passes_smoke_test('the compiled test loop is',
+                                      broken) is False
+    assert _ops.passes_smoke_test('the compiled test loop is',
+                                  broken) is False
+    assert calls == [1]
+    assert _ops.passes_smoke_test('another loop is', lambda: None) is True
