@@ -35,10 +35,11 @@ notebooks' kernels call it before the first cell that names
 `accelerate`; `warm`).
 
 Nothing here changes the book's classes; they stay the twins' test
-oracle (`tests/test_fast_blocks.py`, `tests/test_fast_step.py`,
+oracle (`tests/test_fast_blocks.py`, `tests/test_fast_models.py`,
+`tests/test_fast_attention_path.py`, `tests/test_fast_step.py`,
 `tests/test_fast_dataset.py`, `tests/test_fast_arrays.py`).
 """
-from mxnet import autograd, gluon, np
+from mxnet import autograd, gluon
 
 from . import _ops, warm
 from ._build import (contexts, hybridize_twin, tiny_batch, walk,
