@@ -818,12 +818,14 @@ def profile(fn, label, top, steps=5):
 @contextlib.contextmanager
 def loop_times():
     """Time each call of the compiled loops' custom operators
-    (`d2l_bert.fast._ops`) while the block runs; yields a dict, name of
-    the operator and pass ('_SelfAttention.backward') -> milliseconds."""
+    (`d2l_bert.fast._attention_ops`, `_norm_ops`, `_loss_ops`) while the
+    block runs; yields a dict, name of the operator and pass
+    ('_SelfAttention.backward') -> milliseconds."""
     import mxnet as mx
-    from d2l_bert.fast import _ops
+    from d2l_bert.fast import _attention_ops, _loss_ops, _norm_ops
     times, saved = collections.defaultdict(float), []
-    for name, cls in vars(_ops).items():
+    for name, cls in [item for ops in (_attention_ops, _norm_ops, _loss_ops)
+                      for item in vars(ops).items()]:
         if not (isinstance(cls, type) and issubclass(
                 cls, mx.operator.CustomOp)):
             continue

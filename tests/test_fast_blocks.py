@@ -4,8 +4,10 @@
 parameters; every test here runs the book's block and its twin on the
 same inputs and compares outputs and gradients (dropout off), with and
 without `valid_lens`, with the compiled loops and with MXNet's operators
-(``kernels``), within the tolerances of `helpers` (`REORDERED` for
-outputs, `GRADIENTS` for gradients).
+(``kernels``), within the tolerances of `helpers` (`REORDERED` unless
+a test names another).  The whole models' twins are tested in
+`test_fast_models.py`, the attention switch in
+`test_fast_attention_path.py`.
 """
 import mxnet as mx
 import numpy as onp
@@ -16,14 +18,13 @@ from mxnet import autograd, gluon, init, np
 from d2l_bert import fast
 from d2l_bert.book.attention import MultiHeadAttention
 from d2l_bert.book.bert import BERTEncoder, BERTModel
-from d2l_bert.fast import _ops, blocks, models, step
-from d2l_bert.book.finetuning import BERTClassifier
+from d2l_bert.fast import _build, blocks, models
 from d2l_bert.book.pretraining import _get_batch_loss_bert, train_bert
 from d2l_bert.runs.seeding import seed_everything
 from d2l_bert.book.transformer import TransformerEncoderBlock
 from d2l_bert.hf.original import OriginalAddNorm
 
-from helpers import (EXACT, GRADIENTS, OTHER_DEVICE, TINY, assert_close,
+from helpers import (EXACT, OTHER_DEVICE, TINY, assert_close,
                      kernel_params)
 
 #: Each twin with the compiled loops (where numba works here) and with
@@ -59,76 +60,7 @@ def outputs_and_grads(net, batch, head_grads):
     return [o.copy() for o in outputs], grads
 
 
-# --- The whole model --------------------------------------------------------
-
-@pytest.mark.parametrize('kernels', KERNELS)
-@pytest.mark.parametrize('with_valid_lens', [True, False])
-def test_fast_model_equals_the_book_model(tiny_batch, kernels,
-                                          with_valid_lens):
-    net = tiny_model()
-    randomize(net)
-    tokens, segments, valid_lens, pred_positions = tiny_batch
-    batch = (tokens, segments, valid_lens if with_valid_lens else None,
-             pred_positions)
-    twin = fast.accelerate(net, kernels=kernels)
-    head_grads = [np.random.normal(size=s)
-                  for s in [(3, 12, 32), (3, 3, 99), (3, 2)]]
-    # Recording, with valid lengths, the twin packs the tokens: a padded
-    # position of `encoded_X` (none is predicted here) is not computed,
-    # and nothing of the book reads it; no gradient flows from there
-    lengths = valid_lens.asnumpy() if with_valid_lens else onp.full(3, 12)
-    kept = onp.arange(12)[None, :] < lengths[:, None]        # (B, T)
-    head_grads[0] = head_grads[0] * np.array(kept[:, :, None])
-    book_out, book_grads = outputs_and_grads(net, batch, head_grads)
-    fast_out, fast_grads = outputs_and_grads(twin, batch, head_grads)
-    for a, b in zip(fast_out, book_out):
-        assert a.shape == b.shape
-    assert_close(fast_out[0].asnumpy()[kept], book_out[0].asnumpy()[kept])
-    for a, b in zip(fast_out[1:], book_out[1:]):
-        assert_close(a, b)
-    # ... it holds its sequence's <cls> encoding
-    encoded = fast_out[0].asnumpy()
-    for b, t in zip(*onp.nonzero(~kept)):
-        assert (encoded[b, t] == encoded[b, 0]).all()
-    assert sorted(fast_grads) == sorted(book_grads)
-    for name in book_grads:
-        # W_k's bias has a zero gradient in exact arithmetic (a softmax
-        # ignores a constant added to every score): only rounding is left
-        assert_close(fast_grads[name], book_grads[name], GRADIENTS)
-
-
-@pytest.mark.parametrize('kernels', KERNELS)
-def test_fast_model_outside_training_computes_every_position(tiny_batch,
-                                                             kernels):
-    net = tiny_model()
-    randomize(net)
-    twin = fast.accelerate(net, kernels=kernels)
-    for ours, theirs in zip(twin(*tiny_batch), net(*tiny_batch)):
-        assert_close(ours, theirs)
-
-
-def test_the_twin_packs_the_books_training_calls_only(tiny_batch,
-                                                      monkeypatch):
-    seen = []
-    original = step.packed_tokens
-
-    def recording(*args, **kwargs):
-        arrays = original(*args, **kwargs)
-        seen.append(arrays[0].shape)
-        return arrays
-    monkeypatch.setattr(step, 'packed_tokens', recording)
-    twin = models.FastBERTModel(tiny_model(), kernels=False,
-                                token_multiple=1)
-    tokens, segments, valid_lens, pred_positions = tiny_batch
-    twin(tokens, segments, valid_lens, pred_positions)
-    with autograd.record():
-        twin(tokens, segments, None, pred_positions)
-        twin(tokens, segments, valid_lens, None)
-    assert seen == []
-    with autograd.record():
-        twin(tokens, segments, valid_lens, pred_positions)
-    assert seen == [(28,)]                   # 12 + 7 + 9 of 3 * 12
-
+# --- The pieces of the whole model ---------------------------------------
 
 def test_distinct_positions_name_each_pair_once():
     pred_positions = np.array([[1, 5, 0, 0], [2, 2, 0, 7], [0, 0, 0, 0]],
@@ -194,7 +126,7 @@ def test_training_the_twin_trains_the_book_model(tiny_batch):
 def test_accelerate_leaves_the_book_blocks_imperative():
     net = tiny_model()
     fast.accelerate(net)
-    hybrid = [b for b in fast._walk(net) if hasattr(b, '_active')]
+    hybrid = [b for b in _build.walk(net) if hasattr(b, '_active')]
     assert hybrid and not any(b._active for b in hybrid)
 
 
@@ -301,32 +233,6 @@ def test_fused_weight_stacks_query_key_value_head_by_head():
                          EXACT)
             assert_close(bias[rows], b[name][head * 4:(head + 1) * 4],
                          EXACT)
-
-
-@pytest.mark.parametrize('valid_lens', [None, [5, 2, 1]])
-def test_compiled_attention_weights_equal_the_books(valid_lens):
-    # The book's `attention_weights` (B*h, T, T), batch-major then head,
-    # against what the compiled attention computes from the fused
-    # projection; then its output through `W_o` against the book's
-    pytest.importorskip('numba', reason='the compiled loops need numba')
-    attention = MultiHeadAttention(16, 4, 0.0, use_bias=True)
-    attention.initialize()
-    X = np.random.normal(size=(3, 5, 16))
-    lens = None if valid_lens is None else np.array(valid_lens, 'float32')
-    attention(X, X, X, lens)
-    randomize(attention)
-    book_out = attention(X, X, X, lens)                      # (3, 5, 16)
-    book_weights = attention.attention.attention_weights     # (12, 5, 5)
-    twin = blocks.FastSelfAttention(attention, kernels=True)
-    weight, bias = twin.qkv_weight(mx.nd, X)
-    qkv = mx.nd.npx.fully_connected(X, weight, bias, num_hidden=48,
-                                    flatten=False)           # (3, 5, 48)
-    out, weights = _ops.self_attention(mx.nd, qkv, lens, 4, 0.0)
-    assert weights.shape == book_weights.shape == (12, 5, 5)
-    assert_close(weights, book_weights)
-    if valid_lens is not None:  # no weight past a sequence's length
-        assert float(abs(weights[4:8, :, 2:]).max()) == 0
-    assert_close(attention.W_o(out), book_out)
 
 
 @pytest.mark.parametrize('kernels', KERNELS)
@@ -445,81 +351,6 @@ def test_fast_loss_takes_scores_of_other_ranks_as_gluon_does():
     loss = fast.accelerate(gluon.loss.SoftmaxCELoss())
     assert_close(loss(scores, labels),
                  gluon.loss.SoftmaxCELoss()(scores, labels))
-
-
-# --- Fine-tuning ------------------------------------------------------------
-
-@pytest.mark.parametrize('kernels', KERNELS)
-def test_fast_classifier_equals_the_books(tiny_batch, kernels):
-    net = BERTClassifier(tiny_model())
-    net.output.initialize()
-    tokens, segments, valid_lens, _ = tiny_batch
-    expected = net((tokens, segments, valid_lens))
-    twin = fast.accelerate(net, kernels=kernels)
-    assert isinstance(twin, models.FastBERTClassifier)
-    assert_close(twin((tokens, segments, valid_lens)), expected)
-    assert sorted(twin._collect_params_with_prefix()) == sorted(
-        net._collect_params_with_prefix())
-
-
-@pytest.mark.parametrize('kernels', KERNELS)
-@pytest.mark.parametrize('lengths', [[12, 7, 9], [3, 0, 1], [5, 7, 3],
-                                     None],
-                         ids=['valid', 'length-0', 'shorter-layout',
-                              'no-valid-lens'])
-def test_packed_classifier_gives_the_books_scores_and_gradients(
-        tiny_batch, kernels, lengths, monkeypatch):
-    """The twin encodes the valid tokens only (a length of 0: all of
-    its sequence's); the scores and every gradient are the book's.  At
-    lengths of at most 7 of 12, the attention reads a layout of 8
-    positions (a `LENGTH_STEP` of 4)."""
-    monkeypatch.setattr(step, 'LENGTH_STEP', 4)
-    if lengths and 0 in lengths and not kernels:
-        pytest.skip("MXNet's operators mask by addition: a sequence of "
-                    "length 0 differs from the book's uniform weights "
-                    "(blocks._softmax_with_lens), packed or not")
-    net = BERTClassifier(tiny_model())
-    net.output.initialize()
-    tokens, segments = tiny_batch[:2]
-    valid_lens = None if lengths is None else np.array(lengths,
-                                                       dtype='float32')
-    net((tokens, segments, valid_lens))      # the output's shape known
-    randomize(net)
-    head_grad = np.random.normal(size=(3, 3))
-    twin = fast.accelerate(net, kernels=kernels)
-    results = []
-    for model in (net, twin):
-        with autograd.record():
-            scores = model((tokens, segments, valid_lens))
-            total = (scores * head_grad).sum()
-        total.backward()
-        results.append((scores.copy(), {
-            name: p.grad().copy()
-            for name, p in net._collect_params_with_prefix().items()}))
-    (book_scores, book_grads), (scores, grads) = results
-    assert scores.shape == (3, 3)
-    assert_close(scores, book_scores)
-    for name, grad in book_grads.items():
-        assert_close(grads[name], grad, GRADIENTS, err_msg=name)
-    assert float(abs(book_grads['encoder.token_embedding.weight']).sum()) > 0
-
-
-def test_packed_classifier_encodes_only_the_valid_tokens(tiny_batch,
-                                                         monkeypatch):
-    seen = []
-    original = step.packed_tokens
-
-    def recording(*args):
-        arrays = original(*args)
-        seen.append(arrays[0].shape)
-        return arrays
-    monkeypatch.setattr(step, 'packed_tokens', recording)
-    net = BERTClassifier(tiny_model())
-    net.output.initialize()
-    twin = models.FastBERTClassifier(net, kernels=False, token_multiple=1)
-    tokens, segments = tiny_batch[:2]
-    twin((tokens, segments, np.array([12, 7, 9], dtype='float32')))
-    assert seen == [(28,)]                   # 12 + 7 + 9 of 3 * 12
 
 
 def test_the_operators_take_numpy_arrays_when_imported_before_set_np():

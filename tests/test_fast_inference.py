@@ -19,7 +19,7 @@ from d2l_bert import fast, hf
 from d2l_bert.book.bert import BERTEncoder
 from d2l_bert.hf.original import OriginalBERTEncoder
 from d2l_bert.presets import ORIGINAL_BERT
-from d2l_bert.fast import _ops
+from d2l_bert.fast import _build, _ops
 
 from helpers import TINY, assert_close, kernel_params
 
@@ -130,7 +130,7 @@ def test_inference_leaves_the_book_blocks_imperative():
     # book runs them, beside the twin that shares their parameters
     encoder, hidden = tiny_pretrained()
     twin = fast.inference(encoder, hidden)
-    blocks = [b for root in (encoder, hidden) for b in fast._walk(root)
+    blocks = [b for root in (encoder, hidden) for b in _build.walk(root)
               if hasattr(b, '_active')]
     assert blocks and not any(b._active for b in blocks)
     assert twin._active

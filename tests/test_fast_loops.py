@@ -156,22 +156,3 @@ def test_softmax_ce_gradient_of_weight_0_rows_is_zero_and_nan_propagates():
     for i in (0, 2, 5):
         onp.testing.assert_allclose(dX[i], expected[i], rtol=1e-5,
                                     atol=1e-7)
-
-
-def test_a_failed_smoke_test_warns_once_and_is_remembered(monkeypatch):
-    from d2l_bert.fast import _ops
-    monkeypatch.setattr(_ops, '_smoke_results', {})
-    calls = []
-
-    def broken():
-        calls.append(1)
-        raise RuntimeError('no loop here')
-    with pytest.warns(RuntimeWarning, match=r'^d2l_bert: the compiled test '
-                      r'loop is not available \(RuntimeError: no loop '
-                      r"here\); MXNet's operators are used instead"):
-        assert _ops.passes_smoke_test('the compiled test loop is',
-                                      broken) is False
-    assert _ops.passes_smoke_test('the compiled test loop is',
-                                  broken) is False
-    assert calls == [1]
-    assert _ops.passes_smoke_test('another loop is', lambda: None) is True

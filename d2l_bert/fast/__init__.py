@@ -35,20 +35,24 @@ notebooks' kernels call it before the first cell that names
 `accelerate`; `warm`).
 
 Nothing here changes the book's classes; they stay the twins' test
-oracle (`tests/test_fast_blocks.py`, `tests/test_fast_step.py`,
+oracle (`tests/test_fast_blocks.py`, `tests/test_fast_models.py`,
+`tests/test_fast_attention_path.py`, `tests/test_fast_step.py`,
 `tests/test_fast_dataset.py`, `tests/test_fast_arrays.py`).
 """
-from mxnet import autograd, gluon, np
+from mxnet import autograd, gluon
 
 from . import _ops, warm
+from ._build import (contexts, hybridize_twin, tiny_batch, walk,
+                     warn_late_import)
 from ._ops import describe as describe_loops  # noqa: F401
 from .arrays import quick_arrays  # noqa: F401
+from .attention_path import use_kernels
 from .blocks import FastBERTEncoder, _Checked  # noqa: F401
 from .dataset import pad_bert_inputs_stacked  # noqa: F401
 from .inference import InferenceBERT, inference  # noqa: F401
 from .loss import FastSoftmaxCELoss, accelerate_loss  # noqa: F401
 from .models import FastBERTClassifier, FastBERTModel  # noqa: F401
-from .step import FastBatchLoss, batch_loss  # noqa: F401
+from .step import TOKEN_MULTIPLE, FastBatchLoss  # noqa: F401
 
 #: The kinds of model `accelerate` takes, by the children they have (a
 #: class a notebook defines again counts by its structure, not its name)
@@ -72,7 +76,9 @@ def accelerate(net, kernels=None, check=True):
     kernels : bool, optional
         Use the compiled loops.  Default: when numba works here, every
         context of `net`'s parameters is a CPU, and ``D2L_BERT_KERNELS``
-        is not '0'.
+        is not '0' (`attention_path.use_kernels`, which with
+        `attention_path.choose_attention` chooses each block's attention
+        path).
     check : bool, default True
         Run the twin and `net` on a small batch with dropout off and
         raise if their outputs differ: the twin computes what the book's
@@ -92,20 +98,15 @@ def accelerate(net, kernels=None, check=True):
         return net
     warn_late_import()
     name, twin_class = _kind(net)
-    contexts = _contexts(net)
-    _finish_deferred_init(net, name, contexts[0])
-    if kernels is None:
-        kernels = _ops.usable(contexts)
-    twin = twin_class(net, bool(kernels))
+    ctxs = contexts(net)
+    _finish_deferred_init(net, name, ctxs[0])
+    twin = twin_class(net, use_kernels(ctxs, kernels))
     # Not a child block: the twin's parameters and files stay the same
     object.__setattr__(twin, 'book_model', net)
-    _hybridize_twin(twin, net)
+    hybridize_twin(twin, net)
     if check:
-        _check_twin(net, twin, name, contexts[0])
+        _check_twin(net, twin, name, ctxs[0])
     return twin
-
-
-_warned_late_import = False
 
 
 def compile_ahead():
@@ -113,20 +114,7 @@ def compile_ahead():
     (`warm.start`), so that the first `accelerate` loads them from
     numba's cache; nothing where ``D2L_BERT_KERNELS=0`` turns them off.
     Returns whether the compile started."""
-    return not _ops._disabled() and warm.start()
-
-
-def warn_late_import():
-    """Warn once per process when MXNet runs on fewer cores than the
-    machine has (`d2l_bert.threads.late_import_hint`): a twin is fast
-    only with every core."""
-    global _warned_late_import
-    from ..threads import late_import_hint
-    hint = late_import_hint()
-    if hint and not _warned_late_import:
-        import warnings
-        _warned_late_import = True
-        warnings.warn(hint, RuntimeWarning, stacklevel=3)
+    return not _ops.disabled() and warm.start()
 
 
 def describe(net):
@@ -135,7 +123,7 @@ def describe(net):
     if not isinstance(net, _Checked):
         return "book's blocks (imperative; d2l_bert.fast.accelerate not used)"
     kernels = any(getattr(block, 'kernels', False)
-                  for block in _walk(net))
+                  for block in walk(net))
     return ('fast twin (one graph' + (', compiled attention, AddNorm and '
                                       'LayerNorm loops)' if kernels
                                       else ", MXNet's operators)"))
@@ -150,39 +138,6 @@ def _kind(net):
                     f'children), got {type(net).__name__}')
 
 
-def _contexts(net):
-    """The contexts of `net`'s parameters; a clear error if there are
-    none yet."""
-    for param in net.collect_params().values():
-        try:
-            return param.list_ctx()
-        except RuntimeError:
-            raise ValueError(
-                f'accelerate: parameter {param.name} of {type(net).__name__}'
-                ' is not initialized; call net.initialize(...) (or load '
-                'parameters) first') from None
-    raise ValueError(f'accelerate: {type(net).__name__} has no parameters')
-
-
-def _tiny_batch(name, ctx, max_len):
-    """Two sequences of up to 8 tokens, with lengths and positions: token
-    ids 1 to 3, valid in any vocabulary of 4 or more."""
-    T = min(8, max_len)
-    row = ([1, 2, 3] * 3)[:T]
-    tokens = np.array([row, row[::-1]], dtype='int32', ctx=ctx)  # (2, T)
-    segments = np.array([[0] * (T // 2) + [1] * (T - T // 2)] * 2,
-                        dtype='int32', ctx=ctx)              # (2, T)
-    valid_lens = np.array([T, max(T - 2, 1)], dtype='float32',
-                          ctx=ctx)                           # (2,)
-    pred_positions = np.array([[0, T - 1], [1, 0]], dtype='int32',
-                              ctx=ctx)                       # (2, 2)
-    if name == 'BERTModel':
-        return tokens, segments, valid_lens, pred_positions
-    if name == 'BERTClassifier':
-        return ((tokens, segments, valid_lens),)
-    return tokens, segments, valid_lens
-
-
 def _max_len(net, name):
     encoder = net if name == 'BERTEncoder' else net.encoder
     return encoder.pos_embedding.shape[1]
@@ -193,27 +148,7 @@ def _finish_deferred_init(net, name, ctx):
     of the book model (dropout off, nothing recorded)."""
     if any(p._deferred_init for p in net.collect_params().values()):
         with autograd.predict_mode():
-            net(*_tiny_batch(name, ctx, _max_len(net, name)))
-
-
-def _walk(block):
-    yield block
-    for child in block._children.values():
-        yield from _walk(child)
-
-
-def _hybridize_twin(twin, *shared, backend=None):
-    """Hybridize `twin` with static memory (and MXNet's graph `backend`,
-    such as 'MKLDNN', if given), leaving the caller's blocks it shares
-    (the book model, a loss) as they were: hybridizing recurses into
-    shared children."""
-    blocks = [b for root in shared for b in _walk(root)]
-    active = {id(b): b._active for b in blocks if hasattr(b, '_active')}
-    options = {} if backend is None else {'backend': backend}
-    twin.hybridize(static_alloc=True, static_shape=True, **options)
-    for block in blocks:
-        if id(block) in active:
-            block._active = active[id(block)]
+            net(*tiny_batch(name, ctx, _max_len(net, name)))
 
 
 def _check_twin(net, twin, name, ctx, rtol=1e-3, atol=1e-4):
@@ -222,7 +157,7 @@ def _check_twin(net, twin, name, ctx, rtol=1e-3, atol=1e-4):
     The tolerances are float32's: the twin sums and normalizes in another
     order (fused projections, added mask, compiled loops)."""
     import numpy as onp
-    batch = _tiny_batch(name, ctx, _max_len(net, name))
+    batch = tiny_batch(name, ctx, _max_len(net, name))
     with autograd.predict_mode():
         ours, book = twin(*batch), net(*batch)
     ours = ours if isinstance(ours, tuple) else (ours,)
@@ -238,3 +173,42 @@ def _check_twin(net, twin, name, ctx, rtol=1e-3, atol=1e-4):
                 "computes what the book's classes compute, so if you "
                 'edited a forward method, train the model without '
                 'accelerate (or pass check=False if you know why)')
+
+
+def batch_loss(net, loss, vocab_size, kernels=None, row_multiple=8,
+               token_multiple=TOKEN_MULTIPLE):
+    """Return ``f(*shards) -> (mlm_ls, nsp_ls, ls)``: what
+    ``_get_batch_loss_bert(net, loss, vocab_size, *shards)`` returns,
+    each shard's losses computed by one `FastBatchLoss` graph.
+
+    Parameters
+    ----------
+    net : BERTModel or FastBERTModel
+        The book model (made fast here) or its twin.
+    loss : gluon.loss.SoftmaxCELoss
+        The book's ``gluon.loss.SoftmaxCELoss()``, used for both tasks.
+    vocab_size : int
+        V, the number of classes of the MLM loss.
+    kernels : bool, optional
+        As for `accelerate`.
+    row_multiple : int, default 8
+        As for `FastBatchLoss`.
+    token_multiple : int, default 1024
+        As for `FastBatchLoss`.
+    """
+    kernels = use_kernels(contexts(net), kernels)
+    twin = accelerate(net, kernels=kernels, check=False)
+    graph = FastBatchLoss(twin, loss, vocab_size, kernels, row_multiple,
+                          token_multiple)
+    hybridize_twin(graph, net, loss)      # `net` and `loss` stay as they were
+
+    def compute(*shards):
+        mlm_ls, nsp_ls, ls = [], [], []
+        for shard in zip(*shards):
+            mlm_l, nsp_l, l = graph(*shard)
+            mlm_ls.append(mlm_l)
+            nsp_ls.append(nsp_l)
+            ls.append(l)
+        return mlm_ls, nsp_ls, ls
+    compute.graph = graph
+    return compute

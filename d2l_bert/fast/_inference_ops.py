@@ -1,21 +1,25 @@
 """The compiled loops of inference, as MXNet custom operators.
 
 `self_attention(F, qkv, valid_lens, num_heads)` computes what
-`_ops.self_attention` computes with dropout off, forward only, with the
-loop of `_inference_loops`: it keeps no attention weights (the training
-operator writes them all out, (B*h, T, T), for its backward pass) and
-skips the keys past each valid length.  `add_norm(F, X, Y, gamma, beta,
-epsilon)` is `_ops.add_norm` without dropout: no seed drawn in the graph,
-no mean and std kept.  `embed_norm(...)` sums the original BERT's three
-embeddings and normalizes them in one pass.  None has a gradient: a
-graph that trains uses `_ops`'s operators.
+`_attention_ops.self_attention` computes with dropout off, forward only,
+with the loop of `_inference_loops`: it keeps no attention weights (the
+training operator writes them all out, (B*h, T, T), for its backward
+pass) and skips the keys past each valid length.  `add_norm(F, X, Y,
+gamma, beta, epsilon)` is `_norm_ops.add_norm` without dropout: no seed
+drawn in the graph, no mean and std kept.  `embed_norm(...)` sums the
+original BERT's three embeddings and normalizes them in one pass.  None
+has a gradient: a graph that trains uses the operators of
+`_attention_ops` and `_norm_ops`.
 
-The threads, BLAS settings and memory views are `_ops`'s.
+The threads, BLAS settings and memory views are the runtime's (`_ops`).
 """
 import mxnet as mx
 import numpy as onp
 
-from . import _ops
+from ._attention_ops import AttentionProp, attention_op, key_counts
+from ._norm_ops import check_same_shape
+from ._ops import (assign, host, loop_arrays, loop_output, register, run,
+                   single_threaded_blas)
 
 
 def self_attention(F, qkv, valid_lens, num_heads):
@@ -25,38 +29,38 @@ def self_attention(F, qkv, valid_lens, num_heads):
     Parameters
     ----------
     F, qkv, valid_lens, num_heads
-        As `_ops.self_attention` takes them: the operator namespace, the
-        projection (B, T, 3*H), head by head, and the lengths (B,) or
-        None.
+        As `_attention_ops.self_attention` takes them: the operator
+        namespace, the projection (B, T, 3*H), head by head, and the
+        lengths (B,) or None.
 
     Returns
     -------
     shape (B, T, H)
     """
-    out = _ops.attention_op(F, 'd2l_bert_self_attention_inference',
+    out = attention_op(F, 'd2l_bert_self_attention_inference',
                             [qkv.as_nd_ndarray()], valid_lens, num_heads)
     return out.as_np_ndarray()                               # (B, T, H)
 
 
 def add_norm(F, X, Y, gamma, beta, epsilon):
     """``LayerNorm(X + Y)`` over the last axis: `AddNorm` without dropout,
-    as `_ops.add_norm` computes it at inference, in one custom operator
+    as `_norm_ops.add_norm` computes it at inference, in one custom operator
     with no dropout seed drawn in the graph and no mean and std written
     out (nothing takes a gradient here).
 
     Parameters
     ----------
     F, X, Y, gamma, beta, epsilon
-        As `_ops.add_norm` takes them (which adds `dropout`): the operator
-        namespace, the residual input and the sublayer's output (..., C),
-        the LayerNorm's parameters (C,) and its epsilon.
+        As `_norm_ops.add_norm` takes them (which adds `dropout`): the
+        operator namespace, the residual input and the sublayer's output
+        (..., C), the LayerNorm's parameters (C,) and its epsilon.
 
     Returns
     -------
     shape (..., C)
     """
     if F is not mx.sym:
-        _ops._check_same_shape(X.shape, Y.shape)
+        check_same_shape(X.shape, Y.shape)
     out = F.Custom(X.as_nd_ndarray(), Y.as_nd_ndarray(),
                    gamma.as_nd_ndarray(), beta.as_nd_ndarray(),
                    epsilon=repr(float(epsilon)),
@@ -97,7 +101,7 @@ def smoke_test():
     """Compile (or load from numba's cache) the loop and check it on one
     sequence of two positions, one head, d = 1, one valid key."""
     from . import _inference_loops as K
-    _ops._single_threaded_blas()
+    single_threaded_blas()
     qkv = onp.array([[[1, 1, 1], [1, 1, 3]]], onp.float32)  # (1, 2, 3)
     O = onp.zeros((1, 2, 1), onp.float32)
     K.self_attention_inference(qkv, onp.array([1], onp.int32), 1,
@@ -165,20 +169,20 @@ class _SelfAttentionInference(_InferenceOp):
     def forward(self, is_train, req, in_data, out_data, aux):
         from . import _inference_loops as K
         B, T, H3 = in_data[0].shape
-        X, = _ops._loop_arrays(in_data[:1],
+        X, = loop_arrays(in_data[:1],
                                'd2l_bert_self_attention_inference')
-        lens = _ops.key_counts(in_data[1] if self.has_lens else None, B,
+        lens = key_counts(in_data[1] if self.has_lens else None, B,
                                T)                            # (B,)
         d = H3 // (3 * self.heads)
-        O = _ops._loop_output(out_data[0], req[0], (B, T, H3 // 3),
+        O = loop_output(out_data[0], req[0], (B, T, H3 // 3),
                               X.dtype)                       # (B, T, H)
-        _ops._run(K.self_attention_inference, B * self.heads, X, lens,
+        run(K.self_attention_inference, B * self.heads, X, lens,
                   self.heads, X.dtype.type(1 / onp.sqrt(d)), O)
-        _ops._assign(out_data[0], req[0], O)
+        assign(out_data[0], req[0], O)
 
 
-@_ops._register('d2l_bert_self_attention_inference')
-class _SelfAttentionInferenceProp(_ops.AttentionProp):
+@register('d2l_bert_self_attention_inference')
+class _SelfAttentionInferenceProp(AttentionProp):
     def __init__(self, heads, has_lens='True'):
         super().__init__(heads, has_lens, need_top_grad=False)
 
@@ -203,18 +207,18 @@ class _AddNormInference(_NormInference):
 
     def forward(self, is_train, req, in_data, out_data, aux):
         from . import _inference_loops as K
-        X, Y, gamma, beta = _ops._loop_arrays(
+        X, Y, gamma, beta = loop_arrays(
             in_data, 'd2l_bert_add_norm_inference')
         C = X.shape[-1]
         X, Y = X.reshape(-1, C), Y.reshape(-1, C)            # (N, C)
         N, t = X.shape[0], X.dtype
-        out = _ops._loop_output(out_data[0], req[0], (N, C), t)  # (N, C)
-        _ops._run(K.add_norm_inference, N, X, Y, gamma, beta,
+        out = loop_output(out_data[0], req[0], (N, C), t)  # (N, C)
+        run(K.add_norm_inference, N, X, Y, gamma, beta,
                   t.type(self.epsilon), out)
-        _ops._assign(out_data[0], req[0], out)
+        assign(out_data[0], req[0], out)
 
 
-@_ops._register('d2l_bert_add_norm_inference')
+@register('d2l_bert_add_norm_inference')
 class _AddNormInferenceProp(_NormInferenceProp):
     op = _AddNormInference
 
@@ -223,7 +227,7 @@ class _AddNormInferenceProp(_NormInferenceProp):
 
     def infer_shape(self, in_shape):
         X, Y, gamma, beta = map(tuple, in_shape)
-        _ops._check_same_shape(X, Y)
+        check_same_shape(X, Y)
         C = X[-1]
         if gamma != (C,) or beta != (C,):
             raise ValueError(f'gamma and beta must have shape ({C},), got '
@@ -244,20 +248,20 @@ class _EmbedNormInference(_NormInference):
         from . import _inference_loops as K
         B, T = in_data[0].shape
         # Ids as int64, clipped as `Embedding` clips them
-        ids = [onp.clip(_ops._host(a).astype(onp.int64), 0, w.shape[0] - 1)
+        ids = [onp.clip(host(a).astype(onp.int64), 0, w.shape[0] - 1)
                for a, w in zip(in_data[:2], in_data[2:4])]   # (B, T) each
-        token_W, segment_W, pos, gamma, beta = _ops._loop_arrays(
+        token_W, segment_W, pos, gamma, beta = loop_arrays(
             in_data[2:], 'd2l_bert_embed_norm_inference')
         t = token_W.dtype
         H = token_W.shape[1]
-        out = _ops._loop_output(out_data[0], req[0], (B * T, H),
+        out = loop_output(out_data[0], req[0], (B * T, H),
                                 t)                           # (B*T, H)
-        _ops._run(K.embed_norm_inference, B * T, *ids, token_W, segment_W,
+        run(K.embed_norm_inference, B * T, *ids, token_W, segment_W,
                   pos[0], gamma, beta, t.type(self.epsilon), out)
-        _ops._assign(out_data[0], req[0], out)
+        assign(out_data[0], req[0], out)
 
 
-@_ops._register('d2l_bert_embed_norm_inference')
+@register('d2l_bert_embed_norm_inference')
 class _EmbedNormInferenceProp(_NormInferenceProp):
     op = _EmbedNormInference
 

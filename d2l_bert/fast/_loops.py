@@ -1,9 +1,10 @@
 """Compiled CPU loops for the pieces of a pretraining step that MXNet's
 operators run far slower than their arithmetic.
 
-Imported by `d2l_bert.fast._ops` only when the kernels are used: importing
-this module imports numba, and the first call of each loop compiles it
-(a few seconds, once; numba keeps the result in its cache).
+Imported by the operators (`_attention_ops`, `_norm_ops`, `_loss_ops`)
+only when the kernels are used: importing this module imports numba,
+and the first call of each loop compiles it (a few seconds, once; numba
+keeps the result in its cache).
 
 Each loop works on the rows ``r0 <= i < r1`` of its arrays, so that
 `d2l_bert.fast._ops` can split the rows among threads (the loops release

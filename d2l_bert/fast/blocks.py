@@ -1,32 +1,35 @@
 """Fast twins of the book's blocks: the same parameters, one graph.
 
-Each twin is a Gluon `HybridBlock` built from a book block (`d2l_bert.book.bert`,
-`d2l_bert.book.transformer`, `d2l_bert.book.attention`).  It holds the book block's
-own leaf layers (`nn.Dense`, `nn.Embedding`, `nn.Dropout`) and its own
-parameters (`Parameter` objects), so the twin and the book model train
-the same weights, and `save_parameters` names them the same way
+Each twin is a Gluon `HybridBlock` built from a book block
+(`d2l_bert.book.bert`, `d2l_bert.book.transformer`,
+`d2l_bert.book.attention`).  It holds the book block's own leaf layers
+(`nn.Dense`, `nn.Embedding`, `nn.Dropout`) and its own parameters
+(`Parameter` objects), so the twin and the book model train the same
+weights, and `save_parameters` names them the same way
 (``encoder.blks.0.attention.W_q.weight``).  What differs is how the
 arithmetic runs:
 
 - the whole model is one hybridized graph with static memory;
 - self-attention projects queries, keys and values with one matrix
-  product (`qkv_weight`), then attends either with compiled loops
-  (`_ops.self_attention`) or with MXNet's interleaved attention
-  operators, masking by addition (`_softmax_with_lens`);
-- AddNorm is one compiled operator (`_ops.add_norm`), and the other
-  LayerNorms get a compiled backward pass (`_ops.layer_norm`);
-- the three embeddings are summed by one `add_n` (`_ops.add_embeddings`);
+  product (`qkv_weight`), then attends by the path that
+  `attention_path.choose_attention` chose for it when it was built: the
+  compiled loops or MXNet's interleaved attention operators;
+- AddNorm is one compiled operator (`_norm_ops.add_norm`), and the
+  other LayerNorms get a compiled backward pass (`_norm_ops.layer_norm`);
+- the three embeddings are summed by one `add_n`
+  (`_norm_ops.add_embeddings`);
 - the MLM head runs once per distinct predicted position
   (`distinct_positions`): the padding of `pred_positions` repeats a
   position, and the book computes its scores again for each repeat;
 - the whole models' twins (`models`) pack the tokens they read.
 
 Whether the compiled loops run (``kernels``) is decided once, when a twin
-is built (`d2l_bert.fast.accelerate` decides for the whole model); each
-`hybrid_forward` has one `if` on it.  The book's blocks are the test
-oracle (`tests/test_fast_blocks.py`): outputs, attention outputs and gradients
-agree within float32 rounding, with dropout off.  With dropout on, the
-compiled loops draw other masks than `nn.Dropout`, at the same rate.
+is built (`attention_path.use_kernels`, for the whole model); the
+attention's `hybrid_forward` has no branch, the others' one `if` on it.
+The book's blocks are the test oracle (`tests/test_fast_blocks.py`):
+outputs, attention outputs and gradients agree within float32 rounding,
+with dropout off.  With dropout on, the compiled loops draw other masks
+than `nn.Dropout`, at the same rate.
 
 Dimension key used in the shape comments:
 
@@ -39,13 +42,9 @@ import numpy as onp
 from mxnet.gluon import nn
 
 from ..checks import check_encoder_inputs
-from . import _ops
-
-
-def _param(F, param, X):
-    """A parameter inside `hybrid_forward`: a variable of the graph, or its
-    data on `X`'s context."""
-    return param.var() if F is mx.sym else param.data(X.ctx)
+from ._build import parameter
+from ._norm_ops import add_embeddings, add_norm, layer_norm
+from .attention_path import ATTENTION, choose_attention
 
 
 class FastLayerNorm(nn.HybridBlock):
@@ -70,7 +69,7 @@ class FastLayerNorm(nn.HybridBlock):
     def hybrid_forward(self, F, X, gamma, beta):
         """`X` (..., H) -> (..., H)."""
         if self.kernels:
-            return _ops.layer_norm(F, X, gamma, beta,
+            return layer_norm(F, X, gamma, beta,
                                    self.epsilon)             # (..., H)
         return F.npx.layer_norm(X, gamma, beta, axis=self.axis,
                                 eps=self.epsilon)            # (..., H)
@@ -97,9 +96,9 @@ class FastAddNorm(nn.HybridBlock):
     def hybrid_forward(self, F, X, Y):
         """`X`, `Y` (B, T, H) -> (B, T, H)."""
         if self.kernels:
-            return _ops.add_norm(
-                F, X, Y, _param(F, self.ln.gamma, X),
-                _param(F, self.ln.beta, X), self.ln.epsilon,
+            return add_norm(
+                F, X, Y, parameter(F, self.ln.gamma, X),
+                parameter(F, self.ln.beta, X), self.ln.epsilon,
                 self.dropout._rate)                          # (B, T, H)
         return self.ln(self.dropout(Y) + X)                  # (B, T, H)
 
@@ -113,33 +112,33 @@ class FastSelfAttention(nn.HybridBlock):
     attention : MultiHeadAttention
         The book's block, whose projections the twin holds.
     kernels : bool
-        Attend with the compiled loops; otherwise with MXNet's interleaved
-        attention operators.
+        Whether the twin uses the compiled loops
+        (`attention_path.use_kernels`).
+    inference : bool, default False
+        For the inference twin: no dropout, no gradient.
 
     Notes
     -----
+    The path it attends by is chosen here, once
+    (`attention_path.choose_attention`): its name is `path`, its
+    implementation `implementation` (of `attention_path.ATTENTION`).
     `valid_lens` must hold one length per sequence, shape (B,), as BERT's
     do.  The attention weights are not kept (`attention_weights` is the
     book block's, from its last imperative call).
     """
-    def __init__(self, attention, kernels):
+    def __init__(self, attention, kernels, inference=False):
         super().__init__()
         self.num_heads = attention.num_heads
         self.num_hiddens = attention.W_o._units
         self.W_q, self.W_k = attention.W_q, attention.W_k
         self.W_v, self.W_o = attention.W_v, attention.W_o
         self.dropout = attention.attention.dropout
-        self.kernels = kernels and not self.dropout._axes
+        self.path = choose_attention(attention, kernels, inference)
+        self.implementation = ATTENTION[self.path]
 
     def hybrid_forward(self, F, X, valid_lens=None):
         """`X` (B, T, D), `valid_lens` (B,) or None -> (B, T, H)."""
-        if self.kernels:
-            output = self._compiled_attention(
-                F, self.qkv(F, X), valid_lens)               # (B, T, H)
-        else:
-            weight, bias = self.qkv_weight(F, X)  # (3*H, D), (3*H,) or None
-            output = self._interleaved_attention(
-                F, X, weight, bias, valid_lens)              # (B, T, H)
+        output = self.implementation(self, F, X, valid_lens)  # (B, T, H)
         return self.W_o(output)                              # (B, T, H)
 
     def qkv(self, F, X):
@@ -149,16 +148,6 @@ class FastSelfAttention(nn.HybridBlock):
         return F.npx.fully_connected(
             X, weight, bias, num_hidden=3 * self.num_hiddens,
             no_bias=bias is None, flatten=False)             # (..., 3*H)
-
-    def _compiled_attention(self, F, qkv, valid_lens, query_lens=None):
-        """The compiled loops' attention, with dropout: `qkv` (B, T, 3*H),
-        `valid_lens` (B,) or None -> (B, T, H); with `query_lens` (B,),
-        only the outputs of each sequence's first queries
-        (`_ops.self_attention`)."""
-        output, _ = _ops.self_attention(
-            F, qkv, valid_lens, self.num_heads,
-            self.dropout._rate, query_lens)                  # (B, T, H)
-        return output                                        # (B, T, H)
 
     def qkv_weight(self, F, X):
         """Stack `W_q`, `W_k` and `W_v` into one projection, head by head.
@@ -172,7 +161,7 @@ class FastSelfAttention(nn.HybridBlock):
         bias : shape (3*H,), or None without biases
         """
         h, denses = self.num_heads, (self.W_q, self.W_k, self.W_v)
-        weights = [F.npx.reshape(_param(F, dense.weight, X),
+        weights = [F.npx.reshape(parameter(F, dense.weight, X),
                                  (-6, h, -1, -2))            # (h, d, D)
                    for dense in denses]
         weight = F.np.stack(weights, axis=1)                 # (h, 3, d, D)
@@ -180,63 +169,11 @@ class FastSelfAttention(nn.HybridBlock):
         weight = F.npx.reshape(weight, (-5, -2))             # (3*H, D)
         if self.W_q.bias is None:
             return weight, None
-        biases = [F.npx.reshape(_param(F, dense.bias, X),
+        biases = [F.npx.reshape(parameter(F, dense.bias, X),
                                 (-6, h, -1))                 # (h, d)
                   for dense in denses]
         bias = F.npx.reshape(F.np.stack(biases, axis=1), (-1,))  # (3*H,)
         return weight, bias
-
-    def _interleaved_attention(self, F, X, weight, bias, valid_lens):
-        """MXNet's interleaved attention operators, which read the sequence
-        axis first; returns (B, T, H)."""
-        h = self.num_heads
-        X = F.np.transpose(X, (1, 0, 2))                     # (T, B, D)
-        qkv = F.npx.fully_connected(
-            X, weight, bias, num_hidden=3 * self.num_hiddens,
-            no_bias=bias is None, flatten=False)             # (T, B, 3*H)
-        qkv = qkv.as_nd_ndarray()  # the operators are not NumPy-style
-        # The queries are divided by sqrt(d) inside the product
-        scores = F.contrib.interleaved_matmul_selfatt_qk(
-            qkv, heads=h).as_np_ndarray()                    # (B*h, T, T)
-        weights = _softmax_with_lens(F, scores, valid_lens, h)
-        dropped = self.dropout(weights)                      # (B*h, T, T)
-        output = F.contrib.interleaved_matmul_selfatt_valatt(
-            qkv, dropped.as_nd_ndarray(),
-            heads=h).as_np_ndarray()                         # (T, B, H)
-        return F.np.transpose(output, (1, 0, 2))             # (B, T, H)
-
-
-def _softmax_with_lens(F, scores, valid_lens, num_heads):
-    """`masked_softmax` of self-attention scores, masking by addition.
-
-    The book replaces the scores past the valid length by -1e6; here -1e6
-    is added to them.  Either way their weight is exp(-1e6 - max) = 0 in
-    float32 and the other weights are the same; only a row with no valid
-    position differs (uniform in the book, BERT's inputs always hold
-    `<cls>`).  The mask is spread to the scores' shape and added
-    elementwise, so that the backward pass hands the gradient through
-    (NumPy-style broadcasting would reduce over it).
-
-    Parameters
-    ----------
-    scores : shape (B*h, T, T)
-    valid_lens : shape (B,), or None
-
-    Returns
-    -------
-    shape (B*h, T, T)
-    """
-    if valid_lens is None:
-        return F.npx.softmax(scores)                         # (B*h, T, T)
-    positions = F.npx.arange_like(scores, axis=-1)           # (T,)
-    lens = F.np.repeat(valid_lens.astype('float32'), num_heads,
-                       axis=0)                               # (B*h,)
-    lens = F.npx.reshape(lens, (-1, 1, 1))                   # (B*h, 1, 1)
-    mask = (positions >= lens).astype('float32') * -1e6     # (B*h, 1, T)
-    scores = scores.as_nd_ndarray()
-    mask = F.broadcast_like(mask.as_nd_ndarray(), scores)    # (B*h, T, T)
-    scores = F.elemwise_add(scores, mask).as_np_ndarray()    # (B*h, T, T)
-    return F.npx.softmax(scores)                             # (B*h, T, T)
 
 
 class FastPositionWiseFFN(nn.HybridBlock):
@@ -254,10 +191,13 @@ class FastTransformerEncoderBlock(nn.HybridBlock):
     """`TransformerEncoderBlock`, from its fast parts: `attention_block`
     and `addnorm_block` (the inference twin's block names its own)."""
     attention_block, addnorm_block = FastSelfAttention, FastAddNorm
+    #: The inference twin's blocks attend without dropout or gradient
+    inference = False
 
     def __init__(self, blk, kernels):
         super().__init__()
-        self.attention = self.attention_block(blk.attention, kernels)
+        self.attention = self.attention_block(blk.attention, kernels,
+                                              self.inference)
         self.addnorm1 = self.addnorm_block(blk.addnorm1, kernels)
         self.ffn = FastPositionWiseFFN(blk.ffn)
         self.addnorm2 = self.addnorm_block(blk.addnorm2, kernels)
@@ -335,7 +275,7 @@ class FastBERTEncoder(_Checked):
         # The book's `BERTEncoder.forward` in a graph: the twin repeats
         # its lines (the book's stay as the book writes them), the sum of
         # the embeddings in one operator
-        X = _ops.add_embeddings(
+        X = add_embeddings(
             F, self.token_embedding(tokens),                 # (B, T, H)
             self.segment_embedding(segments),                # (B, T, H)
             F.np.take(pos_embedding, positions.astype('int32'),

@@ -16,7 +16,8 @@ copied) and computes what they compute, with dropout off:
 - the queries, keys and values of all heads by one matrix product
   (`FastSelfAttention.qkv_weight`, as the training twin);
 - on the CPU, the attention of each (example, head) pair by a compiled
-  loop (`_inference_ops.self_attention`): BLAS products with the scores
+  loop (`_inference_ops.self_attention`, the path 'compiled_inference'
+  of `attention_path`): BLAS products with the scores
   kept in the cache, no attention weights written out, and the keys
   past each valid length left out of both products;
 - AddNorm by a compiled loop without dropout
@@ -37,28 +38,12 @@ import mxnet as mx
 from mxnet import autograd
 from mxnet.gluon import nn
 
-from . import _inference_ops, _ops
-from .blocks import (FastAddNorm, FastBERTEncoder, FastSelfAttention,
-                     FastTransformerEncoderBlock, _Checked, _param)
-
-
-class InferenceSelfAttention(FastSelfAttention):
-    """`FastSelfAttention` without dropout and without gradient: on the
-    CPU the compiled inference loop attends.
-
-    Parameters
-    ----------
-    attention : MultiHeadAttention
-        The book's block, whose projections the twin holds.
-    kernels : bool
-        Use the compiled loop (else MXNet's interleaved attention).
-    """
-
-    def _compiled_attention(self, F, qkv, valid_lens):
-        """The compiled inference loop, without dropout: `qkv`
-        (B, T, 3*H), `valid_lens` (B,) or None -> (B, T, H)."""
-        return _inference_ops.self_attention(
-            F, qkv, valid_lens, self.num_heads)              # (B, T, H)
+from . import _inference_ops
+from ._build import (contexts, hybridize_twin, parameter, tiny_batch,
+                     warn_late_import)
+from .attention_path import use_kernels
+from .blocks import (FastAddNorm, FastBERTEncoder,
+                     FastTransformerEncoderBlock, _Checked)
 
 
 class InferenceAddNorm(FastAddNorm):
@@ -77,16 +62,17 @@ class InferenceAddNorm(FastAddNorm):
         """`X`, `Y` (B, T, H) -> (B, T, H)."""
         if self.kernels:
             return _inference_ops.add_norm(
-                F, X, Y, _param(F, self.ln.gamma, X),
-                _param(F, self.ln.beta, X),
+                F, X, Y, parameter(F, self.ln.gamma, X),
+                parameter(F, self.ln.beta, X),
                 self.ln.epsilon)                             # (B, T, H)
         return self.ln(self.dropout(Y) + X)                  # (B, T, H)
 
 
 class InferenceEncoderBlock(FastTransformerEncoderBlock):
     """`TransformerEncoderBlock` at inference: the training twin's block
-    with the inference attention and AddNorm."""
-    attention_block, addnorm_block = InferenceSelfAttention, InferenceAddNorm
+    with the inference AddNorm, its attention built for inference (on
+    the CPU the compiled inference loop, `attention_path`)."""
+    addnorm_block, inference = InferenceAddNorm, True
 
 
 class InferenceBERTEncoder(FastBERTEncoder):
@@ -111,10 +97,10 @@ class InferenceBERTEncoder(FastBERTEncoder):
         norm = self.embedding_norm
         X = _inference_ops.embed_norm(
             F, tokens, segments,
-            _param(F, self.token_embedding.weight, tokens),  # (V, H)
-            _param(F, self.segment_embedding.weight, tokens),  # (S, H)
+            parameter(F, self.token_embedding.weight, tokens),  # (V, H)
+            parameter(F, self.segment_embedding.weight, tokens),  # (S, H)
             pos_embedding,                                   # (1, L, H)
-            _param(F, norm.gamma, tokens), _param(F, norm.beta, tokens),
+            parameter(F, norm.gamma, tokens), parameter(F, norm.beta, tokens),
             norm.epsilon)                                    # (B, T, H)
         for blk in self.blks:
             X = blk(X, valid_lens)                           # (B, T, H)
@@ -168,7 +154,8 @@ def inference(encoder, hidden, kernels=None, check=True):
         The pooler, initialized: ``BERTModel.hidden``.
     kernels : bool, optional
         Use the compiled loops.  Default: when numba works here, the
-        parameters are on the CPU and ``D2L_BERT_KERNELS`` is not '0'.
+        parameters are on the CPU and ``D2L_BERT_KERNELS`` is not '0'
+        (`attention_path.use_kernels`).
     check : bool, default True
         Run the twin and the book's blocks on a small batch and raise if
         they differ (a `forward` edited in a notebook is caught here).
@@ -178,7 +165,6 @@ def inference(encoder, hidden, kernels=None, check=True):
     InferenceBERT
         Hybridized with static memory.
     """
-    from . import _contexts, _hybridize_twin, _tiny_batch, warn_late_import
     warn_late_import()
     for name, block in (('encoder', encoder), ('hidden', hidden)):
         if not isinstance(block, nn.Block):
@@ -189,20 +175,17 @@ def inference(encoder, hidden, kernels=None, check=True):
             'pos_embedding')):
         raise TypeError(f'encoder must be a BERTEncoder (or a block with '
                         f'its children), got {type(encoder).__name__}')
-    contexts = _contexts(encoder)
-    if kernels is None:
-        kernels = _ops.usable(contexts) and _ops.passes_smoke_test(
-            'the compiled inference attention is',
-            _inference_ops.smoke_test)
-    twin = InferenceBERT(encoder, hidden, bool(kernels))
+    ctxs = contexts(encoder)
+    twin = InferenceBERT(encoder, hidden,
+                         use_kernels(ctxs, kernels, inference=True))
     # With oneDNN, its inference passes: each FFN's GELU runs inside its
     # first matrix product (`_sg_mkldnn_fully_connected`); the book's
     # blocks stay imperative
-    _hybridize_twin(twin, encoder, hidden,
-                    backend='MKLDNN' if _onednn(contexts) else None)
+    hybridize_twin(twin, encoder, hidden,
+                   backend='MKLDNN' if _onednn(ctxs) else None)
     if check:
-        batch = _tiny_batch('BERTEncoder', contexts[0],
-                            encoder.pos_embedding.shape[1])
+        batch = tiny_batch('BERTEncoder', ctxs[0],
+                           encoder.pos_embedding.shape[1])
         with autograd.predict_mode():
             book_X = encoder(*batch)                         # (2, T, H)
             book = (book_X, hidden(book_X[:, 0, :]))

@@ -4,8 +4,9 @@ The book's `_get_batch_loss_bert` calls Gluon's `SoftmaxCELoss` on the MLM
 scores, (B*P, V): 5120 x 20256 at the book's settings.  MXNet computes it
 as `log_softmax`, then `pick`; oneDNN's `log_softmax` backward is a
 reference loop that also allocates its 415 MB result at every step.
-`FastSoftmaxCELoss` computes the same numbers with `_ops.softmax_ce`: one
-pass over the scores forward and one backward, a row at a time.
+`FastSoftmaxCELoss` computes the same numbers with
+`_loss_ops.softmax_ce`: one pass over the scores forward and one
+backward, a row at a time.
 
 ``d2l_bert.fast.accelerate(loss)`` returns it for a plain
 `SoftmaxCELoss` (integer labels over the last axis, no class weight);
@@ -17,6 +18,7 @@ import mxnet as mx
 from mxnet import gluon
 
 from . import _ops
+from ._loss_ops import softmax_ce
 
 
 class FastSoftmaxCELoss(gluon.loss.SoftmaxCELoss):
@@ -32,7 +34,7 @@ class FastSoftmaxCELoss(gluon.loss.SoftmaxCELoss):
         per-row losses (N,), as `SoftmaxCELoss` returns them."""
         if pred.ndim != 2:
             return super().forward(pred, label, sample_weight)
-        loss = _ops.softmax_ce(mx.nd, pred, label)           # (N,)
+        loss = softmax_ce(mx.nd, pred, label)                # (N,)
         if sample_weight is not None:
             loss = loss * sample_weight.reshape(-1)          # (N,)
         return loss                                          # (N,)
@@ -40,7 +42,7 @@ class FastSoftmaxCELoss(gluon.loss.SoftmaxCELoss):
 
 def is_plain_softmax_ce(loss):
     """Whether `loss` is a `SoftmaxCELoss` with integer labels over the
-    last axis and no class weight: what `_ops.softmax_ce` computes."""
+    last axis and no class weight: what `_loss_ops.softmax_ce` computes."""
     return (type(loss) is gluon.loss.SoftmaxCELoss
             and loss._axis in (-1, 1) and loss._sparse_label
             and not loss._from_logits and loss._weight is None

@@ -6,7 +6,7 @@ three losses for one shard as one hybridized graph around the fast twin
 (`models.FastBERTModel`): reshaping the MLM scores (B, P, V) copies
 nothing, no buffer is allocated again at each step, and on the CPU the
 MLM loss's forward and backward passes are compiled loops
-(`_ops.softmax_ce`).  `d2l-bert pretrain` trains with it.
+(`_loss_ops.softmax_ce`).  `d2l-bert pretrain` trains with it.
 
 The MLM head runs only on the predictions whose weight is not 0.  The
 book computes scores for every one of the B*P predicted positions and
@@ -54,8 +54,10 @@ import numpy as onp
 from mxnet.gluon import nn
 
 from ..checks import check_encoder_inputs, check_pred_positions
-from . import _ops
-from .blocks import _param
+from ._build import parameter
+from ._loss_ops import softmax_ce
+from .attention_path import reads_query_lens
+from .loss import is_plain_softmax_ce
 
 #: The default multiple of the packed tokens' count (`packed_tokens`)
 TOKEN_MULTIPLE = 1024
@@ -63,7 +65,6 @@ TOKEN_MULTIPLE = 1024
 #: a multiple of this (`packed_tokens`; each new S costs the graph a
 #: memory plan)
 LENGTH_STEP = 16
-from .loss import is_plain_softmax_ce
 
 
 class FastBatchLoss(nn.HybridBlock):
@@ -174,7 +175,7 @@ class FastBatchLoss(nn.HybridBlock):
         scores = net.mlm.mlp(masked_X)                       # (K, V)
         if self.kernels:
             # `self.loss`'s arithmetic, with compiled loops
-            mlm_l = _ops.softmax_ce(F, scores, mlm_Y)        # (K,)
+            mlm_l = softmax_ce(F, scores, mlm_Y)        # (K,)
             mlm_l = mlm_l * mlm_weights                      # (K,)
         else:
             mlm_l = self.loss(scores, mlm_Y,                 # (K,)
@@ -264,11 +265,11 @@ def packed_inputs(encoder, valid_lens, rows, shape, multiple,
 
 
 def queries_read(encoder, query_lens):
-    """`query_lens` if the twin `encoder`'s attention is compiled, the
-    only one that reads it; else None (Gluon warns of a graph input that
-    nothing reads)."""
-    compiled = any(blk.attention.kernels for blk in encoder.blks)
-    return query_lens if compiled else None
+    """`query_lens` if the path of the twin `encoder`'s attention reads
+    it (`attention_path.reads_query_lens`); else None (Gluon warns of a
+    graph input that nothing reads)."""
+    read = any(reads_query_lens(blk.attention.path) for blk in encoder.blks)
+    return query_lens if read else None
 
 
 def encode_packed(F, encoder, tokens, segments, valid_lens, pack,
@@ -283,7 +284,7 @@ def encode_packed(F, encoder, tokens, segments, valid_lens, pack,
     `cls_rows` (B,) from `packed_tokens`, the encodings of `<cls>` only,
     (B, H): the last block computes no other row.
     """
-    pos_embedding = _param(F, encoder.pos_embedding, tokens)  # (1, L, H)
+    pos_embedding = parameter(F, encoder.pos_embedding, tokens)  # (1, L, H)
     pos_embedding = F.npx.reshape(pos_embedding, (-5, -2))   # (L, H)
     token_ids = F.np.take(F.npx.reshape(tokens, (-1,)), pack)       # (N,)
     segment_ids = F.np.take(F.npx.reshape(segments, (-1,)), pack)   # (N,)
@@ -303,8 +304,9 @@ def encode_packed(F, encoder, tokens, segments, valid_lens, pack,
 def _packed_block(F, blk, X, valid_lens, unpack, kept_rows, query_lens,
                   cls_rows=None):
     """`FastTransformerEncoderBlock` on packed rows, `X` (N, D) -> (N, H);
-    the attention in the (B, S) layout of `unpack`, the compiled one
-    on the packed queries only (`query_lens`).  Given `cls_rows` (B,),
+    the attention, by the block's path, in the (B, S) layout of `unpack`
+    (the compiled one projects the packed rows, and computes the packed
+    queries only, `query_lens`).  Given `cls_rows` (B,),
     the rows of `<cls>` only, (B, H), its query alone computed."""
     attention = blk.attention
     if cls_rows is not None and query_lens is not None:
@@ -319,55 +321,10 @@ def _packed_block(F, blk, X, valid_lens, unpack, kept_rows, query_lens,
         Z = F.npx.reshape(Z, (-5, -2))                       # (B*S, C)
         return F.np.take(Z, kept_rows, axis=0)               # (N, C)
 
-    if attention.kernels:
-        qkv = attention.qkv(F, X)                            # (N, 3*H)
-        O = attention._compiled_attention(F, unpacked(qkv), valid_lens,
-                                          query_lens)        # (B, S, H)
-        O = attention.W_o(kept(O))                           # (N or B, H)
-    else:
-        O = kept(attention(unpacked(X), valid_lens))         # (N or B, H)
+    O = attention.implementation(attention, F, X, valid_lens, unpacked,
+                                 query_lens)                 # (B, S, H)
+    O = attention.W_o(kept(O))                               # (N or B, H)
     if cls_rows is not None:
         X = F.np.take(X, cls_rows, axis=0)                   # (B, D)
     Y = blk.addnorm1(X, O)                                   # (N or B, H)
     return blk.addnorm2(Y, blk.ffn(Y))                       # (N or B, H)
-
-
-def batch_loss(net, loss, vocab_size, kernels=None, row_multiple=8,
-               token_multiple=TOKEN_MULTIPLE):
-    """Return ``f(*shards) -> (mlm_ls, nsp_ls, ls)``: what
-    ``_get_batch_loss_bert(net, loss, vocab_size, *shards)`` returns,
-    each shard's losses computed by one `FastBatchLoss` graph.
-
-    Parameters
-    ----------
-    net : BERTModel or FastBERTModel
-        The book model (made fast here) or its twin.
-    loss : gluon.loss.SoftmaxCELoss
-        The book's ``gluon.loss.SoftmaxCELoss()``, used for both tasks.
-    vocab_size : int
-        V, the number of classes of the MLM loss.
-    kernels : bool, optional
-        As for `accelerate`.
-    row_multiple : int, default 8
-        As for `FastBatchLoss`.
-    token_multiple : int, default 1024
-        As for `FastBatchLoss`.
-    """
-    from . import _contexts, _hybridize_twin, accelerate
-    if kernels is None:
-        kernels = _ops.usable(_contexts(net))
-    twin = accelerate(net, kernels=kernels, check=False)
-    graph = FastBatchLoss(twin, loss, vocab_size, kernels, row_multiple,
-                          token_multiple)
-    _hybridize_twin(graph, net, loss)     # `net` and `loss` stay as they were
-
-    def compute(*shards):
-        mlm_ls, nsp_ls, ls = [], [], []
-        for shard in zip(*shards):
-            mlm_l, nsp_l, l = graph(*shard)
-            mlm_ls.append(mlm_l)
-            nsp_ls.append(nsp_l)
-            ls.append(l)
-        return mlm_ls, nsp_ls, ls
-    compute.graph = graph
-    return compute
