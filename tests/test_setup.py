@@ -614,7 +614,7 @@ def test_run_py_runs_the_suite_in_a_process_a_core_as_memory_allows():
     assert run.test_processes(['-ra'], 2, 2000) == 1
     assert run.test_processes([], 4, None) == 2        # no /proc/meminfo
     assert run.test_processes(['-m', 'not hosted'], 2, 20000) == 2
-    test_file = os.path.join(ROOT, 'tests', 'test_bert.py')
+    test_file = os.path.join(ROOT, 'tests', 'test_book_bert.py')
     for chosen in ([test_file], [test_file + '::test_x'], ['-n', '3'],
                    ['-n3'], ['--numprocesses=3'], ['-p', 'no:xdist'],
                    ['--pdb']):
