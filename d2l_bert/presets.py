@@ -96,3 +96,20 @@ DOCS_CACHE_ENV = 'D2L_BERT_DOCS_CACHE'
 #: The Debian mirror of ``.ci/debian`` (a shell script, which reads the
 #: name itself)
 DEBIAN_MIRROR_ENV = 'D2L_BERT_DEBIAN_MIRROR'
+
+# The benchmarks' sizes (benchmarks/, which read this file by path)
+
+#: WikiText-2's vocabulary at the book's settings, the 20256 tokens
+#: sec_bert-pretraining prints: the benchmarks' pretraining batches and
+#: the rows of their GEMM (``benchmarks/_common.py``'s `BOOK`)
+WIKI_VOCAB_SIZE = 20256
+#: `bert.small`'s vocabulary, 60005 tokens: the benchmarks' fine-tuning
+#: batches (``benchmarks/_common.py``'s `FINETUNE`)
+BERT_SMALL_VOCAB_SIZE = 60005
+#: SNLI's classes: entailment, contradiction, neutral (the benchmarks'
+#: fine-tuning batches)
+SNLI_NUM_CLASSES = 3
+#: The labelled pairs of each of SNLI's splits, as the real archive holds
+#: them: ``benchmarks/bench_chapter.py`` serves a synthetic archive of
+#: these sizes
+SNLI_SPLITS = dict(train=549367, dev=9842, test=9824)
