@@ -1,6 +1,6 @@
 """Tests of d2l_bert/dist/launcher.py: the checks made before anything
-starts, the threads of a job, and `run_job`'s watch over processes (small Python
-processes standing in for the roles; the real jobs are in
+starts, the threads of a job, and `run_job`'s watch over processes
+(small Python processes standing in for the roles; the real jobs are in
 test_cli_pretrain.py and test_cli_launch.py)."""
 import os
 import random

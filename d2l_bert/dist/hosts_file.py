@@ -11,8 +11,9 @@ not so is one line naming the file, the line's number and the value.
 
 ``--timeout`` (`check_timeout`) is how long a machine of the job may be
 silent before the job stops, from `MIN_TIMEOUT` to `MAX_TIMEOUT`
-seconds, `DEFAULT_TIMEOUT` unless it says: the command line's validator (`d2l_bert.cli._args`) and the
-launcher take the range from here.
+seconds (`DEFAULT_TIMEOUT` when it is not given): the command line's
+validator (`d2l_bert.cli._args`) and the launcher take the range from
+here.
 
 This module does not import `mxnet`.
 """

@@ -267,7 +267,8 @@ def run_job(roles, *, prog='d2l-bert', grace=GRACE, finish=FINISH,
     this process end, SIGKILL included, every role ends with it.
 
     While the job runs, each ssh gets a byte on its standard input every
-    `HEARTBEAT` second: the heartbeat its machine's `d2l_bert.dist.remote` waits for.
+    `HEARTBEAT` seconds: the heartbeat its machine's
+    `d2l_bert.dist.remote` waits for.
 
     Parameters
     ----------

@@ -37,6 +37,7 @@ class LaunchError(ValueError):
 #: `host` it runs on (None for this machine)
 Role = namedtuple('Role', ['name', 'role', 'argv', 'env', 'host'])
 
+
 def check_counts(num_workers, num_servers):
     """Raise a `LaunchError` unless both counts are positive integers."""
     for option, value in (('--workers', num_workers),
@@ -106,6 +107,7 @@ def divide_threads(num_workers, cores=None):
         from ..threads import physical_cores
         cores = physical_cores()
     return max(1, cores // num_workers)
+
 
 def role_environment(role, *, scheduler, port, num_workers, num_servers,
                      node_host, num_threads):
