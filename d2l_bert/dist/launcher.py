@@ -38,7 +38,7 @@ when the launcher ends, however it ends; when one ends badly, `run_job`
 says in one line which one and how, and stops all the others.
 
 The threads are explicit: each worker gets ``cores // N`` of them
-(`divide_threads`), each scheduler and server one.  ``d2l-bert pretrain``
+(`roles.divide_threads`), each scheduler and server one.  ``d2l-bert pretrain``
 passes the count to its workers as ``--threads``, which reach
 `d2l_bert.threads.set_threads` before `mxnet` is imported; any other
 worker command finds it in ``OMP_NUM_THREADS``.

@@ -51,7 +51,7 @@ def check_counts(num_workers, num_servers):
 def free_port(host=LOOPBACK):
     """Return a TCP port nothing listens on at `host`, as the system
     chooses one.  (Another program may take it before the scheduler
-    binds it; the scheduler then fails and `run_job` says so.)"""
+    binds it; the scheduler then fails and `launcher.run_job` says so.)"""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
