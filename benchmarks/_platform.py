@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import sys
 
+from _common import PRESETS
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, 'tests', 'fixtures', 'hosted')
 PLATFORMS = ('colab', 'kaggle')
@@ -90,7 +92,7 @@ class Platform:
 
     def env(self):
         """What a notebook's kernel gets beyond a new runtime's."""
-        return {'D2L_BERT_SOURCE': self.wheel, 'JUPYTER_PATH': self.jupyter}
+        return {PRESETS.SOURCE_ENV: self.wheel, 'JUPYTER_PATH': self.jupyter}
 
     def reset(self):
         """Uninstall what a notebook added, and the hook files the set-up

@@ -22,7 +22,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402  (before mxnet: sets the thread count)
+import _gemm  # noqa: E402
+import _machine  # noqa: E402  (before mxnet: sets the thread count)
+import _options  # noqa: E402
+import _timing  # noqa: E402
 
 #: (name, rows, inputs, outputs, times per step) of the forward products
 #: of the book's step: B*T = 32768 token rows, B*P = 5120 masked rows
@@ -36,7 +39,7 @@ PRODUCTS = (
 
 
 def parse_args(argv=None):
-    p = _common.arg_parser(__doc__, repeats=5, batch_size=512)
+    p = _options.arg_parser(__doc__, repeats=5, batch_size=512)
     return p.parse_args(argv)
 
 
@@ -89,8 +92,8 @@ def bf16_runs():
 
 def main(argv=None):
     args = parse_args(argv)
-    print(_common.set_threads(args.threads, isa=args.isa))
-    _common.print_machine(args.threads)
+    print(_machine.set_threads(args.threads, isa=args.isa))
+    _gemm.print_machine(args.threads)
     import mxnet as mx
     print(f'MXNet {mx.__version__}; bfloat16 flags of this CPU: '
           f'{bf16_flags()}')
@@ -105,7 +108,7 @@ def main(argv=None):
     for name, rows, inputs, outputs, count in PRODUCTS:
         rows = max(1, rows * args.batch_size // 512)   # the book's: 512
         fns, gap = sides(rows, inputs, outputs)
-        res = _common.alternate(fns, repeats=args.repeats, progress=False)
+        res = _timing.alternate(fns, repeats=args.repeats, progress=False)
         flops = 2.0 * rows * inputs * outputs
         rate = {k: flops / res[k][0] / 1e9 for k in fns}
         for k in fns:
@@ -120,7 +123,7 @@ def main(argv=None):
           f"GFLOP): float32 {total['float32'] * 1e3:.0f} ms, bfloat16 "
           f"{total['bfloat16'] * 1e3:.0f} ms, "
           f"{total['float32'] / total['bfloat16']:.2f}x")
-    print(_common.machine())
+    print(_machine.machine())
     return 0
 
 

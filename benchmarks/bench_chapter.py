@@ -29,9 +29,7 @@ import threading
 import time
 import zipfile
 
-#: Sizes of the real data: SNLI's labelled pairs in each split, and
-#: bert.small's vocabulary
-SNLI_TRAIN, SNLI_DEV, SNLI_TEST, VOCAB_SIZE = 549367, 9842, 9824, 60005
+from d2l_bert.presets import BERT_SMALL_VOCAB_SIZE, DATA_ENV, SNLI_SPLITS
 
 
 def parse_args(argv=None):
@@ -73,10 +71,11 @@ def write_archives(work):
     model = os.path.join(work, 'bert.small')
     _untrained_bert_small(model)
     atomic_write(paths['/bert.small.zip'], _zip(model, 'bert.small'))
-    print(f'writing {SNLI_TRAIN + SNLI_DEV + SNLI_TEST:,} synthetic SNLI '
+    print(f'writing {sum(SNLI_SPLITS.values()):,} synthetic SNLI '
           'pairs...', flush=True)
-    snli = make_snli_synthetic(os.path.join(work, 'snli'), SNLI_TRAIN,
-                               SNLI_DEV, SNLI_TEST)
+    snli = make_snli_synthetic(os.path.join(work, 'snli'),
+                               SNLI_SPLITS['train'], SNLI_SPLITS['dev'],
+                               SNLI_SPLITS['test'])
     atomic_write(paths['/snli_1.0.zip'], _zip(snli, 'snli_1.0', True))
     return paths
 
@@ -95,13 +94,13 @@ def _untrained_bert_small(folder):
     _, vocab = load_pretraining_data(64, 32, corpus='embedded', seed=0,
                                      pad=pad_bert_inputs_stacked)
     vocab.idx_to_token += [f'filler{i}' for i in range(
-        VOCAB_SIZE - len(vocab))]
-    net = BERTModel(VOCAB_SIZE, **BERT_SMALL)
+        BERT_SMALL_VOCAB_SIZE - len(vocab))]
+    net = BERTModel(BERT_SMALL_VOCAB_SIZE, **BERT_SMALL)
     net.initialize(mx.init.Xavier())
     tokens = np.zeros((1, 4), dtype='int32')
     net(tokens, tokens, np.array([4.0]), np.zeros((1, 1), dtype='int32'))
     save_pretrained(net, vocab, folder,
-                    dict(BERT_SMALL, vocab_size=VOCAB_SIZE))
+                    dict(BERT_SMALL, vocab_size=BERT_SMALL_VOCAB_SIZE))
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -137,7 +136,7 @@ def serve(paths, cache, offline=False):
     from d2l_bert.data import hub
     for var in ('http_proxy', 'HTTP_PROXY', 'all_proxy', 'ALL_PROXY'):
         os.environ.pop(var, None)
-    os.environ['D2L_BERT_DATA'] = cache
+    os.environ[DATA_ENV] = cache
     _Handler.files = {} if offline else paths
     httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
@@ -162,8 +161,8 @@ def main(argv=None):
     from d2l_bert.threads import set_threads
     set_threads()  # before mxnet, which building the stand-ins imports
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import _common
-    _common.print_machine()
+    import _gemm
+    _gemm.print_machine()
     from d2l_bert import cli
     paths = write_archives(args.work)
     for path in paths.values():

@@ -20,11 +20,14 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402  (before mxnet: sets the thread count)
+import _gemm  # noqa: E402
+import _machine  # noqa: E402  (before mxnet: sets the thread count)
+import _options  # noqa: E402
+import _timing  # noqa: E402
 
 
 def parse_args(argv=None):
-    p = _common.arg_parser(__doc__, repeats=3, batch_size=512)
+    p = _options.arg_parser(__doc__, repeats=3, batch_size=512)
     p.add_argument('--max-len', type=int, default=64)
     p.add_argument('--paragraphs', type=int, default=None,
                    help="only the corpus's first N paragraphs (default: "
@@ -80,11 +83,11 @@ def differences(book, quick):
 
 def main(argv=None):
     args = parse_args(argv)
-    print(_common.set_threads(args.threads, isa=args.isa))
-    _common.print_machine(args.threads)
+    print(_machine.set_threads(args.threads, isa=args.isa))
+    _gemm.print_machine(args.threads)
     functions, made = build(args)
     start = time.perf_counter()
-    res = _common.alternate(functions, repeats=args.repeats, warmup=0)
+    res = _timing.alternate(functions, repeats=args.repeats, warmup=0)
     print(f'\nbook pipeline at max_len {args.max_len}: '
           f"{len(made['book'])} examples, {len(made['book']) * 7} arrays")
     for name, label in (('book', "MXNet's np.array"),

@@ -41,7 +41,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import _common  # noqa: E402  (before mxnet: sets the thread count)
+import _common  # noqa: E402
+import _gemm  # noqa: E402
+import _machine  # noqa: E402  (before mxnet: sets the thread count)
+import _options  # noqa: E402
+import _steps  # noqa: E402
 
 #: (name, threads per process, workers, servers); workers 0: one process
 CONFIGURATIONS = (
@@ -54,8 +58,8 @@ MARK = 'BENCH '
 
 
 def parse_args(argv=None):
-    p = _common.arg_parser(__doc__, repeats=5,
-                           batch_size=_common.BOOK['batch_size'])
+    p = _options.arg_parser(__doc__, repeats=5,
+                            batch_size=_common.BOOK['batch_size'])
     p.add_argument('--rounds', type=int, default=2,
                    help='runs of every configuration, taking turns (2)')
     p.add_argument('--worker', action='store_true',
@@ -84,11 +88,11 @@ def loopback_bytes():
 
 def worker(args):
     """Time the step here; worker 0 (or the one process) prints JSON."""
-    print(_common.set_threads(args.threads, isa=args.isa), file=sys.stderr)
+    print(_machine.set_threads(args.threads, isa=args.isa), file=sys.stderr)
     from mxnet import autograd, npx
 
     from d2l_bert.runs.pretraining import _mean_losses
-    job = _common.job_worker(args.batch_size)
+    job = _steps.job_worker(args.batch_size)
     workers, batch_loss, trainer, shards, net, devices = (
         job.workers, job.batch_loss, job.trainer, job.shards, job.net,
         job.devices)
@@ -176,7 +180,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker(args)
-    _common.print_machine(args.threads)
+    _gemm.print_machine(args.threads)
     runs = {name: [] for name, _, _, _ in CONFIGURATIONS}
     for r in range(args.rounds):
         order = CONFIGURATIONS if r % 2 == 0 else CONFIGURATIONS[::-1]
@@ -186,7 +190,7 @@ def main(argv=None):
     # Each configuration's best round: the least disturbed
     results = [(name, min(runs[name], key=lambda r: r['step']))
                for name, _, _, _ in CONFIGURATIONS]
-    print(_common.machine())
+    print(_machine.machine())
     reference = results[0][1]['step']
     mb = 1e6
     print(f'\nthe book\'s settings, batch {args.batch_size}: medians of '

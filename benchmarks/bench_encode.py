@@ -24,11 +24,18 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402  (before mxnet: sets the thread count)
+import _batches  # noqa: E402
+import _common  # noqa: E402
+import _gemm  # noqa: E402
+import _machine  # noqa: E402  (before mxnet: sets the thread count)
+import _options  # noqa: E402
+import _profile  # noqa: E402
+import _report  # noqa: E402
+import _timing  # noqa: E402
 
 
 def parse_args(argv=None):
-    p = _common.arg_parser(__doc__, repeats=7, batch_size=64)
+    p = _options.arg_parser(__doc__, repeats=7, batch_size=64)
     p.add_argument('--seq-len', type=int, default=128)
     p.add_argument('--profile', action='store_true',
                    help="print MXNet's operator profile of one call of "
@@ -51,7 +58,7 @@ def build(args):
                max_len=args.seq_len)
     V = cfg['vocab_size']
     tokens, segments, valid_lens, pred_positions = [
-        np.array(a) for a in _common.book_batch(
+        np.array(a) for a in _batches.book_batch(
             cfg['batch_size'], cfg['max_len'], V, cfg['num_preds'])[:4]]
     model_args = (V, cfg['num_hiddens'], cfg['ffn_num_hiddens'],
                   cfg['num_heads'], cfg['num_blks'], cfg['dropout'])
@@ -97,24 +104,24 @@ def main(argv=None):
     args = parse_args(argv)
     # No compiled loops run here, so libgomp keeps its default spin: the
     # short one `set_threads()` sets slowed d2l's imperative encoding
-    threads = _common.set_threads(args.threads, short_spin=False,
-                                     isa=args.isa)
+    threads = _machine.set_threads(args.threads, short_spin=False,
+                                   isa=args.isa)
     if args.profile:
         os.environ['MXNET_EXEC_BULK_EXEC_INFERENCE'] = '0'
     print(threads)
-    best = _common.print_machine(args.threads)
+    best = _gemm.print_machine(args.threads)
     d2l_encode, ours_encode, onednn_encode, gap, cfg = build(args)
     print(f"largest difference from d2l's encodings: {gap:.2e}")
     if args.profile:
-        _common.profile(d2l_encode, 'd2l 1.0.3 BERTModel encoding',
-                        args.top)
-        _common.profile(ours_encode, 'd2l_bert encoding', args.top)
+        _profile.profile(d2l_encode, 'd2l 1.0.3 BERTModel encoding',
+                         args.top)
+        _profile.profile(ours_encode, 'd2l_bert encoding', args.top)
         return 0
-    gemm, gemm_flops = _common.gemm_rate()
-    res = _common.alternate({'d2l': d2l_encode, 'ours': ours_encode,
+    gemm, gemm_flops = _gemm.gemm_rate()
+    res = _timing.alternate({'d2l': d2l_encode, 'ours': ours_encode,
                              'onednn': onednn_encode, 'gemm': gemm},
                             repeats=args.repeats)
-    flops = _common.encode_flops(**cfg)
+    flops = _batches.encode_flops(**cfg)
     peak = gemm_flops / min(res['gemm'][1]) / 1e9   # the fastest round
     print(f"\nencoding arithmetic: {flops / 1e9:.1f} GFLOP "
           f"({cfg['batch_size']} x {cfg['max_len']} tokens); float32 GEMM "
@@ -128,7 +135,7 @@ def main(argv=None):
         rate = flops / t / 1e9
         print(f'{label:18s}{t * 1e3:9.0f}{cfg["batch_size"] / t:9.0f}'
               f'{rate:9.1f}{100 * rate / peak:8.0f}%{res[name][2]:8.2f}')
-    _common.print_against_best(
+    _report.print_against_best(
         {label: flops / res[name][0] / 1e9 for name, label in (
             ('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert'),
             ('onednn', '+ optimize_for'))}, best)

@@ -25,49 +25,56 @@ tokens, about the lengths of SNLI's pairs) packed by the book's
 The two steps and a float32 GEMM of the MLM output layer's shape (the
 GEMM rate of `bench_pretrain_step.py`) each run in a process of their
 own, as a user runs them, taking turns with the same thread settings
-(`_common.in_processes`; ``--one-process``: alternating in this process);
+(`_children.in_processes`; ``--one-process``: alternating in this process);
 medians are reported.
 """
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402  (before mxnet: sets the thread count)
+import _batches  # noqa: E402
+import _children  # noqa: E402
+import _common  # noqa: E402
+import _gemm  # noqa: E402
+import _options  # noqa: E402
+import _profile  # noqa: E402
+import _report  # noqa: E402
+import _timing  # noqa: E402
 
 
 def parse_args(argv=None):
-    p = _common.arg_parser(__doc__, repeats=5,
-                           batch_size=_common.FINETUNE['batch_size'])
-    _common.add_profile_options(p)
+    p = _options.arg_parser(__doc__, repeats=5,
+                            batch_size=_common.FINETUNE['batch_size'])
+    _options.add_profile_options(p)
     p.add_argument('--batch', choices=('snli', 'random'), default='snli',
                    help="pairs in SNLI's format packed by the book's "
                         '`SNLIBERTDataset` (default: the synthetic corpus '
                         'of d2l_bert.data.snli_synthetic, 18 to 27 tokens, '
                         "about SNLI's lengths), or random tokens of lengths "
                         'spread from 12 to 128')
-    _common.add_process_options(p)
+    _options.add_process_options(p)
     return p.parse_args(argv)
 
 
 def worker(args):
     """One side in this process, served to the parent: its step, or the
-    GEMM (`_common.serve_step`)."""
+    GEMM (`_children.serve_step`)."""
     def side(args):
         d2l_step, ours_step, losses, cfg = build(args)
         step, loss = ((d2l_step, losses[0]) if args.worker == 'd2l'
                       else (ours_step, losses[1]))
         return step, dict(loss=loss, cfg=cfg)
-    return _common.serve_step(args, side)
+    return _children.serve_step(args, side)
 
 
 def finetune_batch(args, cfg):
     """The batch of the run, as numpy arrays ``(tokens, segments,
     valid_lens, labels)``: synthetic SNLI pairs packed by the book's
     `SNLIBERTDataset` (their ids below the model's vocabulary size), or
-    `_common.finetune_batch`'s random one."""
+    `_batches.finetune_batch`'s random one."""
     if args.batch == 'random':
-        return _common.finetune_batch(cfg['batch_size'], cfg['max_len'],
-                                      cfg['vocab_size'], cfg['num_classes'])
+        return _batches.finetune_batch(cfg['batch_size'], cfg['max_len'],
+                                       cfg['vocab_size'], cfg['num_classes'])
     import tempfile
 
     from d2l import mxnet as d2l
@@ -168,25 +175,25 @@ def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker(args)
-    best = _common.start_steps(args)
+    best = _report.start_steps(args)
     if not (args.one_process or args.profile):
         print('each step in a process of its own, taking turns')
     if args.profile:
         d2l_step, ours_step, losses, cfg = build(args)
-        _common.profile(d2l_step, "d2l 1.0.3 BERTClassifier step",
-                        args.top)
-        _common.profile(ours_step,
-                        'd2l_bert accelerated BERTClassifier step', args.top)
+        _profile.profile(d2l_step, "d2l 1.0.3 BERTClassifier step",
+                         args.top)
+        _profile.profile(ours_step,
+                         'd2l_bert accelerated BERTClassifier step', args.top)
         return 0
     res, losses, gemm_flops, cfg = _time(args)
     print(f'loss before training, dropout off: d2l {losses[0]:.6f}; '
           f'accelerated {losses[1]:.6f}')
-    flops = _common.finetune_step_flops(**cfg)
-    peak = _common.print_step_table(
+    flops = _batches.finetune_step_flops(**cfg)
+    peak = _report.print_step_table(
         res, flops, gemm_flops, cfg['batch_size'],
         (('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert accelerated')), best)
     print(f"speed-up over d2l 1.0.3: {res['d2l'][0] / res['ours'][0]:.2f}x")
-    _common.print_fastest_step(res, flops, peak)
+    _report.print_fastest_step(res, flops, peak)
     print(rows_line(args, cfg))
     print('load average at the end: '
           + ', '.join(f'{x:.1f}' for x in os.getloadavg()))
@@ -216,12 +223,12 @@ def _time(args):
     arithmetic and the settings."""
     if args.one_process:
         d2l_step, ours_step, losses, cfg = build(args)
-        gemm, gemm_flops = _common.gemm_rate()
-        res = _common.alternate({'d2l': d2l_step, 'ours': ours_step,
+        gemm, gemm_flops = _gemm.gemm_rate()
+        res = _timing.alternate({'d2l': d2l_step, 'ours': ours_step,
                                  'gemm': gemm}, repeats=args.repeats)
         return res, losses, gemm_flops, cfg
-    res, infos = _common.in_processes(
-        __file__, ('d2l', 'ours', 'gemm'), _common.worker_args(args),
+    res, infos = _children.in_processes(
+        __file__, ('d2l', 'ours', 'gemm'), _options.worker_args(args),
         args.repeats, pause=args.pause)
     print('each process: ' + infos['d2l']['threads'].replace(
         '\n', '\n              '))

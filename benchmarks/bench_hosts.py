@@ -39,7 +39,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import _common  # noqa: E402  (before mxnet: sets the thread count)
+import _common  # noqa: E402
+import _gemm  # noqa: E402
+import _machine  # noqa: E402  (before mxnet: sets the thread count)
+import _options  # noqa: E402
+import _steps  # noqa: E402
 import cluster as C  # noqa: E402
 
 #: (name, hosts, link); hosts 0: one host beside a twin (below)
@@ -52,8 +56,8 @@ PHASES = ('compute', 'wait', 'push/pull', 'update', 'losses')
 
 
 def parse_args(argv=None):
-    p = _common.arg_parser(__doc__, repeats=5,
-                           batch_size=_common.BOOK['batch_size'])
+    p = _options.arg_parser(__doc__, repeats=5,
+                            batch_size=_common.BOOK['batch_size'])
     p.add_argument('--rounds', type=int, default=2,
                    help='runs of every configuration, taking turns (2)')
     p.add_argument('--compression', choices=('none', '1bit', '2bit'),
@@ -94,11 +98,11 @@ def compress(kvstore, kind):
 
 def worker(args):
     """Time the step here; worker 0 (or the one process) prints JSON."""
-    print(_common.set_threads(1), file=sys.stderr)
+    print(_machine.set_threads(1), file=sys.stderr)
     from mxnet import autograd, npx
 
     from d2l_bert.runs.pretraining import _mean_losses
-    job = _common.job_worker(
+    job = _steps.job_worker(
         args.batch_size, None if args.compression == 'none' else
         lambda kvstore: compress(kvstore, args.compression))
     workers, batch_loss, trainer, shards, net = (
@@ -232,7 +236,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker(args)
-    _common.print_machine()
+    _gemm.print_machine()
     cluster = C.Cluster()
     runs = {name: [] for name, _, _ in CONFIGURATIONS}
     try:

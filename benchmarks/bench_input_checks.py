@@ -18,15 +18,19 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402  (before mxnet: sets the thread count)
+import _batches  # noqa: E402
+import _common  # noqa: E402
+import _gemm  # noqa: E402
+import _machine  # noqa: E402  (before mxnet: sets the thread count)
+import _timing  # noqa: E402
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--repeats', type=int, default=15)
     args = parser.parse_args()
-    print(_common.set_threads())
-    _common.print_machine()
+    print(_machine.set_threads())
+    _gemm.print_machine()
 
     import mxnet as mx
     from mxnet import np, npx
@@ -61,7 +65,7 @@ def main():
     net.initialize(mx.init.Xavier())
     net = fast.accelerate(net)
     tokens, segments, valid_lens, positions = [
-        np.array(a) for a in _common.book_batch()[:4]]
+        np.array(a) for a in _batches.book_batch()[:4]]
     demo = checks.check_inputs(BERTModel(10000, 768, 1024, 4, 2, 0.2))
     demo.initialize()
     demo_inputs = (np.random.randint(0, 10000, (2, 8)).astype('int32'),
@@ -74,7 +78,7 @@ def main():
             ("chapter demo forward, 2 x 8, 768 hidden, imperative",
              case(demo, demo_inputs))]:
         print(f'\n{label}')
-        result = _common.alternate(cases, repeats=args.repeats,
+        result = _timing.alternate(cases, repeats=args.repeats,
                                    progress=False)
         checked, unchecked = result['checked'][0], result['unchecked'][0]
         print(f'  checked   {checked * 1e3:8.2f} ms')

@@ -47,12 +47,20 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402  (before mxnet: sets the thread count)
+import _batches  # noqa: E402
+import _children  # noqa: E402
+import _common  # noqa: E402
+import _gemm  # noqa: E402
+import _machine  # noqa: E402  (before mxnet: sets the thread count)
+import _options  # noqa: E402
+import _profile  # noqa: E402
+import _report  # noqa: E402
+import _timing  # noqa: E402
 
 def parse_args(argv=None):
-    p = _common.arg_parser(__doc__, repeats=7, batch_size=64,
-                           threads_help='threads for both (default: every '
-                                        'core)')
+    p = _options.arg_parser(__doc__, repeats=7, batch_size=64,
+                            threads_help='threads for both (default: every '
+                                         'core)')
     p.add_argument('--seq-len', type=int, default=128)
     p.add_argument('--valid', type=float, default=1.0,
                    help='share of each sequence that is valid (1.0: no '
@@ -201,9 +209,9 @@ def _onnx_sessions(ort, optimizer, folder, model, inputs, num_threads):
 
 
 def worker():
-    """Serve the parent (`_common.serve_torch`): ``('setup', model_dir,
+    """Serve the parent (`_children.serve_torch`): ``('setup', model_dir,
     batch, threads)``, ``('encode',)``, ``('quit',)``."""
-    return _common.serve_torch(_torch_setup)
+    return _children.serve_torch(_torch_setup)
 
 
 # ---------------------------------------------------------------------
@@ -261,12 +269,12 @@ def hidden_gap_of(ours, hidden, batch):
 
 def run_torch(args, batch, fns, ours, pooled, num_threads):
     from d2l_bert.hf import minilm_dir
-    python = _common.find_torch_python(args.torch_python)
+    python = _children.find_torch_python(args.torch_python)
     if python is None:
         print(install_hint(sys.executable), file=sys.stderr)
         return None
     try:
-        child = _common.TorchChild(python, __file__)
+        child = _children.TorchChild(python, __file__)
     except OSError as e:
         print(f'cannot run --torch-python {python}: {e}', file=sys.stderr)
         return None
@@ -323,16 +331,16 @@ def main(argv=None):
         print(f'--batch-size must be >= 1 and --seq-len >= 2, got '
               f'{args.batch_size} and {args.seq_len}', file=sys.stderr)
         return 2
-    print(_common.set_threads(args.threads, isa=args.isa))
+    print(_machine.set_threads(args.threads, isa=args.isa))
     num_threads = int(os.environ.get('OMP_NUM_THREADS', '1'))
-    best = _common.print_machine(args.threads)
+    best = _gemm.print_machine(args.threads)
     if args.sorting:
         return sorting(args)
     batch = token_batch(args.batch_size, args.seq_len, args.valid)
     bert, fns, ours, pooled = load_ours(args, batch)
     if args.profile:
-        _common.profile(fns['ours'],
-                        'd2l_bert default path (fast.inference)', 20)
+        _profile.profile(fns['ours'],
+                         'd2l_bert default path (fast.inference)', 20)
         return 0
     child = None
     if args.torch_python != 'none':
@@ -347,15 +355,15 @@ def main(argv=None):
 
 
 def timing(args, fns, child, best):
-    gemm, gemm_flops = _common.gemm_rate()
-    turns = {name: (lambda f=f: _common.timed(f))
+    gemm, gemm_flops = _gemm.gemm_rate()
+    turns = {name: (lambda f=f: _timing.timed(f))
              for name, f in fns.items()}
     if child is not None:
         turns['torch'] = lambda: child.ask('encode')[1:3]
         for name, _ in ONNX_SIDES if child.onnx else ():
             turns[name] = lambda n=name: child.ask(n)[1:3]
-    turns['gemm'] = lambda: _common.timed(gemm)
-    times, wall, cpu = _common.take_turns(turns, args.repeats, 1,
+    turns['gemm'] = lambda: _timing.timed(gemm)
+    times, wall, cpu = _timing.take_turns(turns, args.repeats, 1,
                                           args.pause)
     peak = gemm_flops / min(w for w, _ in times['gemm']) / 1e9
     B, T = args.batch_size, args.seq_len
@@ -374,7 +382,7 @@ def timing(args, fns, child, best):
             rate = flops / t / 1e9
             print(f'{label:28s}{t * 1e3:9.0f}{B / t:9.1f}{rate:9.1f}'
                   f'{100 * rate / peak:8.0f}%{cpu[name]:8.2f}')
-    _common.print_against_best({label: flops / wall[name] / 1e9
+    _report.print_against_best({label: flops / wall[name] / 1e9
                                 for name, label in labels if name in wall},
                                best)
     if 'torch' in wall:
@@ -386,7 +394,7 @@ def timing(args, fns, child, best):
         fastest = min(peers, key=wall.get)
         print(f'speed of ours over the fastest peer ({dict(labels)[fastest]}'
               f"): {wall[fastest] / wall['ours']:.2f}x")
-    print(_common.machine())
+    print(_machine.machine())
     return 0
 
 
@@ -394,7 +402,7 @@ def minilm_flops(B, T, H=384, F=1536, num_blks=6):
     """Matrix products of encoding B x T tokens with MiniLM, and the
     pooler: per block the four projections, the FFN and attention's two
     products over all T keys."""
-    return _common.encode_flops(B, T, H, F, num_blks) + 2 * B * H * H
+    return _batches.encode_flops(B, T, H, F, num_blks) + 2 * B * H * H
 
 
 def mixed_texts(n, seed=0):
@@ -425,7 +433,7 @@ def sorting(args):
                                          sort=sort, progress=False)
         return f
     fns = {'sorted': run(True), 'input order': run(False)}
-    res = _common.alternate(fns, repeats=args.repeats)
+    res = _timing.alternate(fns, repeats=args.repeats)
     gap = max(float(abs(results[True][k] - results[False][k]).max())
               for k in ('mean', 'pooled'))
     lengths = [len(bert.tokenize(t)[1]) for t in texts]
@@ -439,7 +447,7 @@ def sorting(args):
               f'CPU {res[name][2]:.2f} s')
     print(f"sorting by length: {res['input order'][0] / res['sorted'][0]:.2f}"
           'x faster')
-    print(_common.machine())
+    print(_machine.machine())
     return 0
 
 

@@ -27,7 +27,7 @@ what a container's memory limit charges; the kernel's own largest
 resident size is printed beside it.  For the cell that runs the book's
 ``train_bert``, the share of this machine's best float32 GEMM is that of
 the book's arithmetic (every padded position,
-`_common.pretrain_step_flops`, at the notebook's vocabulary).
+`_batches.pretrain_step_flops`, at the notebook's vocabulary).
 """
 import argparse
 import os
@@ -41,7 +41,10 @@ import time
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _batches  # noqa: E402
 import _common  # noqa: E402
+import _gemm  # noqa: E402
+import _machine  # noqa: E402
 import _platform  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -203,16 +206,17 @@ def kernel_env(folder, package=None, small=False):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(('PIP_', 'PYTHON', 'VIRTUAL_ENV', 'NUMBA_',
                                 'D2L_BERT_', 'MPL'))}
-    places = dict(HOME='home', D2L_BERT_DATA='data', NUMBA_CACHE_DIR='numba',
-                  TMPDIR='tmp', XDG_CACHE_HOME='home/.cache',
-                  MPLCONFIGDIR='home/.config/matplotlib')
+    places = {'HOME': 'home', _common.PRESETS.DATA_ENV: 'data',
+              'NUMBA_CACHE_DIR': 'numba', 'TMPDIR': 'tmp',
+              'XDG_CACHE_HOME': 'home/.cache',
+              'MPLCONFIGDIR': 'home/.config/matplotlib'}
     for key, sub in places.items():
         env[key] = os.path.join(folder, sub)
         os.makedirs(env[key], exist_ok=True)
     if package:
         env['PYTHONPATH'] = package
     if small:
-        env['D2L_BERT_SMALL'] = '1'
+        env[_common.PRESETS.SMALL_ENV] = '1'
     return env
 
 
@@ -269,7 +273,7 @@ def gemm_share(run, best):
     """The `train_bert` cell's share of `best` GFLOP/s, or None."""
     for seconds, first, _ in run['cells']:
         if first.startswith(TRAIN_CALL) and seconds and run['vocab']:
-            flops = TRAIN_STEPS * _common.pretrain_step_flops(
+            flops = TRAIN_STEPS * _batches.pretrain_step_flops(
                 vocab_size=run['vocab'])
             return flops / seconds / 1e9 / best
     return None
@@ -320,9 +324,9 @@ def main(argv=None):
     args = parse_args(argv)
     best = None
     if not args.no_gemm:
-        best = _common.print_machine()
+        best = _gemm.print_machine()
     else:
-        print(_common.machine(), flush=True)
+        print(_machine.machine(), flush=True)
     with tempfile.TemporaryDirectory(prefix='bench-nb-rev-') as tmp:
         sides = {'ours': ROOT}
         platform = None

@@ -11,10 +11,10 @@ Each round runs ``d2l-bert pretrain --steps N`` in a process of its own
 (the embedded corpus shipped with d2l-bert, its vocabulary of 2201
 tokens, the book's model and batch, a fresh output directory) and reads
 the sentence pairs per second the command prints, then measures the GEMM
-rates (`_common.best_gemm`) in another process: a machine shared with
+rates (`_gemm.best_gemm`) in another process: a machine shared with
 other work slows both alike.  The rate becomes GFLOP/s with the book's
 arithmetic of a step at the corpus's vocabulary
-(`_common.pretrain_step_flops`), and a share of the best GEMM of the same
+(`_batches.pretrain_step_flops`), and a share of the best GEMM of the same
 round and of the fastest GEMM of the run.  `bench_pretrain_step.py`
 times the same step alone, at the book's vocabulary (20256) or at the
 corpus's (``--vocab corpus``), against d2l 1.0.3's.
@@ -27,7 +27,11 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _batches  # noqa: E402
 import _common  # noqa: E402
+import _gemm  # noqa: E402
+import _machine  # noqa: E402
+import _options  # noqa: E402
 
 #: The embedded corpus's vocabulary, as `d2l-bert pretrain` builds it;
 #: the command prints its size, which is checked against this
@@ -35,8 +39,8 @@ CORPUS_VOCAB = 2201
 
 
 def parse_args(argv=None):
-    p = _common.arg_parser(__doc__, repeats=3,
-                           batch_size=_common.BOOK['batch_size'])
+    p = _options.arg_parser(__doc__, repeats=3,
+                            batch_size=_common.BOOK['batch_size'])
     p.add_argument('--steps', type=int, default=30,
                    help='steps of each run (30)')
     return p.parse_args(argv)
@@ -63,9 +67,9 @@ def run_pretrain(args, out_dir):
 
 def main(argv=None):
     args = parse_args(argv)
-    print(_common.hold_isa(args.isa))
-    print(_common.machine(), flush=True)
-    flops = _common.pretrain_step_flops(
+    print(_machine.hold_isa(args.isa))
+    print(_machine.machine(), flush=True)
+    flops = _batches.pretrain_step_flops(
         **dict(_common.BOOK, batch_size=args.batch_size,
                vocab_size=CORPUS_VOCAB))
     print(f'd2l-bert pretrain --steps {args.steps}, batch {args.batch_size}'
@@ -77,7 +81,7 @@ def main(argv=None):
             if vocab != CORPUS_VOCAB:
                 raise RuntimeError(f'the corpus has {vocab} tokens, not '
                                    f'{CORPUS_VOCAB}: update CORPUS_VOCAB')
-            best, line = _common.best_gemm(args.threads)
+            best, line = _gemm.best_gemm(args.threads)
             rate = pairs / args.batch_size * flops / 1e9
             rows.append((pairs, rate, best))
             print(f'  round {k + 1}/{args.repeats}: {pairs:.1f} pairs/s, '

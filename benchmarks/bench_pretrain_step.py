@@ -40,13 +40,21 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402  (before mxnet: sets the thread count)
+import _batches  # noqa: E402
+import _children  # noqa: E402
+import _common  # noqa: E402
+import _gemm  # noqa: E402
+import _options  # noqa: E402
+import _profile  # noqa: E402
+import _report  # noqa: E402
+import _steps  # noqa: E402
+import _timing  # noqa: E402
 
 
 def parse_args(argv=None):
-    p = _common.arg_parser(__doc__, repeats=5,
-                           batch_size=_common.BOOK['batch_size'])
-    _common.add_profile_options(p)
+    p = _options.arg_parser(__doc__, repeats=5,
+                            batch_size=_common.BOOK['batch_size'])
+    _options.add_profile_options(p)
     p.add_argument('--batch', choices=('wikitext', 'random'),
                    default='wikitext',
                    help='the first batch of the embedded WikiText corpus '
@@ -55,7 +63,7 @@ def parse_args(argv=None):
                    help="the model's outputs: the book's 20256 (default), or "
                         "the embedded corpus's own vocabulary (2201), as "
                         "`d2l-bert pretrain` builds it")
-    _common.add_process_options(p)
+    _options.add_process_options(p)
     # The batch, built once by `write_batch` and read by every process
     p.add_argument('--batch-file', default=None, help=argparse.SUPPRESS)
     p.add_argument('--write-batch', default=None, help=argparse.SUPPRESS)
@@ -68,7 +76,7 @@ def parse_args(argv=None):
 
 def book_batch(args, cfg):
     """The batch of the run: the first of the embedded WikiText corpus at
-    the book's sizes, or `_common.book_batch`'s random one; and the
+    the book's sizes, or `_batches.book_batch`'s random one; and the
     vocabulary size of the model (with ``--vocab corpus`` the corpus's,
     as `d2l-bert pretrain` builds it)."""
     if args.batch_file:
@@ -77,8 +85,8 @@ def book_batch(args, cfg):
             return ([saved[f'arr_{i}'] for i in range(7)],
                     int(saved['vocab_size']))
     if args.batch == 'random':
-        return _common.book_batch(cfg['batch_size'], cfg['max_len'],
-                                  cfg['vocab_size'], cfg['num_preds']), \
+        return _batches.book_batch(cfg['batch_size'], cfg['max_len'],
+                                   cfg['vocab_size'], cfg['num_preds']), \
             cfg['vocab_size']
     from d2l_bert.runs.wiki_data import load_pretraining_data
     from d2l_bert.fast import pad_bert_inputs_stacked
@@ -139,8 +147,8 @@ def build(args, sides=('d2l', 'ours', 'book')):
         ours_params = ours._collect_params_with_prefix()
         for name, p in ref._collect_params_with_prefix().items():
             ours_params[name].set_data(p.data())
-        make = (_common.ours_step if side == 'ours'
-                else _common.book_loop_step)
+        make = (_steps.ours_step if side == 'ours'
+                else _steps.book_loop_step)
         steps[side], losses[side] = make(ours, V, batch)
     return steps, losses, cfg
 
@@ -193,12 +201,12 @@ def rows_line(args, cfg):
 
 def worker(args):
     """One side in this process, served to the parent: its step, or the
-    GEMM (`_common.serve_step`)."""
+    GEMM (`_children.serve_step`)."""
     def side(args):
         steps, losses, cfg = build(args, (args.worker,))
         return steps[args.worker], dict(losses=losses[args.worker],
                                          cfg=cfg)
-    return _common.serve_step(args, side)
+    return _children.serve_step(args, side)
 
 
 def main(argv=None):
@@ -214,7 +222,7 @@ def main(argv=None):
     try:
         path = os.path.join(folder, 'batch.npz')
         subprocess.run([sys.executable, __file__, '--write-batch', path]
-                       + _common.worker_args(args)
+                       + _options.worker_args(args)
                        + ['--vocab', args.vocab], check=True)
         args.batch_file = path
         return run(args)
@@ -224,32 +232,32 @@ def main(argv=None):
 
 def run(args):
     """The benchmark of `main`, its batch built or read."""
-    best = _common.start_steps(args)
+    best = _report.start_steps(args)
     print(f'batch: {args.batch}; '
           + ('all in this process' if args.one_process or args.profile
              else 'each step in a process of its own, taking turns'))
     if args.profile:
         steps, losses, cfg = build(args)
-        _common.profile(steps['d2l'], "d2l 1.0.3 BERTModel step", args.top)
-        _common.profile(steps['ours'], 'd2l_bert command-line step',
-                        args.top)
-        _common.profile(steps['book'],
-                        "book's loop on the accelerated model", args.top)
+        _profile.profile(steps['d2l'], "d2l 1.0.3 BERTModel step", args.top)
+        _profile.profile(steps['ours'], 'd2l_bert command-line step',
+                         args.top)
+        _profile.profile(steps['book'],
+                         "book's loop on the accelerated model", args.top)
         return 0
     res, losses, gemm_flops, cfg = _time(args)
     print(f'losses before training, dropout off (mlm, nsp): d2l '
           f"{losses['d2l'][0]:.5f}, {losses['d2l'][1]:.5f}; command line "
           f"{losses['ours'][0]:.5f}, {losses['ours'][1]:.5f}; book loop, "
           f"accelerated {losses['book'][0]:.5f}, {losses['book'][1]:.5f}")
-    flops = _common.pretrain_step_flops(**cfg)
-    peak = _common.print_step_table(
+    flops = _batches.pretrain_step_flops(**cfg)
+    peak = _report.print_step_table(
         res, flops, gemm_flops, cfg['batch_size'],
         (('d2l', 'd2l 1.0.3'), ('ours', 'd2l_bert command line'),
          ('book', "book's loop, accelerated")), best)
     print(f"speed-up over d2l 1.0.3: command line "
           f"{res['d2l'][0] / res['ours'][0]:.2f}x, book's loop on the "
           f"accelerated model and loss {res['d2l'][0] / res['book'][0]:.2f}x")
-    _common.print_fastest_step(res, flops, peak)
+    _report.print_fastest_step(res, flops, peak)
     print(rows_line(args, cfg))
     print('load average at the end: '
           + ', '.join(f'{x:.1f}' for x in os.getloadavg()))
@@ -263,14 +271,14 @@ def _time(args):
     sides = ('d2l', 'ours', 'book')
     if args.one_process:
         steps, losses, cfg = build(args, sides)
-        gemm, gemm_flops = _common.gemm_rate()
-        res = _common.alternate(dict(steps, gemm=gemm),
+        gemm, gemm_flops = _gemm.gemm_rate()
+        res = _timing.alternate(dict(steps, gemm=gemm),
                                 repeats=args.repeats)
         return res, losses, gemm_flops, cfg
-    res, infos = _common.in_processes(
+    res, infos = _children.in_processes(
         __file__, sides + ('gemm',),
-        _common.worker_args(args) + ['--vocab', args.vocab,
-                                     '--batch-file', args.batch_file],
+        _options.worker_args(args) + ['--vocab', args.vocab,
+                                      '--batch-file', args.batch_file],
         args.repeats, pause=args.pause)
     print('each process: ' + infos['d2l']['threads'].replace(
         '\n', '\n              '))

@@ -10,7 +10,7 @@ Issue 25 asks that moving from Python 3.11 (NumPy 1.23.5, numba 0.58) to
 runs in a child process of its own (its own MXNet, NumPy and numba), both
 on this checkout's `d2l_bert` (``PYTHONPATH``), and they take turns: each
 round times one pretraining step at the book's settings (batch 512 x 64,
-`d2l-bert pretrain`'s step, `_common.ours_step`) and one MiniLM encoding
+`d2l-bert pretrain`'s step, `_steps.ours_step`) and one MiniLM encoding
 (batch 64 x 128, `load_pretrained_bert('minilm')`) in the first child,
 then the same in the second.  Medians of the rounds are printed, with the
 ratio of each to the first interpreter's.  Each venv needs d2l-bert's
@@ -34,14 +34,18 @@ def worker(isa):
     """The child: build both tasks, then time the one named on each line
     of stdin and answer with a JSON line."""
     sys.path.insert(0, HERE)
+    import _batches
     import _common
-    _common.set_threads(isa=isa)            # before mxnet
+    import _machine
+    import _steps
+    import _timing
+    _machine.set_threads(isa=isa)            # before mxnet
     from mxnet import init, np, npx
     import bench_minilm
     import d2l_bert
     npx.set_np()
     cfg = _common.BOOK
-    batch = [np.array(a) for a in _common.book_batch(
+    batch = [np.array(a) for a in _batches.book_batch(
         cfg['batch_size'], cfg['max_len'], cfg['vocab_size'],
         cfg['num_preds'])]
     net = d2l_bert.BERTModel(cfg['vocab_size'], cfg['num_hiddens'],
@@ -49,7 +53,7 @@ def worker(isa):
                              cfg['num_blks'], cfg['dropout'])
     net.initialize(init.Xavier())
     net(*batch[:2], batch[2], batch[3])
-    step, _ = _common.ours_step(net, cfg['vocab_size'], batch)
+    step, _ = _steps.ours_step(net, cfg['vocab_size'], batch)
     bert = d2l_bert.load_pretrained_bert('minilm')
     tokens, segments, lens = [np.array(a) for a in
                               bench_minilm.token_batch(64, 128)]
@@ -61,7 +65,7 @@ def worker(isa):
                       f'{mxnet.__version__}, numba {numba.__version__}'}),
           flush=True)
     for line in sys.stdin:
-        seconds, _ = _common.timed(tasks[line.strip()])
+        seconds, _ = _timing.timed(tasks[line.strip()])
         print(json.dumps({'seconds': seconds}), flush=True)
 
 
@@ -104,10 +108,11 @@ def main(argv=None):
     if len(args.python) < 2:
         p.error('give two interpreters: --python A --python B')
     sys.path.insert(0, HERE)
-    import _common
+    import _gemm
+    import _machine
     if args.isa == 'avx2':
-        _common.hold_isa('avx2')     # for the GEMMs' process
-    _common.print_machine()
+        _machine.hold_isa('avx2')     # for the GEMMs' process
+    _gemm.print_machine()
     load = os.getloadavg()[0]
     children = [Child(python, args.isa) for python in args.python]
     for i, child in enumerate(children):

@@ -6,7 +6,7 @@ book's loop and the GEMM between its steps.
 
     python benchmarks/bench_reference_company.py --repeats 5
 
-The two processes take turns step by step (`_common.Child`), so the load
+The two processes take turns step by step (`_children.Child`), so the load
 hits both alike; each round prints the wall and CPU seconds of both d2l
 steps, their system time and their minor page faults (`getrusage`), and
 the medians and the ratio close the run.  Held to AVX2, 2 threads, the
@@ -20,13 +20,16 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402  (before mxnet)
+import _children  # noqa: E402
+import _gemm  # noqa: E402
+import _machine  # noqa: E402  (before mxnet: sets the thread count)
+import _timing  # noqa: E402
 
 
 def worker(kind, batch):
     """Serve d2l's step ('step'), the others' ('others', in the 'mixed'
     process only) and the process's counters ('faults')."""
-    _common.set_threads(None, isa='avx2')
+    _machine.set_threads(None, isa='avx2')
     import bench_pretrain_step
 
     def setup():
@@ -34,9 +37,9 @@ def worker(kind, batch):
         args = bench_pretrain_step.parse_args(['--batch', batch])
         sides = ('d2l',) if kind == 'alone' else ('d2l', 'ours', 'book')
         steps, _, _ = bench_pretrain_step.build(args, sides)
-        fns = {'step': _common.waited(steps['d2l']), 'faults': counters}
+        fns = {'step': _timing.waited(steps['d2l']), 'faults': counters}
         if kind == 'mixed':
-            gemm = _common.gemm_rate()[0]
+            gemm = _gemm.gemm_rate()[0]
 
             def others():
                 for side in ('ours', 'book'):
@@ -46,7 +49,7 @@ def worker(kind, batch):
                 npx.waitall()
             fns['others'] = others
         return fns, None
-    return _common.serve(setup)
+    return _children.serve(setup)
 
 
 def counters():
@@ -80,10 +83,10 @@ def main():
     args = p.parse_args()
     if args.worker:
         return worker(args.worker, args.batch)
-    print(_common.hold_isa('avx2'))
-    _common.print_machine()
-    children = {kind: _common.Child(sys.executable, __file__, kind,
-                                    '--batch', args.batch)
+    print(_machine.hold_isa('avx2'))
+    _gemm.print_machine()
+    children = {kind: _children.Child(sys.executable, __file__, kind,
+                                      '--batch', args.batch)
                 for kind in ('alone', 'mixed')}
     try:
         for child in children.values():

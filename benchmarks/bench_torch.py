@@ -27,7 +27,7 @@ What is timed
 The book's pretraining settings (`_common.BOOK`: batch 512, max_len 64,
 num_hiddens 128, ffn_num_hiddens 256, 2 heads, 2 blocks, vocabulary
 20256, 10 predictions per sequence, dropout 0.2) and Adam with learning
-rate 0.01, on the same random batch (`_common.book_batch`).
+rate 0.01, on the same random batch (`_batches.book_batch`).
 
 - d2l_bert: what `d2l_bert.book.pretraining.train_bert` runs for one step
   (forward, both losses, backward, `trainer.step(1)`, reading the two
@@ -48,7 +48,7 @@ the embeddings, uses GELU (the book: ReLU in the FFN), ties the MLM
 decoder to the token embedding and initializes differently.  The matrix
 products are the same (the book also has a tanh layer before NSP and a
 hidden layer in its MLM head), so both steps are credited with
-`_common.pretrain_step_flops`.
+`_batches.pretrain_step_flops`.
 
 How the two take turns
 ----------------------
@@ -70,13 +70,21 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402  (before mxnet: sets the thread count)
+import _batches  # noqa: E402
+import _children  # noqa: E402
+import _common  # noqa: E402
+import _gemm  # noqa: E402
+import _machine  # noqa: E402  (before mxnet: sets the thread count)
+import _options  # noqa: E402
+import _report  # noqa: E402
+import _steps  # noqa: E402
+import _timing  # noqa: E402
 
 def parse_args(argv=None):
-    p = _common.arg_parser(__doc__, repeats=5,
-                           batch_size=_common.BOOK['batch_size'],
-                           threads_help='threads for both (default: every '
-                                        'core)')
+    p = _options.arg_parser(__doc__, repeats=5,
+                            batch_size=_common.BOOK['batch_size'],
+                            threads_help='threads for both (default: every '
+                                         'core)')
     p.add_argument('--torch-python', default=None,
                    help='a Python that can import torch and transformers '
                         '(default: this one, if it can)')
@@ -94,7 +102,7 @@ def parse_args(argv=None):
 
 def _torch_step_function(cfg, batch, num_threads):
     """Build the Hugging Face model and return ``(fns, info)``: `fns` the
-    ``step`` and ``gemm`` commands of `_common.serve_torch`."""
+    ``step`` and ``gemm`` commands of `_children.serve_torch`."""
     import torch
     import transformers
     from torch.nn import functional as F
@@ -160,10 +168,10 @@ def _torch_step_function(cfg, batch, num_threads):
 
 
 def worker():
-    """Serve the parent (`_common.serve_torch`): ``('setup', cfg, batch,
+    """Serve the parent (`_children.serve_torch`): ``('setup', cfg, batch,
     num_threads)``, ``('step',)``, ``('gemm',)``, ``('quit',)``; timings
     are ``(wall seconds, CPU seconds of this process)``."""
-    return _common.serve_torch(_torch_step_function)
+    return _children.serve_torch(_torch_step_function)
 
 
 # ---------------------------------------------------------------------
@@ -195,26 +203,26 @@ def build_ours(cfg, batch):
                              cfg['num_heads'], cfg['num_blks'],
                              cfg['dropout'])
     net.initialize(init.Xavier())
-    return _common.ours_step(net, V, [np.array(a) for a in batch])
+    return _steps.ours_step(net, V, [np.array(a) for a in batch])
 
 
 def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker()
-    python = _common.find_torch_python(args.torch_python)
+    python = _children.find_torch_python(args.torch_python)
     if python is None:
         print(install_hint(sys.executable), file=sys.stderr)
         return 2
-    print(_common.set_threads(args.threads, isa=args.isa))
+    print(_machine.set_threads(args.threads, isa=args.isa))
     num_threads = int(os.environ.get('OMP_NUM_THREADS', '1'))
-    best = _common.print_machine(args.threads)
+    best = _gemm.print_machine(args.threads)
     cfg = dict(_common.BOOK, batch_size=args.batch_size)
-    batch = _common.book_batch(cfg['batch_size'], cfg['max_len'],
-                               cfg['vocab_size'], cfg['num_preds'])
+    batch = _batches.book_batch(cfg['batch_size'], cfg['max_len'],
+                                cfg['vocab_size'], cfg['num_preds'])
 
     try:
-        child = _common.TorchChild(python, __file__)
+        child = _children.TorchChild(python, __file__)
     except OSError as e:
         print(f'cannot run --torch-python {python}: {e}', file=sys.stderr)
         return 2
@@ -237,7 +245,7 @@ def run(args, cfg, batch, child, info, num_threads, best):
           f"{info['threads']} threads (Python {info['python']}, child "
           f'process); d2l_bert: {num_threads} threads')
     ours_step, ours_l = build_ours(cfg, batch)
-    gemm, gemm_flops = _common.gemm_rate()
+    gemm, gemm_flops = _gemm.gemm_rate()
     t_l = info['losses']
     print(f'losses before training, dropout off (mlm, nsp): torch '
           f'{t_l[0]:.5f}, {t_l[1]:.5f}; ours {ours_l[0]:.5f}, '
@@ -245,14 +253,14 @@ def run(args, cfg, batch, child, info, num_threads, best):
 
     def torch_turn(command):
         return lambda: child.ask(command)[1:3]          # (wall s, CPU s)
-    turns = {'ours': lambda: _common.timed(ours_step),
+    turns = {'ours': lambda: _timing.timed(ours_step),
              'torch': torch_turn('step'),
-             'gemm': lambda: _common.timed(gemm),
+             'gemm': lambda: _timing.timed(gemm),
              'torch gemm': torch_turn('gemm')}
-    times, wall, cpu = _common.take_turns(turns, args.repeats, args.warmup,
+    times, wall, cpu = _timing.take_turns(turns, args.repeats, args.warmup,
                                           args.pause)
 
-    flops = _common.pretrain_step_flops(**cfg)
+    flops = _batches.pretrain_step_flops(**cfg)
     # Peaks from the fastest GEMM round of each, as bench_pretrain_step.py
     fastest = {n: min(w for w, _ in t) for n, t in times.items()}
     wall['gemm'], wall['torch gemm'] = fastest['gemm'], fastest['torch gemm']
@@ -271,7 +279,7 @@ def run(args, cfg, batch, child, info, num_threads, best):
         rate = flops / t / 1e9
         print(f'{label:22s}{t * 1e3:9.0f}{cfg["batch_size"] / t:9.0f}'
               f'{rate:9.1f}{100 * rate / peak:8.0f}%{cpu[name]:8.2f}')
-    _common.print_against_best(
+    _report.print_against_best(
         {label: flops / wall[name] / 1e9 for name, label in (
             ('torch', 'HF BERT (PyTorch)'), ('ours', 'd2l_bert (MXNet)'))},
         best)

@@ -50,6 +50,8 @@ import subprocess
 import sys
 import time
 
+from _common import PRESETS
+
 PREFIX = 'd2lc'
 SUBNET = '10.231.0'
 STATE = '/tmp/d2l-cluster'
@@ -154,7 +156,7 @@ class Cluster:
         cpus = ','.join(map(str, self.cores(i)))
         return [which('ip'), 'netns', 'exec', self.netns(i),
                 which('taskset'), '-c', cpus, 'env',
-                f'D2L_BERT_SSH={self.ssh_command}'] + list(command)
+                f'{PRESETS.SSH_ENV}={self.ssh_command}'] + list(command)
 
     def pids(self, i):
         """The processes in host `i`'s namespace."""
@@ -420,7 +422,7 @@ def main(argv=None):
                       f'cpu {",".join(map(str, cpus))}, link {args.link}'
                       + (f' + {args.delay}' if args.delay else ''))
             print(f'hosts file: {cluster.hosts_file}; ssh: '
-                  f'D2L_BERT_SSH="{cluster.ssh_command}"')
+                  f'{PRESETS.SSH_ENV}="{cluster.ssh_command}"')
         elif args.action == 'down':
             removed = cluster.down()
             print('removed ' + (', '.join(removed) or 'nothing'))

@@ -174,3 +174,20 @@ CHAPTER_SNLI_PAIRS = 1000
 #: The pairs of the book's run, SNLI's training split
 #: (`chapter.data_hooks.fine_tuning_note`)
 BOOK_SNLI_PAIRS = 549367
+
+# The benchmarks' sizes (benchmarks/, which read this file by path)
+
+#: WikiText-2's vocabulary at the book's settings, the 20256 tokens
+#: sec_bert-pretraining prints: the benchmarks' pretraining batches and
+#: the rows of their GEMM (``benchmarks/_common.py``'s `BOOK`)
+WIKI_VOCAB_SIZE = 20256
+#: `bert.small`'s vocabulary, 60005 tokens: the benchmarks' fine-tuning
+#: batches (``benchmarks/_common.py``'s `FINETUNE`)
+BERT_SMALL_VOCAB_SIZE = 60005
+#: SNLI's classes: entailment, contradiction, neutral (the benchmarks'
+#: fine-tuning batches)
+SNLI_NUM_CLASSES = 3
+#: The labelled pairs of each of SNLI's splits, as the real archive holds
+#: them: ``benchmarks/bench_chapter.py`` serves a synthetic archive of
+#: these sizes
+SNLI_SPLITS = dict(train=549367, dev=9842, test=9824)

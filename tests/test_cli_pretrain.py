@@ -16,7 +16,7 @@ import pytest
 from d2l_bert import cli
 from d2l_bert import presets
 from d2l_bert.cli import pretrain as pretrain_command
-from d2l_bert.dist.launcher import free_port
+from d2l_bert.dist.roles import free_port
 from d2l_bert.runs.checkpoints import read_checkpoint_meta
 from d2l_bert.runs.out_dir import WATCHER_MARK
 

@@ -1,8 +1,6 @@
-"""Tests of d2l_bert/dist/launcher.py: the roles of a job and their
-environments, the ssh commands (the commands, not the network; the
-hosts file is test_dist_hosts_file.py's), the checks made before
-anything starts, and `run_job`'s watch over processes (small Python
-processes standing in for the roles; the real jobs are in
+"""Tests of d2l_bert/dist/launcher.py: the checks made before anything
+starts, the threads of a job, and `run_job`'s watch over processes
+(small Python processes standing in for the roles; the real jobs are in
 test_cli_pretrain.py and test_cli_launch.py)."""
 import os
 import random
@@ -16,7 +14,8 @@ import time
 import pytest
 
 from d2l_bert.dist import launcher as D
-from d2l_bert.dist.hosts_file import read_hosts
+from d2l_bert.dist import roles as R
+from d2l_bert.dist import ssh as S
 
 from processes import alive, left_behind, marked, needs_proc, wait_for
 
@@ -35,130 +34,26 @@ SLEEP = python('import time; time.sleep(60)')
 
 def role(name, argv):
     kind = name.split()[0]
-    return D.Role(name, kind, argv, {}, None)
+    return R.Role(name, kind, argv, {}, None)
 
 
 # ---------------------------------------------------------------------------
-# Roles and their environments
+# A role's environment
 # ---------------------------------------------------------------------------
-
-def test_local_roles_put_every_process_on_the_loopback_address():
-    roles = D.local_roles(['train'], 2, 1, 9999, 3, python='py')
-    assert [(r.name, r.role) for r in roles] == [
-        ('scheduler', 'scheduler'), ('server 0', 'server'),
-        ('worker 0', 'worker'), ('worker 1', 'worker')]
-    common = dict(DMLC_PS_ROOT_URI='127.0.0.1', DMLC_PS_ROOT_PORT='9999',
-                  DMLC_NUM_WORKER='2', DMLC_NUM_SERVER='1')
-    assert roles[0].env == dict(common, DMLC_ROLE='scheduler',
-                                OMP_NUM_THREADS='1')
-    assert roles[1].env == dict(common, DMLC_ROLE='server',
-                                DMLC_NODE_HOST='127.0.0.1',
-                                OMP_NUM_THREADS='1')
-    assert roles[3].env == dict(common, DMLC_ROLE='worker',
-                                DMLC_NODE_HOST='127.0.0.1',
-                                OMP_NUM_THREADS='3')
-    assert roles[0].argv == ['py', '-m', 'd2l_bert.dist.launcher', 'serve']
-    assert roles[2].argv == ['train'] and roles[2].host is None
-
 
 def test_a_role_gets_its_variables_afresh(monkeypatch):
     monkeypatch.setenv('DMLC_ROLE', 'server')
     monkeypatch.setenv('DMLC_INTERFACE', 'eth0')
     monkeypatch.setenv('OMP_NUM_THREADS', '8')
-    env = D._environment(D.local_roles(['w'], 1, 1, 1234, 1)[2])
+    env = D._environment(R.local_roles(['w'], 1, 1, 1234, 1)[2])
     assert env['DMLC_ROLE'] == 'worker' and env['OMP_NUM_THREADS'] == '1'
     assert 'DMLC_INTERFACE' not in env          # would pick an interface
     assert env['PATH'] == D.os.environ['PATH']
 
 
-@pytest.mark.parametrize('workers, cores, threads', [
-    (2, 2, 1), (4, 2, 1), (2, 8, 4), (3, 8, 2), (1, 2, 2)])
-def test_divide_threads_shares_the_cores(workers, cores, threads):
-    assert D.divide_threads(workers, cores) == threads
-
-
 # ---------------------------------------------------------------------------
-# Hosts and ssh
+# Threads over ssh
 # ---------------------------------------------------------------------------
-
-HOSTS = """\
-# two machines of a class room
-10.0.0.1            # the first runs the scheduler
-alice@10.0.0.2:2222
-"""
-
-
-def test_ssh_roles_build_one_ssh_command_per_process(tmp_path,
-                                                    monkeypatch):
-    for name in ('D2L_BERT_SSH',) + D.KERNEL_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    path = tmp_path / 'hosts.txt'
-    path.write_text(HOSTS)
-    hosts = read_hosts(str(path))
-    worker = ['/opt/py env/bin/python', '-m', 'd2l_bert', 'pretrain']
-    roles = D.ssh_roles(hosts, worker, 3, 2, 9091, 2,
-                        python='/opt/py env/bin/python', cwd='/home/me/run',
-                        timeout=12)
-    assert [(r.name, r.host) for r in roles] == [
-        ('scheduler', '10.0.0.1'), ('server 0', '10.0.0.1'),
-        ('server 1', '10.0.0.2'), ('worker 0', '10.0.0.1'),
-        ('worker 1', '10.0.0.2'), ('worker 2', '10.0.0.1')]
-    # The environment travels in the remote command, not in ssh's own
-    assert all(r.env == {} for r in roles)
-    argv = roles[4].argv
-    # No terminal: ssh's input carries the heartbeats; silent for 12 s,
-    # ssh gives up
-    assert argv[:-2] == ['ssh', '-o', 'BatchMode=yes', '-o',
-                         'ConnectTimeout=12', '-o', 'ServerAliveInterval=4',
-                         '-o', 'ServerAliveCountMax=3', '-o',
-                         'LogLevel=ERROR', '-p', '2222']
-    assert argv[-2] == 'alice@10.0.0.2'
-    remote = shlex.split(argv[-1])
-    assert remote[:5] == ['cd', '/home/me/run', '&&', 'exec', 'env']
-    assert remote[5:12] == [
-        'DMLC_NODE_HOST=10.0.0.2', 'DMLC_NUM_SERVER=2', 'DMLC_NUM_WORKER=3',
-        'DMLC_PS_ROOT_PORT=9091', 'DMLC_PS_ROOT_URI=10.0.0.1',
-        'DMLC_ROLE=worker', 'OMP_NUM_THREADS=2']
-    # The machine's watchdog runs the role
-    assert remote[12:21] == [
-        '/opt/py env/bin/python', '-m', 'd2l_bert.dist.remote', 'run',
-        '--name', 'worker 1 on 10.0.0.2', '--timeout', '12', '--']
-    assert remote[21:] == worker           # the space survives quoting
-    scheduler = shlex.split(roles[0].argv[-1])
-    assert 'DMLC_ROLE=scheduler' in scheduler
-    assert not any(a.startswith('DMLC_NODE_HOST') for a in scheduler)
-    assert scheduler[-3:] == ['-m', 'd2l_bert.dist.launcher', 'serve']
-
-
-def test_ssh_roles_take_this_machines_kernel_choices_along(tmp_path,
-                                                          monkeypatch):
-    # ssh passes no environment: a remote worker would otherwise pick its
-    # own OpenBLAS kernels, and its numbers would part from this
-    # machine's in the last bits
-    for name in D.KERNEL_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv('OPENBLAS_CORETYPE', 'Haswell')
-    monkeypatch.setenv('DNNL_MAX_CPU_ISA', 'AVX2')
-    monkeypatch.setenv('SOMETHING_ELSE', 'x')
-    path = tmp_path / 'hosts.txt'
-    path.write_text(HOSTS)
-    roles = D.ssh_roles(read_hosts(str(path)), ['w'], 1, 1, 9091, 1)
-    for role in roles:
-        remote = shlex.split(role.argv[-1])
-        assigned = remote[5:remote.index('-m') - 1]
-        assert 'OPENBLAS_CORETYPE=Haswell' in assigned
-        assert 'DNNL_MAX_CPU_ISA=AVX2' in assigned
-        assert not any(a.startswith(('SOMETHING_ELSE', 'GOMP_SPINCOUNT'))
-                       for a in assigned)
-
-
-def test_ssh_command_comes_from_d2l_bert_ssh(tmp_path, monkeypatch):
-    monkeypatch.setenv('D2L_BERT_SSH', 'ssh -F "/my dir/config"')
-    path = tmp_path / 'hosts.txt'
-    path.write_text(HOSTS)
-    roles = D.ssh_roles(read_hosts(str(path)), ['w'], 1, 1, 9091, 1)
-    assert roles[0].argv[:3] == ['ssh', '-F', '/my dir/config']
-
 
 def test_threads_over_ssh_are_each_machines_cores_divided(
         tmp_path, monkeypatch):
@@ -177,11 +72,11 @@ def test_threads_over_ssh_are_each_machines_cores_divided(
         def probe(machines, hosts, program, **kwargs):
             probed.append((hosts, program))
             return {'127.0.0.1': 4, 'localhost': 1}
-        monkeypatch.setattr(D, 'probe_hosts', probe)
+        monkeypatch.setattr(S, 'probe_hosts', probe)
         job = D.prepare_job(lambda threads: ['w', str(threads)],
                             hosts=str(path), num_workers=3)
     assert probed == [(str(path), 'w')]
-    assert job.num_workers == 3 and job.port == D.DEFAULT_SSH_JOB_PORT
+    assert job.num_workers == 3 and job.port == S.DEFAULT_SSH_JOB_PORT
     assert [r.name for r in job.roles] == [
         'scheduler', 'server 0', 'server 1', 'worker 0', 'worker 1',
         'worker 2']
@@ -204,7 +99,7 @@ def test_threads_over_ssh_are_each_machines_cores_divided(
 
 def closed_port():
     """A port on 127.0.0.1 where nothing listens (just released)."""
-    return D.free_port()
+    return R.free_port()
 
 
 def test_prepare_job_refuses_a_port_in_use():
@@ -271,11 +166,12 @@ def test_prepare_job_takes_a_free_port_and_divides_the_threads():
     # `true`: a command every system has (prepare_job checks it exists)
     job = D.prepare_job(lambda threads: ['true', str(threads)], num_workers=2)
     assert 1024 <= job.port <= 65535
-    assert job.num_threads == D.divide_threads(2)
-    assert job.roles[-1].argv == ['true', str(job.num_threads)]
+    threads = R.divide_threads(2)
+    assert job.num_threads == {'127.0.0.1': threads}
+    assert job.roles[-1].argv == ['true', str(threads)]
     assert job.description == (
         f'starting 1 scheduler, 1 server(s) and 2 worker(s) on '
-        f'127.0.0.1:{job.port}, {job.num_threads} thread(s) per worker')
+        f'127.0.0.1:{job.port}, {threads} thread(s) per worker')
 
 
 # ---------------------------------------------------------------------------
@@ -376,12 +272,12 @@ def test_the_failure_line_gives_the_workers_own_pid(capsys, tmp_path):
 LAUNCHER = f'''
 import sys
 sys.path.insert(0, {ROOT!r})
-from d2l_bert.dist import launcher as D
+from d2l_bert.dist import launcher as D, roles as R
 detach = ('import subprocess, sys, time; '
           'subprocess.Popen([sys.executable, "-c", '
           '"import time; time.sleep(300)"], start_new_session=True); '
           'time.sleep(300)')
-roles = [D.Role(name, name.split()[0], [sys.executable, '-c', detach], {{}},
+roles = [R.Role(name, name.split()[0], [sys.executable, '-c', detach], {{}},
                 None)
          for name in ('scheduler', 'server 0', 'worker 0', 'worker 1')]
 D.run_job(roles)

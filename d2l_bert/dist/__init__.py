@@ -5,9 +5,17 @@ Its modules:
 
 launcher
     The launching side (``d2l-bert launch``, ``d2l-bert pretrain
-    --workers N`` or ``--hosts FILE``): the roles of a job, on this
-    machine or over ssh, started, watched and stopped whole
-    (`prepare_job`, `run_job`).  It does not import `mxnet`.
+    --workers N`` or ``--hosts FILE``): a job's options checked, its
+    roles started, watched and stopped whole (`prepare_job`,
+    `run_job`).  It does not import `mxnet`.
+roles
+    The processes of a job on this machine, their ps-lite variables and
+    threads, and the checks of the options (`local_roles`).  It does
+    not import `mxnet`.
+ssh
+    The processes of a job over ssh, on the machines of a hosts file,
+    and the checks that each machine answers and holds d2l-bert
+    (`ssh_roles`, `probe_hosts`).  It does not import `mxnet`.
 hosts_file
     The hosts file of a job over ssh, read bounded and checked line by
     line (`read_hosts`), and the range of ``--timeout``.  It does not

@@ -11,8 +11,9 @@ not so is one line naming the file, the line's number and the value.
 
 ``--timeout`` (`check_timeout`) is how long a machine of the job may be
 silent before the job stops, from `MIN_TIMEOUT` to `MAX_TIMEOUT`
-seconds: the command line's validator (`d2l_bert.cli._args`) and the
-launcher take the range from here.
+seconds (`DEFAULT_TIMEOUT` when it is not given): the command line's
+validator (`d2l_bert.cli._args`) and the launcher take the range from
+here.
 
 This module does not import `mxnet`.
 """
@@ -31,6 +32,9 @@ MAX_NAME, MAX_LABEL = 253, 63
 #: at least 3 (ssh asks every ``timeout // 3`` seconds, at least 1), at
 #: most an hour
 MIN_TIMEOUT, MAX_TIMEOUT = 3, 3600
+#: The seconds a machine may be silent unless ``--timeout`` says (the
+#: launcher's, and its machines' watchdogs', `d2l_bert.dist.remote`)
+DEFAULT_TIMEOUT = 30.0
 #: What a line of a hosts file holds, for the messages
 FORM = '[USER@]ADDRESS[:SSH_PORT]'
 

@@ -4,11 +4,12 @@ A data-parallel job on MXNet's parameter server (the ``dist_sync``
 kvstore) is a set of processes, each told its role by ps-lite's
 ``DMLC_*`` environment variables: one scheduler, which introduces the
 others to each other; S servers, which sum the gradients the workers push;
-and N workers, which train.  `local_roles` describes such a job on this
-machine, `ssh_roles` one spread over the machines of a hosts file
-(`read_hosts`); `prepare_job` checks a job's options and picks one of
-the two, starting nothing; `run_job` starts the processes, watches them
-and stops them all when one fails.  ``d2l-bert pretrain --workers N`` and
+and N workers, which train.  `d2l_bert.dist.roles.local_roles`
+describes such a job on this machine, `d2l_bert.dist.ssh.ssh_roles` one
+spread over the machines of a hosts file (`read_hosts`); `prepare_job`
+checks a job's options and picks one of the two, starting nothing;
+`run_job` starts the processes, watches them and stops them all when
+one fails.  ``d2l-bert pretrain --workers N`` and
 ``d2l-bert launch`` call these two; the worker's side of the job is in
 `d2l_bert.dist.workers`.
 
@@ -37,7 +38,7 @@ when the launcher ends, however it ends; when one ends badly, `run_job`
 says in one line which one and how, and stops all the others.
 
 The threads are explicit: each worker gets ``cores // N`` of them
-(`divide_threads`), each scheduler and server one.  ``d2l-bert pretrain``
+(`roles.divide_threads`), each scheduler and server one.  ``d2l-bert pretrain``
 passes the count to its workers as ``--threads``, which reach
 `d2l_bert.threads.set_threads` before `mxnet` is imported; any other
 worker command finds it in ``OMP_NUM_THREADS``.
@@ -45,435 +46,35 @@ worker command finds it in ``OMP_NUM_THREADS``.
 This module does not import `mxnet`, except in `serve`, which runs a
 scheduler or a server.
 """
-import errno
 import os
-import shlex
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections import namedtuple
 
 from ..processes import Supervised, exit_with_parent
-from .hosts_file import HostsError, check_timeout, read_hosts
-
-#: Where every process of a job on one machine listens
-LOOPBACK = '127.0.0.1'
-#: The scheduler's port of a job over ssh, unless ``--port`` says
-DEFAULT_SSH_JOB_PORT = 9091
-#: Over ssh, the seconds a machine may be silent before the job stops,
-#: unless ``--timeout`` says
-DEFAULT_TIMEOUT = 30.0
+from . import ssh
+from .hosts_file import DEFAULT_TIMEOUT, HostsError, check_timeout, \
+    read_hosts
+from .remote import GRACE, HEARTBEAT
+from .roles import LOOPBACK, ROLE_VARIABLES, LaunchError, check_command, \
+    check_counts, check_port, check_port_number, check_threads, \
+    divide_threads, free_port, local_roles
 
 #: Seconds a scheduler or server may take to end after the last worker
 SETTLE = 3.0
-#: ps-lite's variables, and ours, that a role's environment sets afresh
-ROLE_VARIABLES = ('DMLC_ROLE', 'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT',
-                  'DMLC_NUM_SERVER', 'DMLC_NUM_WORKER', 'DMLC_NODE_HOST',
-                  'DMLC_INTERFACE', 'DMLC_LOCAL', 'OMP_NUM_THREADS')
-
-#: Variables that choose the kernels a process runs (and so the last bits
-#: of its numbers) and how its threads idle.  ssh passes no environment,
-#: so the roles on other machines get those set here
-KERNEL_VARIABLES = ('OPENBLAS_CORETYPE', 'DNNL_MAX_CPU_ISA',
-                    'ONEDNN_MAX_CPU_ISA', 'MKLDNN_MAX_CPU_ISA',
-                    'NUMBA_CPU_NAME', 'NUMBA_CPU_FEATURES', 'GOMP_SPINCOUNT',
-                    'D2L_BERT_KERNELS')
-
-
-class LaunchError(ValueError):
-    """A job that cannot start; the message is one line naming the
-    option, the value given and what is allowed."""
-
-
-#: One process of a job, with its `name` in messages (``'worker 1'``), its
-#: ps-lite `role` ('scheduler', 'server' or 'worker'), the `argv` that
-#: starts it, the variables `env` adds to this process's environment
-#: (none for an ssh role, whose remote command holds them), and the
-#: `host` it runs on (None for this machine)
-Role = namedtuple('Role', ['name', 'role', 'argv', 'env', 'host'])
-
-# ---------------------------------------------------------------------------
-# Checks made before anything starts
-# ---------------------------------------------------------------------------
-
-def check_counts(num_workers, num_servers):
-    """Raise a `LaunchError` unless both counts are positive integers."""
-    for option, value in (('--workers', num_workers),
-                          ('--servers', num_servers)):
-        if isinstance(value, bool) or not isinstance(value, int) \
-                or value < 1:
-            raise LaunchError(f'{option} must be a positive integer, got '
-                              f'{value!r}')
-
-
-def free_port(host=LOOPBACK):
-    """Return a TCP port nothing listens on at `host`, as the system
-    chooses one.  (Another program may take it before the scheduler
-    binds it; the scheduler then fails and `run_job` says so.)"""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def check_port_number(port):
-    """Raise a `LaunchError` unless `port` is a TCP port number."""
-    if isinstance(port, bool) or not isinstance(port, int) \
-            or not 1 <= port <= 65535:
-        raise LaunchError(f'--port must be a TCP port in [1, 65535], got '
-                          f'{port!r}')
-
-
-def check_port(port, host=LOOPBACK):
-    """Raise a `LaunchError` if the scheduler could not listen on `port`
-    at `host`: not a port number, or in use."""
-    check_port_number(port)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError as e:
-            if e.errno == errno.EADDRINUSE:
-                raise LaunchError(
-                    f'--port {port} is in use on {host}: choose another '
-                    'port, or leave --port out to take a free one') from None
-            raise LaunchError(f'--port {port}: cannot listen on {host} '
-                              f'({e.strerror})') from None
-
-
-def check_threads(num_threads):
-    """Raise a `LaunchError` unless `num_threads` is None or a positive
-    integer."""
-    if num_threads is not None and (
-            isinstance(num_threads, bool) or not isinstance(num_threads, int)
-            or num_threads < 1):
-        raise LaunchError(f'--threads must be a positive integer, got '
-                          f'{num_threads!r}')
-
-
-def check_command(argv):
-    """Raise a `LaunchError` unless the program of `argv` runs here."""
-    program = argv[0] if argv else ''
-    if shutil.which(program) is None:
-        why = 'not found' if os.sep not in program and not \
-            os.path.exists(program) else 'not an executable file'
-        raise LaunchError(f'{program}: command {why}')
-
-
-def divide_threads(num_workers, cores=None):
-    """Threads for each of `num_workers` workers sharing `cores` (default
-    this machine's physical cores): ``cores // num_workers``, at least 1."""
-    if cores is None:
-        from ..threads import physical_cores
-        cores = physical_cores()
-    return max(1, cores // num_workers)
-
-
-def check_reachable(hosts, path, timeout=5.0):
-    """Raise a `LaunchError` naming the first host whose ssh port does not
-    accept a connection within `timeout` seconds."""
-    for host in hosts:
-        try:
-            with socket.create_connection((host.address, host.port),
-                                          timeout=timeout):
-                pass
-        except OSError as e:
-            why = e.strerror or type(e).__name__
-            if isinstance(e, socket.gaierror):
-                why = 'unknown host name'
-            elif isinstance(e, socket.timeout):
-                why = f'no answer within {timeout:g} s'
-            raise LaunchError(
-                f'--hosts {path} line {host.line}: cannot reach '
-                f'{host.address} on port {host.port} (ssh): {why}') \
-                from None
-
-
-# ---------------------------------------------------------------------------
-# The roles of a job
-# ---------------------------------------------------------------------------
-
-def role_environment(role, *, scheduler, port, num_workers, num_servers,
-                     node_host, num_threads):
-    """The variables that make a process a `role` of the job.
-
-    Parameters
-    ----------
-    role : {'scheduler', 'server', 'worker'}
-        The process's part in the job (``DMLC_ROLE``).
-    scheduler : str
-        The scheduler's address (``DMLC_PS_ROOT_URI``); the scheduler
-        binds to it.
-    port : int
-        The scheduler's port.
-    num_workers, num_servers : int
-        Number of workers and of servers of the job.
-    node_host : str
-        The address a server or a worker binds to (``DMLC_NODE_HOST``).
-    num_threads : int
-        ``OMP_NUM_THREADS`` of the process.
-
-    Returns
-    -------
-    dict of str to str
-    """
-    env = dict(DMLC_ROLE=role, DMLC_PS_ROOT_URI=scheduler,
-               DMLC_PS_ROOT_PORT=str(port), DMLC_NUM_WORKER=str(num_workers),
-               DMLC_NUM_SERVER=str(num_servers),
-               OMP_NUM_THREADS=str(num_threads))
-    if role != 'scheduler':
-        env['DMLC_NODE_HOST'] = node_host
-    return env
-
-
-def serve_argv(python=None):
-    """The command of a scheduler or a server: `serve` in a new Python."""
-    return [python or sys.executable, '-m', 'd2l_bert.dist.launcher',
-            'serve']
-
-
-def _names(num_workers, num_servers):
-    """``(name, role)`` of every process, the scheduler first."""
-    return ([('scheduler', 'scheduler')]
-            + [(f'server {i}', 'server') for i in range(num_servers)]
-            + [(f'worker {i}', 'worker') for i in range(num_workers)])
-
-
-def local_roles(worker_argv, num_workers, num_servers, port, num_threads,
-                python=None):
-    """The processes of a job on this machine, all on the loopback address.
-
-    Parameters
-    ----------
-    worker_argv : list of str
-        Each worker's command.
-    num_workers, num_servers : int
-        Number of workers and of servers of the job.
-    port : int
-        The scheduler's port on 127.0.0.1.
-    num_threads : int
-        Each worker's ``OMP_NUM_THREADS``; schedulers and servers get 1.
-    python : str, optional
-        The interpreter of the scheduler and the servers; default this one.
-
-    Returns
-    -------
-    list of Role
-        The scheduler, the servers, then the workers.
-    """
-    check_counts(num_workers, num_servers)
-    roles = []
-    for name, role in _names(num_workers, num_servers):
-        env = role_environment(
-            role, scheduler=LOOPBACK, port=port, num_workers=num_workers,
-            num_servers=num_servers, node_host=LOOPBACK,
-            num_threads=num_threads if role == 'worker' else 1)
-        argv = list(worker_argv) if role == 'worker' else serve_argv(python)
-        roles.append(Role(name, role, argv, env, None))
-    return roles
-
-
-def ssh_command(environ=None):
-    """The ssh program and its options: ``D2L_BERT_SSH`` if set (such as
-    ``ssh -F my_config``), else ``ssh``."""
-    environ = os.environ if environ is None else environ
-    return shlex.split(environ.get('D2L_BERT_SSH') or 'ssh')
-
-
-def ssh_options(host, timeout):
-    """ssh's options for a job's login to `host`.
-
-    ``BatchMode`` makes ssh fail rather than wait for a password; the
-    server is asked every ``timeout / 3`` seconds whether it is there,
-    and ssh ends with status 255 after three questions without an answer,
-    so a machine cut off from the network ends its role's ssh after
-    `timeout` to ``4 / 3 x timeout`` seconds.
-    """
-    interval = max(1, int(timeout) // 3)
-    return ['-o', 'BatchMode=yes', '-o', f'ConnectTimeout={int(timeout)}',
-            '-o', f'ServerAliveInterval={interval}',
-            '-o', 'ServerAliveCountMax=3', '-o', 'LogLevel=ERROR',
-            '-p', str(host.port), host.ssh_target]
-
-
-def ssh_argv(host, command, env, cwd, *, name='role', python=None,
-             timeout=None):
-    """The ssh command that runs `command` on `host` in folder `cwd`, with
-    the variables `env`, under `d2l_bert.dist.remote`'s watch.
-
-    The remote side (``python -m d2l_bert.dist.remote run``) stops the
-    command when the launcher's heartbeats, which `run_job` writes to
-    ssh's standard input, end or stay away for `timeout` seconds.
-    """
-    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
-    assignments = [f'{k}={shlex.quote(v)}' for k, v in sorted(env.items())]
-    watch = [python or sys.executable, '-m', 'd2l_bert.dist.remote', 'run',
-             '--name', f'{name} on {host.address}', '--timeout',
-             f'{timeout:g}', '--']
-    remote = (f'cd {shlex.quote(cwd)} && exec env '
-              + ' '.join(assignments
-                         + [shlex.quote(a) for a in watch + command]))
-    return ssh_command() + ssh_options(host, timeout) + [remote]
-
-
-def _deal(hosts, num_workers, num_servers):
-    """``(name, role, host)`` of every process: the scheduler on the first
-    machine, servers and workers dealt out over the machines in turn."""
-    next_host = {'server': 0, 'worker': 0}
-    for name, role in _names(num_workers, num_servers):
-        if role == 'scheduler':
-            yield name, role, hosts[0]
-        else:
-            yield name, role, hosts[next_host[role] % len(hosts)]
-            next_host[role] += 1
-
-
-def ssh_roles(hosts, worker_argv, num_workers, num_servers, port,
-              num_threads, python=None, cwd=None, timeout=None):
-    """The processes of a job over the machines `hosts`, each started by
-    ssh from this machine.
-
-    The scheduler runs on the first machine, on its address; servers and
-    workers are dealt out over the machines in turn, each binding to its
-    machine's address.  Every machine needs the same Python with
-    d2l-bert installed at the same path (`python`, default this one), and
-    the folder `cwd` (default the current one) holding the same files
-    (the corpus, and the output folder, for ``--resume``).  The
-    `KERNEL_VARIABLES` set here are set there too, so that every worker
-    runs the kernels this machine's would.
-
-    Parameters
-    ----------
-    worker_argv : list of str, or callable
-        Each worker's command, or ``worker_argv(num_threads)`` giving it.
-    num_threads : int or dict
-        Each worker's threads, or a dict of them by machine address.
-    timeout : float, optional
-        Seconds a machine may be silent (`ssh_argv`).
-
-    Returns
-    -------
-    list of Role
-    """
-    check_counts(num_workers, num_servers)
-    python = python or sys.executable
-    cwd = cwd or os.getcwd()
-    roles = []
-    for name, role, host in _deal(hosts, num_workers, num_servers):
-        threads = num_threads.get(host.address, 1) \
-            if isinstance(num_threads, dict) else num_threads
-        env = role_environment(
-            role, scheduler=hosts[0].address, port=port,
-            num_workers=num_workers, num_servers=num_servers,
-            node_host=host.address,
-            num_threads=threads if role == 'worker' else 1)
-        env.update((k, os.environ[k]) for k in KERNEL_VARIABLES
-                   if k in os.environ)
-        if role != 'worker':
-            command = serve_argv(python)
-        else:
-            command = list(worker_argv(threads) if callable(worker_argv)
-                           else worker_argv)
-        argv = ssh_argv(host, command, env, cwd, name=name, python=python,
-                        timeout=timeout)
-        roles.append(Role(name, role, argv, {}, host.address))
-    return roles
-
-
-def _probe_failure(host, path, done, python, cwd):
-    """The one line that says why `probe_hosts` failed on `host`."""
-    where = f'--hosts {path} line {host.line}: {host.ssh_target}'
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    last = lines[-1].strip() if lines else f'status {done.returncode}'
-    if done.returncode == 255:
-        if 'denied' in last or 'authenticat' in last.lower():
-            return (f'{where}: ssh refused the login ({last}): check the '
-                    'user and that your key is in its authorized_keys')
-        return f'{where}: ssh failed: {last}'
-    if done.returncode == 127 or 'not found' in last:
-        return (f'{where}: no {python} there: every machine needs the '
-                'same Python environment at the same path')
-    if 'No module named' in last:
-        return (f'{where}: {python} there has no d2l-bert ({last}): '
-                'install it into the same environment on every machine')
-    return f'{where}: {last}'
-
-
-def probe_hosts(hosts, path, command, *, python=None, cwd=None,
-                timeout=None):
-    """Log in to every machine at once and check it for the job.
-
-    Each runs ``python -m d2l_bert.dist.remote probe`` in the job's
-    folder: it needs the folder, the same `python`, d2l-bert, MXNet and
-    the workers' program, `command`.
-
-    Returns
-    -------
-    dict of str to int
-        The physical cores of each machine, by address.
-
-    Raises
-    ------
-    LaunchError
-        One line for the first machine that fails: the login refused (a
-        wrong user or key), the Python or d2l-bert missing there, no
-        answer within `timeout` seconds.
-    """
-    from .remote import PROBE_MARK
-    python = python or sys.executable
-    cwd = cwd or os.getcwd()
-    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
-    remote = ' '.join(shlex.quote(a) for a in [
-        python, '-m', 'd2l_bert.dist.remote', 'probe', cwd, '--command',
-        command])
-    procs = [(host, subprocess.Popen(
-        ssh_command() + ssh_options(host, timeout) + [remote],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)) for host in hosts]
-    cores, problem = {}, None
-    for host, proc in procs:
-        try:
-            out, err = proc.communicate(timeout=timeout + 5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            problem = problem or (
-                f'--hosts {path} line {host.line}: {host.ssh_target}: no '
-                f'answer to ssh within {timeout:g} s')
-            continue
-        done = subprocess.CompletedProcess(proc.args, proc.returncode,
-                                           out, err)
-        found = [line for line in out.splitlines()
-                 if line.startswith(PROBE_MARK)]
-        if proc.returncode or not found:
-            problem = problem or _probe_failure(host, path, done, python,
-                                                cwd)
-            continue
-        cores[host.address] = int(found[-1][len(PROBE_MARK):])
-    if problem:
-        raise LaunchError(problem)
-    return cores
-
-
-def host_lines(hosts, num_workers, num_servers, threads, cores):
-    """One line a machine: the roles it runs, its cores and threads."""
-    held = {}
-    for name, _, host in _deal(hosts, num_workers, num_servers):
-        held.setdefault(host.address, []).append(name)
-    lines = []
-    for host in hosts:
-        if host.address not in held:
-            continue
-        lines.append(f'  {host.address}: {", ".join(held[host.address])} '
-                     f'({cores[host.address]} core(s), '
-                     f'{threads[host.address]} thread(s) per worker)')
-    return lines
-
+#: Seconds a scheduler or server that ended cleanly waits for workers
+#: still running before the job fails (`run_job`'s `finish`)
+FINISH = 30.0
+#: Seconds between `run_job`'s looks at its processes
+POLL = 0.05
+#: Seconds `prepare_job` waits for a machine's ssh port to answer, at most
+REACH_TIMEOUT = 5.0
 
 #: A job ready to start, with its `roles`, the scheduler's `port`, each
-#: worker's `num_threads` (over ssh, a dict by machine address when the
-#: machines differ), `num_workers`, and a `description` (one line on this
+#: worker's `num_threads` by its machine's address (127.0.0.1 on this
+#: machine), `num_workers`, and a `description` (one line on this
 #: machine; over ssh, a line more for each machine)
 Job = namedtuple('Job', ['roles', 'port', 'num_threads', 'num_workers',
                          'description'])
@@ -495,18 +96,19 @@ def prepare_job(worker_argv, *, num_workers=None, num_servers=None,
     hosts : str, optional
         A hosts file (`read_hosts`): run over ssh on those machines, each
         checked to answer on its ssh port, to let this user log in and
-        to hold the same Python (`probe_hosts`).  Without it, everything
+        to hold the same Python (`ssh.probe_hosts`).  Without it, everything
         runs here, on 127.0.0.1.
     port : int, optional
         The scheduler's port: default a free one here (checked to be
-        free when given), `DEFAULT_SSH_JOB_PORT` over ssh.
+        free when given), `ssh.DEFAULT_SSH_JOB_PORT` over ssh.
     num_threads : int, optional
         Each worker's CPU threads; default the physical cores of its
         machine (this one, or each machine of `hosts`) divided among the
         workers there.
     timeout : float, optional
         Over ssh, the seconds a machine may be silent before the job is
-        stopped (`DEFAULT_TIMEOUT`; `hosts_file.check_timeout`); refused
+        stopped (`hosts_file.DEFAULT_TIMEOUT`, `hosts_file.check_timeout`);
+        refused
         without `hosts`.
 
     Returns
@@ -563,34 +165,36 @@ def _local_job(worker_argv, num_workers, num_servers, port, num_threads):
     description = (f'starting 1 scheduler, {num_servers} server(s) and '
                    f'{num_workers} worker(s) on {LOOPBACK}:{port}, '
                    f'{num_threads} thread(s) per worker')
-    return Job(roles, port, num_threads, num_workers, description)
+    return Job(roles, port, {LOOPBACK: num_threads}, num_workers,
+               description)
 
 
 def _ssh_job(worker_argv, machines, path, num_workers, num_servers, port,
              num_threads, timeout):
     """`prepare_job` over the machines of the hosts file `path`."""
-    port = DEFAULT_SSH_JOB_PORT if port is None else port
+    port = ssh.DEFAULT_SSH_JOB_PORT if port is None else port
     check_port_number(port)
-    check_reachable(machines, path, timeout=min(timeout, 5.0))
+    ssh.check_reachable(machines, path,
+                        timeout=min(timeout, REACH_TIMEOUT))
     program = worker_argv(num_threads or 1)[0]
-    cores = probe_hosts(machines, path, program, timeout=timeout)
+    cores = ssh.probe_hosts(machines, path, program, timeout=timeout)
     workers_on = {}
-    for _, role, host in _deal(machines, num_workers, num_servers):
+    for _, role, host in ssh.deal(machines, num_workers, num_servers):
         if role == 'worker':
             workers_on[host.address] = workers_on.get(host.address, 0) + 1
     threads = {address: num_threads or divide_threads(
         workers_on.get(address, 1), cores[address]) for address in cores}
-    roles = ssh_roles(machines, worker_argv, num_workers, num_servers, port,
-                      threads, timeout=timeout)
+    roles = ssh.ssh_roles(machines, worker_argv, num_workers, num_servers,
+                          port, threads, timeout=timeout)
     counts = sorted(set(threads[a] for a in workers_on))
     description = '\n'.join(
         [f'starting 1 scheduler, {num_servers} server(s) and {num_workers} '
          f'worker(s) on {len(machines)} machine(s) over ssh, the scheduler '
          f'on {machines[0].address}:{port}, '
          f'{"/".join(map(str, counts))} thread(s) per worker']
-        + host_lines(machines, num_workers, num_servers, threads, cores))
-    return Job(roles, port, counts[0] if len(counts) == 1 else threads,
-               num_workers, description)
+        + ssh.host_lines(machines, num_workers, num_servers, threads,
+                         cores))
+    return Job(roles, port, threads, num_workers, description)
 
 
 # ---------------------------------------------------------------------------
@@ -639,8 +243,8 @@ def _exit_status(status):
     return 128 - status if status < 0 else (status or 1)
 
 
-def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
-            stream=None):
+def run_job(roles, *, prog='d2l-bert', grace=GRACE, finish=FINISH,
+            poll=POLL, stream=None):
     """Start every role, wait until the workers are done, stop the rest.
 
     Each process runs under a supervisor (`processes.Supervised`), in a
@@ -663,16 +267,17 @@ def run_job(roles, *, prog='d2l-bert', grace=3.0, finish=30.0, poll=0.05,
     this process end, SIGKILL included, every role ends with it.
 
     While the job runs, each ssh gets a byte on its standard input every
-    second: the heartbeat its machine's `d2l_bert.dist.remote` waits for.
+    `HEARTBEAT` seconds: the heartbeat its machine's
+    `d2l_bert.dist.remote` waits for.
 
     Parameters
     ----------
-    roles : list of Role
+    roles : list of roles.Role
         The processes to start, in order.
     prog : str
         Starts the message line (``d2l-bert pretrain: error: ...``).
     grace, finish, poll : float
-        Seconds.
+        Seconds (`remote.GRACE`, `FINISH`, `POLL`).
     stream : file, optional
         Where the message line goes; default `sys.stderr`.
 
@@ -786,6 +391,11 @@ def _heartbeat(procs):
                 pass
 
 
+#: A scheduler or server that ended cleanly while workers still ran, and
+#: when `_watch` saw it
+_Early = namedtuple('_Early', ['role', 'proc', 'since'])
+
+
 def _watch(procs, finish, poll):
     """Wait for the workers; return the first ``(role, proc)`` that failed,
     or None when the workers are done.
@@ -800,7 +410,7 @@ def _watch(procs, finish, poll):
     beat = 0.0
     while True:
         now = time.monotonic()
-        if now - beat >= 1.0:
+        if now - beat >= HEARTBEAT:
             _heartbeat(procs)
             beat = now
         states = [(role, proc, proc.poll()) for role, proc in procs]
@@ -816,9 +426,9 @@ def _watch(procs, finish, poll):
         else:
             for role, proc, status in states:
                 if status == 0 and role.role != 'worker':
-                    early = early or (role, proc, now)
-            if early and now - early[2] > finish:
-                return early[:2]
+                    early = early or _Early(role, proc, now)
+            if early and now - early.since > finish:
+                return early.role, early.proc
         time.sleep(poll)
 
 

@@ -30,10 +30,15 @@ import sys
 import threading
 import time
 
+from .hosts_file import DEFAULT_TIMEOUT
+
 #: What `probe` prints before the number of cores, on a line of its own
 PROBE_MARK = 'd2l-bert probe: cores '
 #: Seconds between the launcher's heartbeats
 HEARTBEAT = 1.0
+#: Seconds a process group stopped with SIGTERM has before SIGKILL, here
+#: and in the launcher (`d2l_bert.dist.launcher.run_job`)
+GRACE = 3.0
 
 
 def probe(folder, program=None):
@@ -86,7 +91,7 @@ class _Heartbeats(threading.Thread):
             self.last = time.monotonic()
 
 
-def run(command, name, timeout, grace=3.0, poll=0.1):
+def run(command, name, timeout, grace=GRACE, poll=0.1):
     """Run `command` until it ends, the launcher says stop, or the
     launcher is silent for `timeout` seconds; return the exit status."""
     try:
@@ -142,7 +147,7 @@ def main(argv=None):
     p.add_argument('--command', default=None)
     r = sub.add_parser('run')
     r.add_argument('--name', default='role')
-    r.add_argument('--timeout', type=float, default=30.0)
+    r.add_argument('--timeout', type=float, default=DEFAULT_TIMEOUT)
     r.add_argument('command', nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.action == 'probe':

@@ -67,6 +67,10 @@ MAX_TIMEOUT = 7 * 24 * 3600.0
 #: Seconds the child may take to start (import MXNet, d2l and d2l-bert)
 START_TIMEOUT = 300.0
 
+#: Seconds a child that runs no cell has to end by itself, once its
+#: pipe is closed, before its supervisor ends it
+CLOSE_TIMEOUT = 5.0
+
 
 @dataclass
 class HooksSeen:
@@ -287,7 +291,7 @@ class ChildRunner:
             return
         if polite:
             try:
-                process.wait(timeout=5)
+                process.wait(timeout=CLOSE_TIMEOUT)
             except subprocess.TimeoutExpired:
                 pass
         process.end()
