@@ -382,9 +382,9 @@ class Platform:
         # the kernel's spec is looked up in this process's environment
         try:
             with mock.patch.dict(os.environ, kernels):
-                client.execute(env=dict(
-                    env, D2L_BERT_SOURCE=wheel, D2L_BERT_SMALL='1',
-                    TMPDIR=tmp, **kernels))
+                client.execute(env={
+                    **env, presets.SOURCE_ENV: wheel,
+                    presets.SMALL_ENV: '1', 'TMPDIR': tmp, **kernels})
         finally:
             shutil.rmtree(tmp)
         after = freeze(self.python)

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from d2l_bert import presets
 from d2l_bert import cli
 from d2l_bert.cli import chapter
 from d2l_bert.devices import num_gpus
@@ -197,7 +198,7 @@ def test_notebook_dir_of_the_checkout_holds_bert_ipynb(monkeypatch):
 def test_python_m_d2l_bert_chapter_prints_the_books_shapes():
     # one OpenMP thread: on a CI machine whose cores are shared, MXNet's
     # spinning threads slow every operator many times over
-    env = dict(os.environ, D2L_BERT_SMALL='1', OMP_NUM_THREADS='1')
+    env = {**os.environ, presets.SMALL_ENV: '1', 'OMP_NUM_THREADS': '1'}
     done = subprocess.run([sys.executable, '-m', 'd2l_bert', 'chapter'],
                           capture_output=True, text=True, env=env,
                           timeout=600)

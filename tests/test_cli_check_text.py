@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from d2l_bert import presets
 from d2l_bert import cli
 from d2l_bert.chapter.editions.cells import MAX_EDITION_BYTES
 
@@ -115,8 +116,8 @@ def start(tmp_path, edition, argv, outer):
     path = tmp_path / 'edition.md'
     path.write_text(edition)
     (tmp_path / 'tmp').mkdir()
-    env = dict(os.environ, TMPDIR=str(tmp_path / 'tmp'),
-               D2L_BERT_TEST_MARK=mark)
+    env = {**os.environ, 'TMPDIR': str(tmp_path / 'tmp'),
+           presets.TEST_MARK_ENV: mark}
     proc = subprocess.Popen(
         [sys.executable, '-m', 'd2l_bert', 'check-text'] + argv + [path],
         cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,

@@ -25,6 +25,7 @@ import time
 
 import pytest
 
+from d2l_bert import presets
 from d2l_bert import cli
 from d2l_bert.data.snli_synthetic import make_snli_synthetic
 from helpers import TINY_ARGS, write_small_corpus
@@ -206,7 +207,7 @@ TABLE = [
              ' from any of its 2 mirrors: ')) + r'.*' + re.escape(
              "unzip wikitext-2-v1.zip into '") + r'[^\']*/cache/d2l' +
              re.escape("' (the data folder, $D2L_BERT_DATA)") + r'.*'),
-         env={'D2L_BERT_DATA': 'cache/d2l',
+         env={presets.DATA_ENV: 'cache/d2l',
               'https_proxy': 'http://127.0.0.1:{port}',
               'HTTPS_PROXY': 'http://127.0.0.1:{port}'},
          gone=('Mw', 'cache', '../data')),

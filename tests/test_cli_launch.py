@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from d2l_bert import presets
 from d2l_bert import cli
 
 import processes
@@ -156,7 +157,7 @@ def test_a_killed_launch_leaves_no_process_of_its_job(tmp_path, run):
     launcher = subprocess.Popen(
         processes.d2l_bert('launch', '--workers', 2, 'sh', '-c',
                            'setsid sleep 300 & echo started; sleep 300'),
-        env=dict(os.environ, D2L_BERT_TEST_MARK=mark),
+        env={**os.environ, presets.TEST_MARK_ENV: mark},
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         start_new_session=True)
     try:

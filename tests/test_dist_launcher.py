@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from d2l_bert import presets
 from d2l_bert.dist import launcher as D
 from d2l_bert.dist import roles as R
 from d2l_bert.dist import ssh as S
@@ -292,7 +293,7 @@ def test_a_killed_launcher_leaves_no_process_of_its_job(run):
     mark = f'd2l-bert-test-{os.urandom(6).hex()}'
     launcher = subprocess.Popen(
         [sys.executable, '-c', LAUNCHER],
-        env=dict(os.environ, D2L_BERT_TEST_MARK=mark))
+        env={**os.environ, presets.TEST_MARK_ENV: mark})
     if run % 2:
         wait_for(lambda: len(marked(mark)) >= 1 + 4 * 3, 30,
                  'the roles and what they detached')

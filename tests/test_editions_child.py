@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from d2l_bert import presets
 from d2l_bert.chapter.editions.child import ChildRunner
 from d2l_bert.processes import MIN_MEMORY
 
@@ -174,8 +175,8 @@ def test_processes_a_cell_keeps_detaching_end_with_the_runner(caller):
     # A thread of the cell's double-forks into sessions of their own
     # every few milliseconds, until the runner closes
     mark = f'd2l-bert-test-{os.urandom(6).hex()}'
-    with ChildRunner(environ=dict(os.environ,
-                                  D2L_BERT_TEST_MARK=mark)) as runner:
+    with ChildRunner(environ={**os.environ,
+                               presets.TEST_MARK_ENV: mark}) as runner:
         runner.run('import subprocess, threading, time\n'
                    'def detach():\n'
                    '    while True:\n'

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from d2l_bert import presets
 from d2l_bert.fast import _smoke, warm
 
 LOOPS = ('softmax_ce_forward', 'softmax_ce_backward', 'layer_norm_backward',
@@ -36,7 +37,7 @@ def no_children(monkeypatch):
 def test_the_children_fill_the_cache_the_kernels_load_from(
         tmp_path, monkeypatch, no_children):
     monkeypatch.setenv('NUMBA_CACHE_DIR', str(tmp_path))
-    monkeypatch.delenv('D2L_BERT_KERNELS', raising=False)
+    monkeypatch.delenv(presets.KERNELS_ENV, raising=False)
     from d2l_bert.fast import compile_ahead
     assert compile_ahead()
     assert len(no_children) == len(_smoke.PARTS) == 2
@@ -53,7 +54,7 @@ def test_the_children_fill_the_cache_the_kernels_load_from(
 
 def test_with_the_kernels_off_nothing_starts(monkeypatch, no_children):
     from d2l_bert.fast import compile_ahead
-    monkeypatch.setenv('D2L_BERT_KERNELS', '0')
+    monkeypatch.setenv(presets.KERNELS_ENV, '0')
     assert not compile_ahead()
     assert no_children == []
     warm.wait()   # nothing to wait for

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from d2l_bert.chapter import book_outputs, editions
-from d2l_bert.presets import SMALL_WIKITEXT
+from d2l_bert.presets import SMALL_ENV, SMALL_WIKITEXT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, 'notebooks', '*.ipynb')))
@@ -40,8 +40,8 @@ def executed(kernel_tmp):
             client = nbclient.NotebookClient(
                 nb, timeout=900, kernel_name='python3', allow_errors=True,
                 resources={'metadata': {'path': os.path.dirname(path)}})
-            client.execute(env=dict(os.environ, D2L_BERT_SMALL='1',
-                                    TMPDIR=str(kernel_tmp)))
+            client.execute(env={**os.environ, SMALL_ENV: '1',
+                                'TMPDIR': str(kernel_tmp)})
             cache[path] = nb
         return cache[path]
     return run

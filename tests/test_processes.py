@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from d2l_bert import presets
 from d2l_bert import processes as P
 
 from processes import cgroups_left, left_behind, marked, needs_proc, \
@@ -81,7 +82,7 @@ while True:
 def mark():
     """The environment of a test's commands, with a mark of its own."""
     value = f'd2l-bert-test-{os.urandom(6).hex()}'
-    env = dict(os.environ, D2L_BERT_TEST_MARK=value)
+    env = {**os.environ, presets.TEST_MARK_ENV: value}
     yield value, env
     assert left_behind(value) == []
 
