@@ -20,10 +20,11 @@ Face's `modeling_bert` registers its attention functions by
     The compiled inference loop (`_inference_ops.self_attention`): the
     CPU, with numba; no dropout, no gradient (`fast.inference`).
 
-Two functions choose, and nothing else does: `use_kernels`, once for a
-model (`accelerate`, `inference`, `batch_loss`), says whether the
-compiled loops serve it; `choose_attention`, once for each block when it
-is built, names its path.  A block keeps its implementation
+One function chooses the path, and nothing else does:
+`choose_attention`, once for each block when it is built.  Its input
+`kernels` is what `use_kernels` said once for the model (`accelerate`,
+`inference`, `batch_loss`): whether the compiled loops serve it at all
+(they also run its AddNorm, LayerNorm and MLM loss).  A block keeps its implementation
 (`FastSelfAttention.implementation`); its `hybrid_forward` has no
 branch, and a hybridized twin runs the traced graph, not Python.
 
