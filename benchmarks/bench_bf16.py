@@ -22,6 +22,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
 import _gemm  # noqa: E402
 import _machine  # noqa: E402  (before mxnet: sets the thread count)
 import _options  # noqa: E402
@@ -29,12 +30,15 @@ import _timing  # noqa: E402
 
 #: (name, rows, inputs, outputs, times per step) of the forward products
 #: of the book's step: B*T = 32768 token rows, B*P = 5120 masked rows
+_TOKENS = _common.BOOK['batch_size'] * _common.BOOK['max_len']
+_MASKED = _common.BOOK['batch_size'] * _common.BOOK['num_preds']
+_H, _F = _common.BOOK['num_hiddens'], _common.BOOK['ffn_num_hiddens']
 PRODUCTS = (
-    ('attention projections (q, k, v, o)', 32768, 128, 128, 8),
-    ('FFN, first layer', 32768, 128, 256, 2),
-    ('FFN, second layer', 32768, 256, 128, 2),
-    ('MLM hidden layer', 5120, 128, 128, 1),
-    ('MLM output layer', 5120, 128, 20256, 1),
+    ('attention projections (q, k, v, o)', _TOKENS, _H, _H, 8),
+    ('FFN, first layer', _TOKENS, _H, _F, 2),
+    ('FFN, second layer', _TOKENS, _F, _H, 2),
+    ('MLM hidden layer', _MASKED, _H, _H, 1),
+    ('MLM output layer', _MASKED, _H, _common.BOOK['vocab_size'], 1),
 )
 
 

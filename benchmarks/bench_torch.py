@@ -148,9 +148,13 @@ def _torch_step_function(cfg, batch, num_threads):
         optimizer.step()
         return mlm_l.item(), nsp_l.item()
 
-    X = torch.empty(5120, 128).uniform_(-1, 1)
-    W = torch.empty(20256, 128).uniform_(-1, 1)
-    Y = torch.empty(5120, 20256)
+    # the MLM output layer's product at the book's settings, (B*P, H) @
+    # (H, V): 5120 x 128 times 128 x 20256
+    rows = _common.BOOK['batch_size'] * _common.BOOK['num_preds']
+    inner, cols = _common.BOOK['num_hiddens'], _common.BOOK['vocab_size']
+    X = torch.empty(rows, inner).uniform_(-1, 1)
+    W = torch.empty(cols, inner).uniform_(-1, 1)
+    Y = torch.empty(rows, cols)
 
     def gemm():
         torch.matmul(X, W.t(), out=Y)

@@ -1,4 +1,6 @@
-"""The book's settings and the named configurations, in one place.
+"""Every setting of d2l-bert, in one place: the book's settings, the
+named configurations, the sizes and counts of the chapter's, the data's
+and the benchmarks' runs, and every ``D2L_BERT_*`` environment variable.
 
 Plain constants, at the bottom of the package (this module imports
 nothing): the book's sections read them where they have a default, and
@@ -80,7 +82,7 @@ MXNET_ENV = 'D2L_BERT_MXNET'
 #: Set by ``run.py`` while it re-runs itself under another Python
 REEXEC_ENV = 'D2L_BERT_RUN_PY_REEXEC'
 #: Rows of the square GEMM the benchmarks measure their best against
-#: (``benchmarks/_common.py``)
+#: (``benchmarks/_gemm.py``)
 BENCH_GEMM_ROWS_ENV = 'D2L_BERT_BENCH_GEMM_ROWS'
 #: The Python of a PyTorch environment for the benchmarks' peers
 #: (``bench_minilm.py``, ``bench_torch.py``, their test)
@@ -125,7 +127,7 @@ SMALL_STEPS = 2
 #: Batches an epoch below which d2l 1.0.3's ``train_ch13`` fails (it
 #: takes the batch count's fifth modulo); fewer are cut again into this
 #: many (`runs.d2l_loops.with_min_batches`, `chapter.data_hooks`)
-MIN_BATCHES = 5
+MIN_BATCHES = POINTS_PER_EPOCH
 #: At small sizes, ``d2l.train_ch13`` trains one epoch on this many
 #: batches of at most `SMALL_BATCH` examples, and tests on one batch
 #: (`chapter.data_hooks`)
@@ -171,9 +173,13 @@ SMALL_CODE = {
 #: `SNLI_PAIRS_ENV` asks for the book's run: five epochs over all of SNLI
 #: take hours on a CPU (``d2l-bert chapter``, `chapter.hosted.in_kernel`)
 CHAPTER_SNLI_PAIRS = 1000
+#: The labelled pairs of each of SNLI's splits, as the real archive holds
+#: them: ``benchmarks/bench_chapter.py`` serves a synthetic archive of
+#: these sizes
+SNLI_SPLITS = dict(train=549367, dev=9842, test=9824)
 #: The pairs of the book's run, SNLI's training split
 #: (`chapter.data_hooks.fine_tuning_note`)
-BOOK_SNLI_PAIRS = 549367
+BOOK_SNLI_PAIRS = SNLI_SPLITS['train']
 
 # The benchmarks' sizes (benchmarks/, which read this file by path)
 
@@ -187,7 +193,3 @@ BERT_SMALL_VOCAB_SIZE = 60005
 #: SNLI's classes: entailment, contradiction, neutral (the benchmarks'
 #: fine-tuning batches)
 SNLI_NUM_CLASSES = 3
-#: The labelled pairs of each of SNLI's splits, as the real archive holds
-#: them: ``benchmarks/bench_chapter.py`` serves a synthetic archive of
-#: these sizes
-SNLI_SPLITS = dict(train=549367, dev=9842, test=9824)
