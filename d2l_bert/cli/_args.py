@@ -348,7 +348,7 @@ def add_devices(parser, default, default_text=None, one=False):
     ----------
     parser : argparse.ArgumentParser or argument group
     default : str or None
-        None: every GPU, else the CPU (`default_devices`).
+        None: every GPU, else the CPU (`devices.try_all_gpus`).
     default_text : str, optional
         How `--help` says the default, when `default` is None.
     one : bool, default False
@@ -367,16 +367,8 @@ def add_devices(parser, default, default_text=None, one=False):
                         default=default, help=argparse.SUPPRESS)
 
 
-def default_devices():
-    """Every GPU MXNet can use, else the CPU, as d2l's `try_all_gpus`."""
-    import mxnet as mx
-
-    from ..devices import num_gpus
-    return [mx.gpu(i) for i in range(num_gpus())] or [mx.cpu()]
-
-
 def resolve_devices(text, one=None):
-    """The contexts of a ``--devices`` value (None: `default_devices`).
+    """The contexts of a ``--devices`` value (None: `devices.try_all_gpus`).
 
     Parameters
     ----------
@@ -393,9 +385,9 @@ def resolve_devices(text, one=None):
     UsageError
         A device this machine does not have, or several for `one`.
     """
-    from ..devices import parse_devices
+    from ..devices import parse_devices, try_all_gpus
     if text is None:
-        devices = default_devices()
+        devices = try_all_gpus()
     else:
         try:
             devices = parse_devices(text)
