@@ -97,7 +97,7 @@ def run_set_up_cell(tmp_path, source, **env):
     return subprocess.run(
         [str(tmp_path / 'venv' / 'bin' / 'python'), str(cell)],
         capture_output=True, text=True, timeout=300,
-        env=dict(clean, **{hosted.SOURCE_ENV: source}, **env))
+        env=dict(clean, **{presets.SOURCE_ENV: source}, **env))
 
 
 def test_without_a_network_the_set_up_cell_ends_in_one_line(tmp_path):
@@ -136,7 +136,7 @@ def test_the_set_up_cells_pip_says_nothing_as_root(tmp_path):
 def test_source_is_the_repository_unless_the_variable_names_one():
     assert hosted.source({}) == (
         f'{hosted.REPOSITORY}/archive/{hosted.BRANCH}.zip')
-    assert hosted.source({hosted.SOURCE_ENV: '/src/d2l-bert'}) == (
+    assert hosted.source({presets.SOURCE_ENV: '/src/d2l-bert'}) == (
         '/src/d2l-bert')
     assert hosted.source({}) in hosted.setup_cell()
 

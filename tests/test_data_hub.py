@@ -13,6 +13,7 @@ import zipfile
 import pytest
 
 from d2l_bert.data import hub
+from d2l_bert import presets
 from d2l_bert.presets import DATA_ENV
 from helpers import FilesHandler
 
@@ -286,14 +287,14 @@ def test_offline_setting_tries_no_server_and_gets_the_stand_in(
                         (server + '/bert.fake.zip', ARCHIVE_SHA1))
     monkeypatch.setitem(hub.STAND_INS, 'bert.fake', lambda folder: (
         os.makedirs(folder, exist_ok=True) or folder, 'a fake model'))
-    monkeypatch.setenv(hub.OFFLINE_ENV, '1')
+    monkeypatch.setenv(presets.OFFLINE_ENV, '1')
     _Handler.asked = []
     assert hub.reachable('bert.fake') is False
     directory = hub.download_extract('bert.fake', 'bert.fake')
     assert _Handler.asked == []
     assert directory == str(cache / 'stand-ins' / 'bert.fake')
     assert capsys.readouterr().err.splitlines() == [
-        f'bert.fake cannot be downloaded here ({hub.OFFLINE_ENV}=1 asks for '
+        f'bert.fake cannot be downloaded here ({presets.OFFLINE_ENV}=1 asks for '
         f'no network); in its place: a fake model, from {directory}']
     with pytest.raises(hub.DownloadError, match=r"^could not download "
                        r"'bert.fake': D2L_BERT_OFFLINE=1 asks for no "

@@ -74,7 +74,7 @@ CLOSE_TIMEOUT = 5.0
 
 @dataclass
 class HooksSeen:
-    """What the child's `runner.DataHooks` did, as `check_edition` reads
+    """What the child's `data_hooks.DataHooks` did, as `check_edition` reads
     it (``runner.hooks.small``, ``runner.hooks.used``)."""
     small: bool
     used: set = field(default_factory=set)
@@ -88,7 +88,7 @@ class ChildRunner:
     ctx : str, default 'cpu'
         Device of the cells, as `devices.parse_ctx` reads it (``'gpu:0'``).
     small : bool, default True
-        Small sizes (`runner.DataHooks`); the child's ``D2L_BERT_SMALL``
+        Small sizes (`data_hooks.DataHooks`); the child's ``D2L_BERT_SMALL``
         says the same to the notebooks' cells.
     steps : int or None
         Step cap of ``train_bert(...)`` calls at small sizes.
@@ -99,7 +99,7 @@ class ChildRunner:
     notebooks : bool, default False
         Some cells come from d2l-bert's notebooks and read their settings
         from the environment: the child sets them first to what the hooks
-        give the book's cells (`runner.DataHooks.notebook_environment`).
+        give the book's cells (`data_hooks.DataHooks.notebook_environment`).
     environ : mapping, optional
         The child's environment (default: `os.environ`), less the
         variables set here; never changed.
