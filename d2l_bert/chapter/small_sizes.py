@@ -44,7 +44,8 @@ class SmallSizes(ast.NodeTransformer):
     ----------
     replaced : list of str
         After `visit` of a module: one line per pair replaced, in the
-        table's order, ``small sizes: `BOOK` -> `SMALL```.
+        table's order, naming the book's code and the small code (see the
+        example).
     capped : bool
         Whether a step count was capped.
 

@@ -118,6 +118,8 @@ def with_min_batches(train_iter, count=MIN_BATCHES):
         Batches; features an array of shape (B, ...) or a list or tuple of
         such arrays, labels of shape (B,).
     count : int, default `MIN_BATCHES`
+        The batches an epoch that d2l's loop needs at least, and what an
+        epoch of fewer is cut into.
 
     Returns
     -------
