@@ -338,7 +338,8 @@ class Platform:
             pytest.skip(f'no Python {version} on this machine for the '
                         f'simulated {name}')
         venv = folder / 'venv'
-        run([python, '-m', 'venv', str(venv)])
+        # without ensurepip, which Debian's python3 lacks (make_venv)
+        make_venv(venv, python)
         self.python = str(venv / 'bin' / 'python')
         # --no-compile: the platform's modules are byte-compiled when a
         # kernel imports them (the install alone took 60 s, 19 without)
