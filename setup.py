@@ -67,6 +67,10 @@ PINS = [
     'safetensors==0.5.3',
     # reads notebook editions (`d2l-bert check-text FILE.ipynb`, chapter)
     'nbformat==5.10.4',
+    # pandas' parquet engine: an edition of its own that reads WikiText-2
+    # from a parquet file gets the stand-in in that format (the checker)
+    f'pyarrow==17.0.0; {BOOK}',  # the last pyarrow for Python 3.8
+    f'pyarrow==22.0.0; {NEW}',
 ]
 
 EXTRA_PINS = {

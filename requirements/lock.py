@@ -167,6 +167,11 @@ def direct_requirements(workdir, version):
     return path
 
 
+def lock_path(version):
+    """The lock file of Python `version`: `requirements/pyXY.txt`."""
+    return os.path.join(HERE, 'py' + version.replace('.', '') + '.txt')
+
+
 def resolve(version, workdir):
     """Resolve the pins of `setup.py` for Python `version` with uv, wheels
     only (so a Python they publish no wheel for fails here, naming the
@@ -175,6 +180,11 @@ def resolve(version, workdir):
     if uv is None:
         sys.exit('uv is not on PATH: `pip install uv`, then run again')
     resolved = os.path.join(workdir, f'resolved-{version}.txt')
+    # uv prefers the pins of the file it writes to: starting from the
+    # current lock, a new pin adds its packages and moves no other one
+    current = lock_path(version)
+    if os.path.exists(current):
+        shutil.copyfile(current, resolved)
     run([uv, 'pip', 'compile', '--quiet', '--python-version', version,
          '--python-platform', 'x86_64-manylinux_2_28',
          '--only-binary', ':all:', '--no-header', '--no-annotate',
@@ -199,6 +209,9 @@ def write_lock(version, lines, note=''):
     skip = EXCLUDE | FREEZE_SKIP
     if needs_no_deps(version):
         skip |= {'mxnet', 'd2l'}
+    if not any(pin.startswith('setuptools==')
+               for pin in requirements_for(version)):
+        skip |= {'setuptools'}  # the venv's own, as pip
     pins = sorted((line for line in lines
                    if line and not line.startswith('#')
                    and line.split('==')[0].lower() not in skip),
@@ -214,7 +227,7 @@ def write_lock(version, lines, note=''):
            f'`pip install --no-deps -e .`.\n'
            if needs_no_deps(version) else
            f'# `run.py` installs it, then `pip install --no-deps -e .`.\n'))
-    path = os.path.join(HERE, 'py' + version.replace('.', '') + '.txt')
+    path = lock_path(version)
     tmp = path + '.tmp'
     with open(tmp, 'w', encoding='utf-8', newline='\n') as f:
         f.write(header + '\n'.join(pins) + '\n')
@@ -243,7 +256,7 @@ def lock_without_interpreter(version, workdir):
 def verify(python, workdir):
     """Install the lock for `python` the way `run.py` does; return seconds."""
     version = version_of(python)
-    path = os.path.join(HERE, 'py' + version.replace('.', '') + '.txt')
+    path = lock_path(version)
     venv = os.path.join(workdir, f'verify-{version}')
     start = time.time()
     run([python, '-m', 'venv', venv])
