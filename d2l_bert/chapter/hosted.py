@@ -186,18 +186,41 @@ def _normalize(name):
     return re.sub(r'[-_.]+', '-', name).lower()
 
 
+class PipFailed(RuntimeError):
+    """pip could not install what the set-up needs (no network, say).
+
+    Attributes
+    ----------
+    said : str
+        pip's last error lines (`pip_said`).
+    """
+
+    def __init__(self, args, status, output):
+        self.said = pip_said(output)
+        super().__init__(
+            f"pip could not install {' '.join(args)!r} (exit status "
+            f"{status}); on Kaggle, turn on the notebook's Internet "
+            f"setting. pip said:\n{output[-2000:]}")
+
+
+def pip_said(output):
+    """pip's last two error lines of `output`, joined: ``ERROR: ...``, or
+    pip 26's ``× ...`` and its ``╰─> cause`` (its hints left out), as the
+    set-up cell quotes them."""
+    said = [line for line in output.splitlines()
+            if line[:1] in ('E', '\u00d7', '\u2570')]
+    return ' '.join(said[-2:])
+
+
 def _pip(args):
-    """Run pip quietly in this interpreter; raise RuntimeError with the
+    """Run pip quietly in this interpreter; raise `PipFailed` with the
     end of its output if it fails."""
     command = [sys.executable, '-m', 'pip', 'install', '-q'] + args
     done = subprocess.run(command, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True,
                           env=dict(os.environ, **QUIET_PIP))
     if done.returncode != 0:
-        raise RuntimeError(
-            f"pip could not install {' '.join(args)!r} (exit status "
-            f"{done.returncode}); on Kaggle, turn on the notebook's "
-            f"Internet setting. pip said:\n{done.stdout[-2000:]}")
+        raise PipFailed(args, done.returncode, done.stdout)
 
 
 def install_missing(before):
@@ -342,7 +365,7 @@ def add_missing(before):
 
     Raises
     ------
-    RuntimeError
+    PipFailed
         If pip fails.
     ChangedPackages
         If an installed package's version changed.
@@ -372,13 +395,17 @@ def set_up(start=None, alone=False, nvidia_smi=None):
 
     Raises
     ------
+    SystemExit
+        If pip fails: `FAILED_LINE` and pip's last error lines.
     RuntimeError
-        If pip fails, or if an installed package's version changed
-        (`ChangedPackages`).
+        If an installed package's version changed (`ChangedPackages`).
     """
     start = time.time() if start is None else start
     before = versions()
-    installed, wrote = add_missing(before)
+    try:
+        installed, wrote = add_missing(before)
+    except PipFailed as e:  # one line, as the cell's own pip failing
+        sys.exit(FAILED_LINE + e.said)
     set_threads_quietly()
     if alone:
         installed = [f'd2l-bert=={before.get("d2l-bert", "?")}'] + installed
