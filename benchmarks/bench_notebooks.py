@@ -9,6 +9,7 @@ the memory of the kernel and its children.
     python benchmarks/bench_notebooks.py --against HEAD~3   # in turns
     python benchmarks/bench_notebooks.py --small            # a quick look
     python benchmarks/bench_notebooks.py --platform colab   # simulated
+    python benchmarks/bench_notebooks.py --platform kaggle --published
 
 Each run copies the notebook into an empty folder and gives its kernel
 (this interpreter's ``python3`` kernel) a fresh HOME, data folder, numba
@@ -75,7 +76,13 @@ def parse_args(argv=None):
                         'and packages; the set-up cell installs d2l-bert '
                         'from a wheel of this checkout, and MXNet and d2l '
                         'from PyPI, in every notebook)')
+    p.add_argument('--published', action='store_true',
+                   help='with --platform: every package of the '
+                        "platform's published list, not only those the "
+                        'chapter imports (needs uv; gigabytes)')
     args = p.parse_args(argv)
+    if args.published and not args.platform:
+        p.error('--published: give --platform too (colab or kaggle)')
     if args.platform and args.against:
         p.error('--platform and --against: give one of them (a platform '
                 'runs this checkout only)')
@@ -241,7 +248,7 @@ def run_notebook(name, package, small, platform=None):
         # the kernel's spec is looked up in this process's environment
         spec = {}
         if platform:
-            env.update(platform.env())
+            env.update(_platform.env(platform))
             spec = {'JUPYTER_PATH': platform.jupyter}
         sampler = MemorySampler()
         sampler.start()
@@ -335,7 +342,10 @@ def main(argv=None):
                 args.against, os.path.join(tmp, 'source')), 'ours': ROOT}
         elif args.platform:
             print(f'making the simulated {args.platform}...', flush=True)
-            platform = _platform.Platform(args.platform, tmp)
+            platform = _platform.make(args.platform, tmp, args.published)
+            for line, why in sorted(platform.left_out.items()):
+                print(f'  left out: {line}: {why}')
+            print(f'  {len(platform.installed)} packages', flush=True)
             sides = {args.platform: None}
         runs = {name: {side: [] for side in sides}
                 for name in args.notebooks}

@@ -5,13 +5,9 @@ Test files import from here (``from helpers import TINY``), never from
 each other or from `conftest`, which holds the fixtures.
 """
 import collections
-import glob
 import http.server
 import json
 import os
-import shutil
-import subprocess
-import sys
 import zipfile
 
 import mxnet as mx
@@ -234,53 +230,6 @@ class FilesHandler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
-
-
-def make_venv(venv, python=sys.executable):
-    """A fresh venv of `python` at `venv` holding pip and nothing else.
-
-    Made without ensurepip (Debian's `python3` without `python3-venv` has
-    none) and offline: this environment's pip, pure Python, is copied in,
-    with the `pip` commands that run it.
-    """
-    subprocess.run([python, '-m', 'venv', '--without-pip', str(venv)],
-                   check=True, timeout=300)
-    import pip
-    source = os.path.dirname(os.path.dirname(pip.__file__))
-    target = subprocess.run(
-        [os.path.join(str(venv), 'bin', 'python'), '-c',
-         'import sysconfig; print(sysconfig.get_path("purelib"))'],
-        check=True, capture_output=True, text=True,
-        timeout=60).stdout.strip()
-    for name in os.listdir(source):
-        if name == 'pip' or (name.startswith('pip-')
-                             and name.endswith('.dist-info')):
-            shutil.copytree(os.path.join(source, name),
-                            os.path.join(target, name),
-                            ignore=shutil.ignore_patterns('__pycache__'))
-    for name in ('pip', 'pip3'):  # what `pip install` on its PATH runs
-        script = os.path.join(str(venv), 'bin', name)
-        with open(script, 'w') as f:
-            f.write(f'#!{os.path.join(str(venv), "bin", "python")}\n'
-                    'import sys\nfrom pip._internal.cli.main import main\n'
-                    'sys.exit(main())\n')
-        os.chmod(script, 0o755)
-
-
-def find_python(version):
-    """An interpreter of Python `version` (``'3.13'``) on this machine:
-    pyenv's, Debian's, then one on PATH (pyenv's shims need pyenv on
-    PATH, so not those); None if there is none."""
-    for pattern in (f'/root/.pyenv/versions/{version}.*/bin/python{version}',
-                    f'/usr/bin/python{version}',
-                    f'/usr/local/bin/python{version}'):
-        found = sorted(glob.glob(pattern))
-        if found:
-            return found[-1]
-    path = shutil.which(f'python{version}')
-    if path and os.sep + 'shims' + os.sep not in path:
-        return path
-    return None
 
 
 def cache_book_outputs(cache_dir, notebooks=None):

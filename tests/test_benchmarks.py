@@ -517,7 +517,9 @@ def test_notebook_benchmark_refuses_a_notebook_it_does_not_have():
     (['--platform', 'binder'],
      r"argument --platform: invalid choice: 'binder' \(choose from "
      r"'?colab'?, '?kaggle'?\)"),
-], ids=['with --against', 'unknown'])
+    (['--published'],
+     r'--published: give --platform too \(colab or kaggle\)'),
+], ids=['with --against', 'unknown', 'published alone'])
 def test_notebook_benchmark_refuses_a_platform_it_cannot_run(args, error):
     done = subprocess.run(
         [sys.executable, os.path.join(ROOT, 'benchmarks',

@@ -15,24 +15,18 @@ The simulated Colab (Python 3.13) runs with the suite; the simulated
 Kaggle (Python 3.12) runs in CI (``CI=true``) or with
 ``D2L_BERT_HOSTED=all``: each platform adds about two minutes.
 """
-import glob
 import importlib.util
-import json
 import os
 import re
-import shutil
 import socket
 import subprocess
-import sys
-import tempfile
-from unittest import mock
 
 import pytest
 
 from d2l_bert import presets
-from d2l_bert.chapter import book_outputs, editions, hosted
+from d2l_bert.chapter import hosted
 from d2l_bert.chapter.saved_cells import BEYOND_BOOK, NOTEBOOK_DIR, NOTEBOOKS
-from helpers import find_python, make_venv
+from hosted_platforms import run_set_up_cell
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, 'tests', 'fixtures', 'hosted')
@@ -85,21 +79,6 @@ def test_the_set_up_cell_is_short_and_reads_the_source_variable():
         assert f"{name}='{value}'" in cell
 
 
-def run_set_up_cell(tmp_path, source, **env):
-    """The set-up cell run by the Python of a fresh venv (where d2l_bert
-    is missing) with `source` as `SOURCE_ENV`, as root when we are root,
-    with pip's own settings of this machine removed."""
-    make_venv(tmp_path / 'venv')
-    cell = tmp_path / 'cell.py'
-    cell.write_text(hosted.setup_cell())
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(
-        ('PIP_', 'PYTHON', 'VIRTUAL_ENV'))}
-    return subprocess.run(
-        [str(tmp_path / 'venv' / 'bin' / 'python'), str(cell)],
-        capture_output=True, text=True, timeout=300,
-        env=dict(clean, **{presets.SOURCE_ENV: source}, **env))
-
-
 def test_without_a_network_the_set_up_cell_ends_in_one_line(tmp_path):
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
@@ -126,11 +105,18 @@ def test_the_set_up_cells_pip_says_nothing_as_root(tmp_path):
         'from setuptools import setup\n'
         "setup(name='d2l-bert', version='0.0.1', packages=['d2l_bert', "
         "'d2l_bert.chapter'])\n")
-    done = run_set_up_cell(tmp_path, str(tmp_path / 'src'),
-                           PIP_FIND_LINKS=os.environ.get('PIP_FIND_LINKS',
-                                                         ''))
+    links = {'PIP_FIND_LINKS': os.environ.get('PIP_FIND_LINKS', '')}
+    done = run_set_up_cell(tmp_path, str(tmp_path / 'src'), **links)
     assert (done.returncode, done.stdout, done.stderr) == (
         0, 'set up True\n', '')
+    if os.geteuid() == 0:
+        # the same pip without the cell's settings warns there
+        python = str(tmp_path / 'python' / 'bin' / 'python')
+        plain = subprocess.run(
+            [python, '-m', 'pip', 'install', '-q', '--force-reinstall',
+             '--no-deps', str(tmp_path / 'src')], capture_output=True,
+            text=True, timeout=300, env=dict(os.environ, **links))
+        assert "WARNING: Running pip as the 'root' user" in plain.stderr
 
 
 def test_source_is_the_repository_unless_the_variable_names_one():
@@ -274,209 +260,20 @@ def test_a_failing_pip_says_what_it_could_not_install(monkeypatch):
         hosted._pip(['--no-deps', 'mxnet==1.9.1'])
 
 
-# --- the simulated platforms ------------------------------------------
+def test_where_pip_fails_the_set_up_ends_in_the_cells_one_line(
+        monkeypatch):
+    # pip 26 says why in two lines, then a hint that is left out
+    said = ('\u00d7 Failed to connect to pypi.org\n\u2570\u2500> '
+            'Network is unreachable\nhint: check your connection\n')
 
-def read_platform(name):
-    """``(python version, requirement lines)`` of a platform file."""
-    with open(os.path.join(FIXTURES, f'{name}.txt')) as f:
-        lines = f.read().splitlines()
-    version = next(line.split(':')[1].strip() for line in lines
-                   if line.startswith('# python:'))
-    return version, [line for line in lines
-                     if line and not line.startswith('#')]
-
-
-def run(command, **kwargs):
-    kwargs.setdefault('timeout', 900)
-    done = subprocess.run(command, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, universal_newlines=True,
-                          **kwargs)
-    assert done.returncode == 0, f'{command}\n{done.stdout[-3000:]}'
-    return done.stdout
-
-
-@pytest.fixture(scope='module')
-def wheel(tmp_path_factory):
-    """A wheel of this checkout, built from a copy of it (a build in
-    place would leave `build/` behind)."""
-    folder = tmp_path_factory.mktemp('wheel')
-    copy = folder / 'source'
-    shutil.copytree(ROOT, str(copy), ignore=shutil.ignore_patterns(
-        '.venv', '.git', '__pycache__', 'build', '_build', '*.egg-info',
-        '.pytest_cache'))
-    run([sys.executable, '-m', 'pip', 'wheel', '-q', '--no-deps', '-w',
-         str(folder), str(copy)])
-    return glob.glob(str(folder / 'd2l_bert-*.whl'))[0]
-
-
-def freeze(python):
-    """``{name: version}`` of everything installed for `python`."""
-    out = run([python, '-m', 'pip', 'list', '--format=json',
-               '--disable-pip-version-check'])
-    return {re.sub(r'[-_.]+', '-', p['name']).lower(): p['version']
-            for p in json.loads(out)}
-
-
-def platform_wanted(name):
-    if name == 'colab':
-        return None
-    if os.environ.get('CI') == 'true' or os.environ.get(
-            presets.HOSTED_ENV) == 'all':
-        return None
-    return ('the simulated Kaggle runs in CI or with D2L_BERT_HOSTED=all '
-            '(about two minutes)')
-
-
-class Platform:
-    """A simulated hosted runtime: its venv, kernel and packages."""
-
-    def __init__(self, name, folder):
-        self.name, self.folder = name, folder
-        version, self.requirements = read_platform(name)
-        python = find_python(version)
-        if python is None:
-            pytest.skip(f'no Python {version} on this machine for the '
-                        f'simulated {name}')
-        venv = folder / 'venv'
-        # without ensurepip, which Debian's python3 lacks (make_venv)
-        make_venv(venv, python)
-        self.python = str(venv / 'bin' / 'python')
-        # --no-compile: the platform's modules are byte-compiled when a
-        # kernel imports them (the install alone took 60 s, 19 without)
-        run([self.python, '-m', 'pip', 'install', '-q', '--no-compile',
-             '--disable-pip-version-check'] + self.requirements)
-        kernels = folder / 'jupyter' / 'kernels' / name
-        kernels.mkdir(parents=True)
-        (kernels / 'kernel.json').write_text(json.dumps({
-            'argv': [self.python, '-m', 'ipykernel_launcher', '-f',
-                     '{connection_file}',
-                     '--IPKernelApp.exec_lines=import numpy'],
-            'display_name': name, 'language': 'python'}))
-        self.installed = freeze(self.python)
-        self.site = run([self.python, '-c', 'import sysconfig; print('
-                         'sysconfig.get_paths()["purelib"])']).strip()
-
-    def execute(self, notebook, wheel):
-        """Run `notebook` alone in an empty folder, from its first cell;
-        return it executed and ``pip list`` after it."""
-        import nbclient
-        import nbformat
-        folder = self.folder / notebook.replace('.ipynb', '')
-        folder.mkdir(parents=True, exist_ok=True)
-        # short: multiprocessing's sockets there must fit AF_UNIX's 108
-        # bytes, and a pytest-xdist worker's folders are long
-        tmp = tempfile.mkdtemp(prefix='hosted-')
-        shutil.copy(os.path.join(NOTEBOOK_DIR, notebook), str(folder))
-        nb = nbformat.read(str(folder / notebook), as_version=4)
-        client = nbclient.NotebookClient(
-            nb, timeout=900, kernel_name=self.name, allow_errors=True,
-            resources={'metadata': {'path': str(folder)}})
-        # None of this machine's pip settings (a version check turned
-        # off, its indexes) and a HOME of the platform's own: its caches
-        # start empty, as a new runtime's
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(('PYTHON', 'VIRTUAL_ENV', 'PIP_'))}
-        home = self.folder / 'home'
-        home.mkdir(exist_ok=True)
-        env['HOME'] = str(home)
-        kernels = {'JUPYTER_PATH': str(self.folder / 'jupyter')}
-        # the kernel's spec is looked up in this process's environment
-        try:
-            with mock.patch.dict(os.environ, kernels):
-                client.execute(env={
-                    **env, presets.SOURCE_ENV: wheel,
-                    presets.SMALL_ENV: '1', 'TMPDIR': tmp, **kernels})
-        finally:
-            shutil.rmtree(tmp)
-        after = freeze(self.python)
-        self.reset()
-        return nb, after
-
-    def reset(self):
-        """Uninstall what a notebook added: the platform as it was."""
-        run([self.python, '-m', 'pip', 'uninstall', '-q', '-y'] +
-            sorted(ADDED_BEYOND))
-        for leftover in ('d2l_bert', 'd2l_bert-mxnet-compat.pth'):
-            path = os.path.join(self.site, leftover)
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            elif os.path.exists(path):
-                os.unlink(path)
-
-
-@pytest.fixture(scope='module', params=['colab', 'kaggle'])
-def platform(request, tmp_path_factory):
-    why = platform_wanted(request.param)
-    if why:
-        pytest.skip(why)
-    return Platform(request.param, tmp_path_factory.mktemp(request.param))
-
-
-@pytest.fixture(scope='module')
-def executed(platform, wheel):
-    """``executed(notebook)`` -> (notebook run alone, packages after)."""
-    cache = {}
-
-    def get(notebook):
-        key = (platform.name, notebook)
-        if key not in cache:
-            cache[key] = platform.execute(notebook, wheel)
-        return cache[key]
-    return get
-
-
-@pytest.mark.hosted
-def test_the_package_installs_without_changing_the_platform(platform,
-                                                            wheel):
-    report = platform.folder / 'report.json'
-    run([platform.python, '-m', 'pip', 'install', '-q', '--dry-run',
-         '--disable-pip-version-check', '--report', str(report), wheel])
-    names = [item['metadata']['name'] for item in
-             json.loads(report.read_text())['install']]
-    assert names == ['d2l-bert']
-
-
-@pytest.mark.hosted
-@pytest.mark.parametrize('notebook', ALL_NOTEBOOKS)
-def test_a_lone_notebook_runs_from_its_first_cell(platform, executed,
-                                                  notebook):
-    nb, after = executed(notebook)
-    code = [cell for cell in nb.cells if cell.cell_type == 'code']
-    errors = [f"cell {i}: {out['ename']}: {out['evalue']}"
-              for i, cell in enumerate(code, 1)
-              for out in cell.outputs if out.output_type == 'error']
-    assert errors == []
-    assert all(cell.execution_count for cell in code)
-    said = ''.join(out.get('text', '') for out in code[0].outputs)
-    numpy = platform.installed['numpy']
-    assert re.fullmatch(
-        r'd2l-bert set-up: installed d2l-bert 0\.1\.0, mxnet 1\.9\.1, '
-        r'd2l 1\.0\.3 in \d+ s, no installed package changed; MXNet '
-        rf'imports in this kernel \(NumPy {re.escape(numpy)}\)\n', said)
-    assert {name: after.get(name) for name in platform.installed} == (
-        platform.installed)
-    assert set(after) - set(platform.installed) == (
-        ADDED_BEYOND if notebook in BEYOND_BOOK else ADDED)
-
-
-@pytest.mark.hosted
-@pytest.mark.parametrize('notebook', sorted(NOTEBOOKS))
-def test_a_lone_notebook_prints_the_books_outputs(platform, executed,
-                                                  notebook):
-    import nbformat
-    nb, _ = executed(notebook)
-    edition = editions.parse_notebook(nbformat.writes(nb), notebook)
-    verdicts, expected = [], []
-    for cell in edition.cells:
-        entry = book_outputs.documented(edition.label, cell.code)
-        if entry is not None and entry.mode != 'shown':
-            verdicts.append(book_outputs.compare(
-                entry.prints, cell.output or '', entry.mode))
-            # the shapes compared, the trained numbers beside them shown
-            expected.append('shown' if entry.mode == 'shapes' else 'match')
-    assert len(expected) == sum(e.label == edition.label and e.mode !=
-                                'shown' for e in book_outputs.DOCUMENTED)
-    assert verdicts == expected
+    def fails(before):
+        raise hosted.PipFailed(['--no-deps', 'mxnet==1.9.1'], 1, said)
+    monkeypatch.setattr(hosted, 'add_missing', fails)
+    with pytest.raises(SystemExit) as stop:
+        hosted.set_up()
+    assert stop.value.code == (
+        hosted.FAILED_LINE + '\u00d7 Failed to connect to pypi.org '
+        '\u2570\u2500> Network is unreachable')
 
 
 class FakeShell:

@@ -11,7 +11,7 @@ import pytest
 from d2l_bert.chapter import hosted
 from d2l_bert.cli import _setup
 from d2l_bert.cli._args import RunError
-from helpers import make_venv
+from pythons import make_venv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

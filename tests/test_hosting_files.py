@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from helpers import find_python
+from pythons import find_python
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINDER = os.path.join(ROOT, '.binder')

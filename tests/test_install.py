@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from helpers import make_venv
+from pythons import make_venv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADING = '## Adding d2l-bert to an environment that has NumPy 2'
