@@ -5,13 +5,16 @@ Each notebook is copied alone into an empty folder and executed from its
 first cell, which installs d2l-bert from a wheel of this checkout
 (`D2L_BERT_SOURCE`), at small sizes, in a new runtime's environment.
 Without a network (``unshare -n``, as a Kaggle notebook with its
-Internet setting off), the cell ends in one line.
+Internet setting off), the cell ends in one line.  From its default
+source, the repository's archive, served here as GitHub serves it, it
+installs d2l-bert whole.
 
 The simulated Colab (Python 3.13) runs with the suite; the simulated
 Kaggle (Python 3.12) runs in CI (``CI=true``) or with
 ``D2L_BERT_HOSTED=all``: each platform adds about two minutes.
 """
 import glob
+import http.server
 import json
 import os
 import re
@@ -19,6 +22,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import urllib.parse
 from unittest import mock
 
 import pytest
@@ -26,6 +31,7 @@ import pytest
 from d2l_bert import presets
 from d2l_bert.chapter import book_outputs, editions, hosted
 from d2l_bert.chapter.saved_cells import BEYOND_BOOK, NOTEBOOK_DIR, NOTEBOOKS
+from helpers import FilesHandler
 from hosted_platforms import (NoPython, Platform, installable,
                               read_platform, run, run_set_up_cell)
 
@@ -228,3 +234,49 @@ def test_a_lone_notebook_prints_the_books_outputs(platform, executed,
     assert len(expected) == sum(e.label == edition.label and e.mode !=
                                 'shown' for e in book_outputs.DOCUMENTED)
     assert verdicts == expected
+
+
+class _Archives(FilesHandler):
+    files, asked = {}, []
+
+
+@pytest.fixture
+def archive_url():
+    """The set-up cell's default source, served from this machine: what
+    GitHub serves at that path, a zip of HEAD's files in one folder
+    named ``REPO-BRANCH``."""
+    path = urllib.parse.urlparse(hosted.source({})).path
+    folder = f'{hosted.REPOSITORY.rsplit("/", 1)[1]}-{hosted.BRANCH}/'
+    done = subprocess.run(['git', '-C', ROOT, 'archive', '--format=zip',
+                           f'--prefix={folder}', 'HEAD'],
+                          capture_output=True)
+    if done.returncode:
+        pytest.skip(f'not a git checkout: {done.stderr.decode().strip()}')
+    _Archives.files = {path: done.stdout}
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Archives)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f'http://127.0.0.1:{server.server_address[1]}{path}'
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.hosted
+def test_from_the_repositorys_archive_the_set_up_installs_it_whole(
+        platform, archive_url, tmp_path):
+    done = run_set_up_cell(tmp_path, archive_url, python=platform.python)
+    try:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(
+            'd2l-bert set-up: installed d2l-bert 0.1.0, mxnet 1.9.1, '
+            'd2l 1.0.3 in ') and done.stderr == ''
+        # the notebooks and the embedded corpus came with it
+        found = run([platform.python, '-c', (
+            'import glob, os, d2l_bert; here = os.path.dirname('
+            'd2l_bert.__file__); print(len(glob.glob(os.path.join(here, '
+            '"notebooks", "*.ipynb"))), os.listdir(os.path.join(here, '
+            '"data", "embedded")) != [])')], cwd=str(tmp_path))
+        assert found == f'{len(ALL_NOTEBOOKS)} True\n'
+    finally:
+        platform.reset()
