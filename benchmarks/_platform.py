@@ -51,7 +51,8 @@ def wheel(folder):
 
 def env(platform):
     """What a notebook's kernel gets beyond a new runtime's: the wheel as
-    the set-up cell's source, the platform's kernels, and pip without
-    this machine's settings files."""
+    the set-up cell's source, the platform's kernels and its image's
+    variables, and pip without this machine's settings files."""
     return {PRESETS.SOURCE_ENV: platform.wheel,
-            'JUPYTER_PATH': platform.jupyter, 'PIP_CONFIG_FILE': os.devnull}
+            'JUPYTER_PATH': platform.jupyter, 'PIP_CONFIG_FILE': os.devnull,
+            **platform.start_env}

@@ -14,7 +14,7 @@ A platform is
   theirs: ``tests/fixtures/hosted/NAME.txt``, or ``NAME-published.txt``
   (the platform's own list, with where it comes from);
 - a Jupyter kernel that imports NumPy before the first cell, as Colab's
-  does;
+  does, started as the platform's image starts it (`read_start_up`);
 - for each notebook, a new runtime's environment (`Platform.runtime_env`):
   a HOME, caches and TMPDIR of its own, and none of this machine's
   ``PIP_*``, ``PYTHON*`` or ``NUMBA_*`` variables.
@@ -48,6 +48,19 @@ NEEDS_SYSTEM_LIBRARIES = {
 #: The variables of this machine that a new runtime does not have
 MACHINE_ONLY = ('PIP_', 'PYTHON', 'VIRTUAL_ENV', 'NUMBA_', 'D2L_BERT_',
                 'MPL', 'JUPYTER')
+
+
+def read_start_up(name):
+    """``(kernel arguments, environment)`` the platform starts a kernel
+    with: the ``# kernel:`` and ``# environment: KEY=VALUE`` lines of
+    ``NAME.txt`` (from the platform's published image)."""
+    with open(os.path.join(FIXTURES, f'{name}.txt')) as f:
+        lines = f.read().splitlines()
+    argv = [line.split(':', 1)[1].strip() for line in lines
+            if line.startswith('# kernel:')]
+    env = dict(line.split(':', 1)[1].strip().split('=', 1)
+               for line in lines if line.startswith('# environment:'))
+    return argv, env
 
 
 class NoPython(Exception):
@@ -155,11 +168,13 @@ class Platform:
         self.jupyter = os.path.join(self.folder, 'jupyter')
         kernel = os.path.join(self.jupyter, 'kernels', name)
         os.makedirs(kernel)
+        argv, self.start_env = read_start_up(name)
         with open(os.path.join(kernel, 'kernel.json'), 'w') as f:
             json.dump({'argv': [self.python, '-m', 'ipykernel_launcher',
                                 '-f', '{connection_file}',
-                                '--IPKernelApp.exec_lines=import numpy'],
-                       'display_name': name, 'language': 'python'}, f)
+                                '--IPKernelApp.exec_lines=import numpy']
+                       + argv, 'display_name': name,
+                       'language': 'python'}, f)
         self.installed = self.packages()
         self.site = run([self.python, '-c', 'import sysconfig; print('
                          'sysconfig.get_paths()["purelib"])']).strip()
@@ -198,7 +213,8 @@ class Platform:
         """A new runtime's environment for a kernel of this platform:
         `environ` (default ``os.environ``) without this machine's own
         variables (`MACHINE_ONLY`), a HOME, caches and TMPDIR in `root`,
-        and the platform's kernels on ``JUPYTER_PATH``."""
+        the platform's kernels on ``JUPYTER_PATH`` and its image's
+        variables (`read_start_up`)."""
         environ = os.environ if environ is None else environ
         env = {k: v for k, v in environ.items()
                if not k.startswith(MACHINE_ONLY)}
@@ -208,6 +224,7 @@ class Platform:
             env[key] = os.path.join(str(root), sub)
             os.makedirs(env[key], exist_ok=True)
         env['JUPYTER_PATH'] = self.jupyter
+        env.update(self.start_env)
         return env
 
     def reset(self):
