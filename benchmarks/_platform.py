@@ -8,10 +8,7 @@ installs d2l-bert from the wheel and MXNet and d2l from PyPI, with no
 settings file of this machine (its local indexes), and the platform's
 `reset` uninstalls what it added.
 """
-import glob
 import os
-import shutil
-import subprocess
 import sys
 
 from _common import PRESETS
@@ -28,25 +25,11 @@ def make(name, folder, published=False):
     and exit 1 where it cannot be made."""
     try:
         platform = hosted_platforms.Platform(name, folder, published)
+        platform.wheel = hosted_platforms.build_wheel(folder)
     except (hosted_platforms.NoPython, RuntimeError) as e:
         sys.exit(f'bench_notebooks.py: error: --platform {name}: '
                  f'{str(e).splitlines()[0]}')
-    platform.wheel = wheel(folder)
     return platform
-
-
-def wheel(folder):
-    """A wheel of this checkout in `folder`, built from a copy of it."""
-    copy = os.path.join(folder, 'source')
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(
-        '.venv', '.git', '__pycache__', 'build', '_build', '*.egg-info'))
-    done = subprocess.run([sys.executable, '-m', 'pip', 'wheel', '-q',
-                           '--no-deps', '-w', folder, copy],
-                          capture_output=True, text=True)
-    if done.returncode:
-        sys.exit('bench_notebooks.py: error: the wheel of this checkout: '
-                 f'{done.stderr.strip()[-300:]}')
-    return glob.glob(os.path.join(folder, 'd2l_bert-*.whl'))[0]
 
 
 def env(platform):

@@ -22,18 +22,20 @@ A platform is
 Making it uses this machine's pip settings (its local indexes): the
 platform's image is made before the student opens the notebook.
 """
+import glob
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 
 from d2l_bert import presets
 from d2l_bert.chapter import hosted
 from pythons import find_python, system_python
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                        'fixtures', 'hosted')
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, 'tests', 'fixtures', 'hosted')
 PLATFORMS = ('colab', 'kaggle')
 #: The lines of a published list that cannot be installed here, and why:
 #: the platform's image has them from elsewhere
@@ -61,6 +63,18 @@ def read_start_up(name):
     env = dict(line.split(':', 1)[1].strip().split('=', 1)
                for line in lines if line.startswith('# environment:'))
     return argv, env
+
+
+def build_wheel(folder):
+    """A wheel of this checkout in `folder`, built from a copy of it (a
+    build in place would leave `build/` behind); its path."""
+    copy = os.path.join(str(folder), 'source')
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(
+        '.venv', '.git', '__pycache__', 'build', '_build', '*.egg-info',
+        '.pytest_cache'))
+    run([sys.executable, '-m', 'pip', 'wheel', '-q', '--no-deps', '-w',
+         str(folder), copy])
+    return glob.glob(os.path.join(str(folder), 'd2l_bert-*.whl'))[0]
 
 
 class NoPython(Exception):

@@ -13,14 +13,12 @@ The simulated Colab (Python 3.13) runs with the suite; the simulated
 Kaggle (Python 3.12) runs in CI (``CI=true``) or with
 ``D2L_BERT_HOSTED=all``: each platform adds about two minutes.
 """
-import glob
 import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import urllib.parse
@@ -32,8 +30,9 @@ from d2l_bert import presets
 from d2l_bert.chapter import book_outputs, editions, hosted
 from d2l_bert.chapter.saved_cells import BEYOND_BOOK, NOTEBOOK_DIR, NOTEBOOKS
 from helpers import FilesHandler
-from hosted_platforms import (NoPython, Platform, installable,
-                              read_platform, run, run_set_up_cell)
+from hosted_platforms import (NoPython, Platform, build_wheel,
+                              installable, read_platform, run,
+                              run_set_up_cell)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: What the cell installs with d2l-bert, and nothing else
@@ -65,16 +64,8 @@ def test_kaggles_lines_are_its_base_images_but_setuptools():
 
 @pytest.fixture(scope='module')
 def wheel(tmp_path_factory):
-    """A wheel of this checkout, built from a copy of it (a build in
-    place would leave `build/` behind)."""
-    folder = tmp_path_factory.mktemp('wheel')
-    copy = folder / 'source'
-    shutil.copytree(ROOT, str(copy), ignore=shutil.ignore_patterns(
-        '.venv', '.git', '__pycache__', 'build', '_build', '*.egg-info',
-        '.pytest_cache'))
-    run([sys.executable, '-m', 'pip', 'wheel', '-q', '--no-deps', '-w',
-         str(folder), str(copy)])
-    return glob.glob(str(folder / 'd2l_bert-*.whl'))[0]
+    """A wheel of this checkout."""
+    return build_wheel(tmp_path_factory.mktemp('wheel'))
 
 
 def no_network():
