@@ -38,7 +38,9 @@ def system_python(folder, python=sys.executable):
     lib = os.path.join(str(folder), os.path.relpath(stdlib, prefix))
     os.makedirs(os.path.join(lib, 'site-packages'))
     for name in os.listdir(stdlib):
-        if name != 'site-packages':
+        # EXTERNALLY-MANAGED: a distribution's mark (Debian's), which
+        # makes pip refuse to install; the platforms' Pythons have none
+        if name not in ('site-packages', 'EXTERNALLY-MANAGED'):
             os.symlink(os.path.join(stdlib, name), os.path.join(lib, name))
     os.makedirs(os.path.join(str(folder), 'bin'))
     new = os.path.join(str(folder), 'bin', 'python')
