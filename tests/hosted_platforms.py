@@ -65,6 +65,15 @@ def read_start_up(name):
     return argv, env
 
 
+def patched_by_debian(python):
+    """Whether `python` is a Debian (or Ubuntu) build, whose `site` and
+    `sysconfig` are patched: there a kernel of a copy outside a venv
+    does not find what pip installed as a platform's does."""
+    names = run([python, '-c', 'import sysconfig; '
+                 'print(*sysconfig.get_scheme_names())']).split()
+    return 'posix_local' in names or 'deb_system' in names
+
+
 def build_wheel(folder):
     """A wheel of this checkout in `folder`, built from a copy of it (a
     build in place would leave `build/` behind); its path."""
@@ -78,7 +87,8 @@ def build_wheel(folder):
 
 
 class NoPython(Exception):
-    """This machine has no interpreter of the platform's Python."""
+    """This machine has no interpreter that can stand in for the
+    platform's Python."""
 
 
 def read_platform(name, published=False):
@@ -127,7 +137,7 @@ def installable(lines):
     """``(lines, {line: why it is left out})`` of a published list."""
     kept, left = [], {}
     for line in lines:
-        name = normalize(re.split(r'[=<>@ ;\[]', line, 1)[0])
+        name = normalize(re.split(r'[=<>@ ;\[]', line, maxsplit=1)[0])
         if ' @ ' in line or '://' in line:
             left[line] = NOT_FROM_PYPI
         elif name in NEEDS_SYSTEM_LIBRARIES:
@@ -164,6 +174,11 @@ class Platform:
         if python is None:
             raise NoPython(f'no Python {version} on this machine for the '
                            f'simulated {name}')
+        if patched_by_debian(python):
+            raise NoPython(
+                f"{python} is Debian's, whose site and sysconfig put "
+                f'packages in dist-packages; the simulated {name} needs a '
+                "plain CPython build, as the platform's is")
         self.python = system_python(os.path.join(self.folder, 'python'),
                                     python)
         pip = [line for line in lines if normalize(line).startswith('pip=')]
