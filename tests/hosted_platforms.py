@@ -32,6 +32,7 @@ import sys
 
 from d2l_bert import presets
 from d2l_bert.chapter import hosted
+from d2l_bert.chapter.hosted import _normalize as normalize
 from pythons import find_python, system_python
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -145,10 +146,6 @@ def installable(lines):
         else:
             kept.append(line)
     return kept, left
-
-
-def normalize(name):
-    return re.sub(r'[-_.]+', '-', name).lower()
 
 
 def run(command, timeout=1800, **kwargs):
